@@ -1,0 +1,175 @@
+// Package handler is what a handler author sees: the per-message context, the
+// handler function type, permanent errors, strict payload decoding and the
+// registry that the worker dispatches from (and that `go generate` output fills).
+package handler
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pginbox/pginbox/inboxtype"
+)
+
+// Msg describes the message being handled. Every database write of the handler
+// must go through Tx: the worker adds the completion update to the same
+// transaction and commits both together, or neither.
+type Msg struct {
+	Tx pgx.Tx
+
+	ReceiptID     inboxtype.ID
+	Scope         inboxtype.Scope
+	Source        string
+	Consumer      string
+	MessageID     string
+	EventType     string
+	SchemaVersion int
+	// Attempt counts from 1; it is the attempt running now.
+	Attempt     int
+	MaxAttempts int
+	Metadata    map[string]string
+	// Payload is the canonical JSON stored at accept.
+	Payload json.RawMessage
+}
+
+// Func handles one message. ctx is cancelled on shutdown, lease loss or the
+// handler deadline. Returning nil completes the receipt; an error rolls back the
+// transaction and schedules a retry, unless it is Permanent.
+type Func func(ctx context.Context, m *Msg) error
+
+// Key selects the handler for a message.
+type Key struct {
+	Consumer      string
+	EventType     string
+	SchemaVersion int
+}
+
+func (k Key) String() string {
+	return fmt.Sprintf("%s <- %s v%d", k.Consumer, k.EventType, k.SchemaVersion)
+}
+
+// ErrPermanent matches errors wrapped with Permanent.
+var ErrPermanent = errors.New("permanent failure")
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string        { return e.err.Error() }
+func (e *permanentError) Unwrap() error        { return e.err }
+func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
+
+// Permanent marks err as a failure that retrying cannot fix: the receipt goes
+// DEAD at once, for an operator to inspect and requeue.
+func Permanent(err error) error {
+	if err == nil {
+		err = ErrPermanent
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err (or anything it wraps) is permanent.
+func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
+
+// Validator is implemented by payload types that check themselves after
+// decoding. A failure there is permanent.
+type Validator interface {
+	Validate() error
+}
+
+// DecodeOptions sets the payload decoding policy.
+type DecodeOptions struct {
+	// AllowUnknownFields accepts payload fields the Go type does not declare.
+	// Defaults to false: an unknown field is a permanent decoding failure, so a
+	// producer's schema change cannot be silently half-read.
+	AllowUnknownFields bool
+}
+
+// Decode decodes the payload into a T strictly (one JSON value, unknown fields
+// per opts) and runs T's Validate method if it has one. Every failure is
+// permanent: the same payload will never decode on a retry.
+func Decode[T any](m *Msg, opts DecodeOptions) (T, error) {
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(m.Payload))
+	if !opts.AllowUnknownFields {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(&v); err != nil {
+		return v, Permanent(fmt.Errorf("decoding %s v%d payload into %T: %w", m.EventType, m.SchemaVersion, v, err))
+	}
+	if dec.More() {
+		return v, Permanent(fmt.Errorf("decoding %s v%d payload: trailing data", m.EventType, m.SchemaVersion))
+	}
+	// &v has both pointer and value receiver methods.
+	if val, ok := any(&v).(Validator); ok {
+		if err := val.Validate(); err != nil {
+			return v, Permanent(fmt.Errorf("validating %s v%d payload: %w", m.EventType, m.SchemaVersion, err))
+		}
+	}
+	return v, nil
+}
+
+// Typed adapts a function taking a decoded payload into a Func.
+func Typed[T any](opts DecodeOptions, fn func(ctx context.Context, m *Msg, payload T) error) Func {
+	return func(ctx context.Context, m *Msg) error {
+		v, err := Decode[T](m, opts)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, m, v)
+	}
+}
+
+// ErrDuplicateHandler is returned when a Key is registered twice.
+var ErrDuplicateHandler = errors.New("handler registered twice")
+
+// Registry maps keys to handlers. Fill it before starting a worker; it is not
+// safe for concurrent registration.
+type Registry struct {
+	handlers  map[Key]Func
+	consumers map[string]bool
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{handlers: map[Key]Func{}, consumers: map[string]bool{}}
+}
+
+// Register adds fn for k. Registering a key twice is an error, caught at start-up
+// rather than by whichever handler happens to win.
+func (r *Registry) Register(k Key, fn Func) error {
+	if fn == nil {
+		return fmt.Errorf("pginbox: registering %s: handler is nil", k)
+	}
+	if k.Consumer == "" || k.EventType == "" || k.SchemaVersion < 1 {
+		return fmt.Errorf("pginbox: registering %s: consumer, event type and a schema version >= 1 are required", k)
+	}
+	if _, dup := r.handlers[k]; dup {
+		return fmt.Errorf("pginbox: registering %s: %w", k, ErrDuplicateHandler)
+	}
+	r.handlers[k] = fn
+	r.consumers[k.Consumer] = true
+	return nil
+}
+
+// Lookup returns the handler for k.
+func (r *Registry) Lookup(k Key) (Func, bool) {
+	fn, ok := r.handlers[k]
+	return fn, ok
+}
+
+// HasConsumer reports whether any handler is registered for consumer.
+func (r *Registry) HasConsumer(consumer string) bool { return r.consumers[consumer] }
+
+// Consumers returns the consumers with at least one handler, sorted.
+func (r *Registry) Consumers() []string {
+	out := make([]string, 0, len(r.consumers))
+	for c := range r.consumers {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,51 @@
+// Package inbox is pginbox's runtime: it accepts deliveries durably and
+// deduplicated (Accept), processes them in the handler's transaction (Worker), and
+// administers receipts (Admin).
+package inbox
+
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/internal/canonjson"
+)
+
+// NotifyChannel is the PostgreSQL channel Accept notifies, with the consumer name
+// as payload, so listening workers wake up without waiting for their next poll.
+const NotifyChannel = "pginbox_receipt"
+
+// Client accepts messages into the inbox. It is safe for concurrent use.
+type Client struct {
+	pool     *pgxpool.Pool
+	cfg      Config
+	declared map[string]bool
+	limits   canonjson.Limits
+}
+
+// NewClient returns a Client on pool. It does not touch the database; the first
+// Accept reports a missing schema.
+func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
+	if pool == nil {
+		return nil, fmt.Errorf("pginbox: NewClient: pool is nil")
+	}
+	cfg = cfg.withDefaults()
+	c := &Client{
+		pool:   pool,
+		cfg:    cfg,
+		limits: canonjson.Limits{MaxDepth: cfg.MaxPayloadDepth, MaxBytes: cfg.MaxPayloadBytes},
+	}
+	if len(cfg.Consumers) > 0 {
+		c.declared = make(map[string]bool, len(cfg.Consumers))
+		for _, name := range cfg.Consumers {
+			if err := validateString("consumer", name); err != nil {
+				return nil, fmt.Errorf("pginbox: Config.Consumers: %w", err)
+			}
+			c.declared[name] = true
+		}
+	}
+	return c, nil
+}
+
+// Pool returns the pool the client was built on.
+func (c *Client) Pool() *pgxpool.Pool { return c.pool }

@@ -1,0 +1,138 @@
+package inbox
+
+import (
+	"fmt"
+	"math"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/pginbox/pginbox/inboxtype"
+)
+
+// Shared types, re-exported so most code needs only this package.
+type (
+	ID        = inboxtype.ID
+	Scope     = inboxtype.Scope
+	ScopeKind = inboxtype.ScopeKind
+	Status    = inboxtype.Status
+)
+
+const (
+	ScopeGlobal = inboxtype.ScopeGlobal
+	ScopeTenant = inboxtype.ScopeTenant
+
+	StatusPending    = inboxtype.StatusPending
+	StatusProcessing = inboxtype.StatusProcessing
+	StatusRetryable  = inboxtype.StatusRetryable
+	StatusCompleted  = inboxtype.StatusCompleted
+	StatusDead       = inboxtype.StatusDead
+)
+
+// Tenant returns the scope of one tenant. Take the ID from authenticated context,
+// never from the payload.
+func Tenant(id string) Scope { return inboxtype.Tenant(id) }
+
+// Global returns the intentional global scope.
+func Global() Scope { return inboxtype.Global() }
+
+// MaxIdentityBytes is the longest identity string (scope ID, source, consumer,
+// message ID, event type) in bytes.
+const MaxIdentityBytes = 255
+
+// Identity is what makes two deliveries the same message.
+type Identity struct {
+	Scope     Scope
+	Source    string // the producer system
+	Consumer  string // the logical effect, e.g. "orders.projection.v1"
+	MessageID string // the producer's event ID, stable across redeliveries
+}
+
+func (id Identity) String() string {
+	return fmt.Sprintf("%s/%s/%s/%s", id.Scope, id.Source, id.Consumer, id.MessageID)
+}
+
+// Message is one delivery to accept.
+type Message struct {
+	Identity
+
+	// EventType and SchemaVersion name the payload's shape, e.g. "order.created" v1.
+	EventType     string
+	SchemaVersion int
+
+	// Payload is the event content. []byte and json.RawMessage are taken as JSON
+	// text and checked as they are; any other value is encoded with encoding/json
+	// first. Either way it is validated and canonicalized before fingerprinting.
+	Payload any
+
+	// Metadata (trace headers, correlation and causation IDs) is stored with the
+	// receipt but is not part of the fingerprint.
+	Metadata map[string]string
+}
+
+// Outcome says whether Accept stored a new receipt.
+type Outcome string
+
+const (
+	Accepted  Outcome = "accepted"
+	Duplicate Outcome = "duplicate"
+)
+
+// AcceptResult is the outcome of a committed Accept.
+type AcceptResult struct {
+	Outcome Outcome
+	ID      ID
+	// Status is PENDING for Accepted; for Duplicate, the existing receipt's current
+	// status (a duplicate never resets state or retry budget).
+	Status Status
+}
+
+func validateIdentity(id Identity) error {
+	switch id.Scope.Kind {
+	case ScopeGlobal:
+		if id.Scope.ID != "" {
+			return &ValidationError{Field: "scope.id", Rule: RuleOutOfRange, Detail: "a global scope has no ID; use inbox.Tenant(id) for a tenant"}
+		}
+	case ScopeTenant:
+		if err := validateString("scope.id", id.Scope.ID); err != nil {
+			return err
+		}
+	default:
+		return &ValidationError{Field: "scope", Rule: RuleRequired, Detail: "set Scope to inbox.Tenant(id) or inbox.Global()"}
+	}
+	if err := validateString("source", id.Source); err != nil {
+		return err
+	}
+	if err := validateString("consumer", id.Consumer); err != nil {
+		return err
+	}
+	return validateString("message_id", id.MessageID)
+}
+
+func validateSchemaVersion(v int) error {
+	if v < 1 || v > math.MaxInt32 {
+		return &ValidationError{Field: "schema_version", Rule: RuleOutOfRange, Detail: fmt.Sprintf("%d: must be between 1 and %d", v, math.MaxInt32)}
+	}
+	return nil
+}
+
+// validateString applies the identity string rules: 1..255 bytes of valid UTF-8
+// without control characters.
+func validateString(field, s string) error {
+	if s == "" {
+		return &ValidationError{Field: field, Rule: RuleRequired, Detail: "must not be empty"}
+	}
+	if len(s) > MaxIdentityBytes {
+		return &ValidationError{Field: field, Rule: RuleTooLong, Detail: fmt.Sprintf("%d bytes: at most %d allowed", len(s), MaxIdentityBytes)}
+	}
+	for i, r := range s {
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				return &ValidationError{Field: field, Rule: RuleInvalidUTF8, Detail: fmt.Sprintf("invalid UTF-8 at byte %d", i)}
+			}
+		}
+		if unicode.IsControl(r) {
+			return &ValidationError{Field: field, Rule: RuleControlChar, Detail: fmt.Sprintf("control character %U at byte %d", r, i)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,558 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/schema"
+)
+
+// Causes of a handler's context cancellation, also recorded as the error.
+var (
+	ErrLeaseLost      = errors.New("pginbox: lease lost: another worker recovered or re-claimed the receipt")
+	ErrHandlerTimeout = errors.New("pginbox: handler deadline exceeded")
+	ErrWorkerShutdown = errors.New("pginbox: worker shutting down")
+	errWorkerNotIdle  = errors.New("pginbox: worker is running: Drain is for a worker that was not started")
+	errWorkerStarted  = errors.New("pginbox: worker already started")
+)
+
+// maxLastErrorLength bounds the error text stored with a failed receipt.
+const maxLastErrorLength = 4000
+
+// Worker claims due receipts of the consumers it owns and runs their handlers,
+// one transaction per message. Create it with NewWorker, run it with Start and
+// Stop (or Run), or process what is due synchronously with Drain.
+type Worker struct {
+	pool       *pgxpool.Pool
+	q          *db.Queries
+	reg        *handler.Registry
+	cfg        WorkerConfig
+	owned      []string
+	ownedSet   map[string]bool
+	log        *slog.Logger
+	beginQuery string
+
+	// handlerCtx is the parent of every handler context; cancelling it
+	// interrupts running handlers (hard shutdown).
+	handlerCtx    context.Context
+	cancelHandler context.CancelCauseFunc
+
+	mu          sync.Mutex
+	started     bool
+	stopLoops   context.CancelFunc
+	stopping    atomic.Bool
+	loops       sync.WaitGroup
+	inflight    sync.WaitGroup
+	busy        atomic.Int64
+	wake        chan struct{}
+	slotFreed   chan struct{}
+	stoppedDone chan struct{}
+}
+
+// NewWorker returns a worker dispatching to reg. It fails when an owned consumer
+// has no handler or the pool is too small for the configured concurrency.
+func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Worker, error) {
+	if pool == nil || reg == nil {
+		return nil, errors.New("pginbox: NewWorker: pool and registry are required")
+	}
+	cfg = cfg.withDefaults()
+	owned := cfg.Consumers
+	if len(owned) == 0 {
+		owned = reg.Consumers()
+	}
+	if len(owned) == 0 {
+		return nil, errors.New("pginbox: NewWorker: no consumers to own: register handlers or set WorkerConfig.Consumers")
+	}
+	ownedSet := make(map[string]bool, len(owned))
+	for _, c := range owned {
+		if !reg.HasConsumer(c) {
+			return nil, fmt.Errorf("pginbox: NewWorker: consumer %q is owned by this worker but has no handler: register its handlers or remove it from WorkerConfig.Consumers", c)
+		}
+		ownedSet[c] = true
+	}
+	if max := int(pool.Config().MaxConns); max < cfg.Concurrency+2 {
+		return nil, fmt.Errorf("pginbox: NewWorker: pool MaxConns %d is below Concurrency %d + 2 (listener, claims and heartbeats): raise pool_max_conns or lower Concurrency", max, cfg.Concurrency)
+	}
+	// The transaction's own timeouts end a handler that ignores its context.
+	ms := cfg.HandlerTimeout.Milliseconds() + 1000
+	begin := fmt.Sprintf("BEGIN; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d", ms, ms)
+	hctx, cancel := context.WithCancelCause(context.Background())
+	return &Worker{
+		pool:          pool,
+		q:             db.New(pool),
+		reg:           reg,
+		cfg:           cfg,
+		owned:         append([]string(nil), owned...),
+		ownedSet:      ownedSet,
+		log:           cfg.Logger,
+		beginQuery:    begin,
+		handlerCtx:    hctx,
+		cancelHandler: cancel,
+		wake:          make(chan struct{}, 1),
+		slotFreed:     make(chan struct{}, 1),
+	}, nil
+}
+
+// Consumers returns the consumers this worker owns.
+func (w *Worker) Consumers() []string { return append([]string(nil), w.owned...) }
+
+// Start checks the schema version and starts claiming in the background. ctx
+// bounds the start-up checks only; call Stop to stop.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return errWorkerStarted
+	}
+	if err := schema.Check(ctx, w.pool); err != nil {
+		return err
+	}
+	w.started = true
+	loopCtx, cancel := context.WithCancel(context.Background())
+	w.stopLoops = cancel
+	w.stoppedDone = make(chan struct{})
+	w.loops.Add(2)
+	go w.claimLoop(loopCtx)
+	go w.recoverLoop(loopCtx)
+	if !w.cfg.PollOnly {
+		w.loops.Add(1)
+		go w.listenLoop(loopCtx)
+	}
+	w.log.Info("pginbox worker started", "consumers", w.owned, "concurrency", w.cfg.Concurrency, "poll_only", w.cfg.PollOnly)
+	return nil
+}
+
+// Stop stops claiming, lets running handlers finish within ShutdownGrace, then
+// cancels the rest (their receipts are released for another attempt). It returns
+// once every handler has returned, or with ctx's error if ctx ends first.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	if !w.started {
+		w.mu.Unlock()
+		return nil
+	}
+	if w.stopping.Swap(true) {
+		w.mu.Unlock()
+		select {
+		case <-w.stoppedDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w.mu.Unlock()
+
+	w.stopLoops()
+	w.loops.Wait()
+	done := make(chan struct{})
+	go func() { w.inflight.Wait(); close(done) }()
+	grace := time.NewTimer(w.cfg.ShutdownGrace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		w.log.Warn("pginbox worker: shutdown grace elapsed, cancelling running handlers", "grace", w.cfg.ShutdownGrace)
+		w.cancelHandler(ErrWorkerShutdown)
+	case <-ctx.Done():
+		w.cancelHandler(ErrWorkerShutdown)
+	}
+	select {
+	case <-done:
+		close(w.stoppedDone)
+		w.log.Info("pginbox worker stopped")
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pginbox: worker stop: handlers still running: %w", ctx.Err())
+	}
+}
+
+// Run starts the worker, blocks until ctx is done, then stops it gracefully.
+func (w *Worker) Run(ctx context.Context) error {
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	stopCtx, cancel := context.WithTimeout(context.Background(), 2*w.cfg.ShutdownGrace)
+	defer cancel()
+	return w.Stop(stopCtx)
+}
+
+// Drain processes due receipts of the owned consumers synchronously until none
+// is due, and returns how many it handled. It is meant for tests and one-shot
+// jobs, on a worker that was not started.
+func (w *Worker) Drain(ctx context.Context) (int, error) {
+	w.mu.Lock()
+	started := w.started
+	w.mu.Unlock()
+	if started {
+		return 0, errWorkerNotIdle
+	}
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		rows, err := w.claim(ctx, w.cfg.Concurrency)
+		if err != nil {
+			return total, err
+		}
+		if len(rows) == 0 {
+			return total, nil
+		}
+		var wg sync.WaitGroup
+		for _, r := range rows {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.process(r)
+			}()
+		}
+		wg.Wait()
+		total += len(rows)
+	}
+}
+
+func (w *Worker) signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Worker) claimLoop(ctx context.Context) {
+	defer w.loops.Done()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		free := w.cfg.Concurrency - int(w.busy.Load())
+		if free > 0 {
+			n := min(free, w.cfg.ClaimBatch)
+			rows, err := w.claim(ctx, n)
+			if err != nil && ctx.Err() == nil {
+				w.log.Error("pginbox worker: claim failed", "error", err)
+			}
+			for _, r := range rows {
+				w.busy.Add(1)
+				w.inflight.Add(1)
+				go func() {
+					defer func() {
+						w.busy.Add(-1)
+						w.inflight.Done()
+						w.signal(w.slotFreed)
+					}()
+					w.process(r)
+				}()
+			}
+			if err == nil && len(rows) == n && ctx.Err() == nil {
+				continue // probably more due work
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-w.slotFreed:
+			if free > 0 {
+				continue // a slot freed up, but the last claim found no work: wait
+			}
+		case <-poll.C:
+			poll.Reset(w.cfg.PollInterval)
+		}
+	}
+}
+
+// claim is never interrupted by ctx once sent: a claim that committed unseen would
+// leave receipts PROCESSING until their leases expire.
+func (w *Worker) claim(ctx context.Context, n int) ([]db.ReceiptClaimRow, error) {
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	rows, err := w.q.ReceiptClaim(cctx, db.ReceiptClaimParams{
+		LeaseMs:   w.cfg.Lease.Milliseconds(),
+		Consumers: w.owned,
+		MaxCount:  int32(n),
+	})
+	if err != nil {
+		return nil, dbError("claim", err)
+	}
+	return rows, nil
+}
+
+func (w *Worker) recoverLoop(ctx context.Context) {
+	defer w.loops.Done()
+	t := time.NewTicker(w.cfg.RecoverInterval)
+	defer t.Stop()
+	for {
+		if _, err := w.RecoverExpired(ctx); err != nil && ctx.Err() == nil {
+			w.log.Error("pginbox worker: lease recovery failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RecoverExpired returns receipts of the owned consumers whose lease expired to
+// RETRYABLE (or DEAD when their attempts are spent) and reports how many. Every
+// running worker does this periodically; no leader is needed.
+func (w *Worker) RecoverExpired(ctx context.Context) (int, error) {
+	const batch = 100
+	total := 0
+	for {
+		rows, err := w.q.ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: w.owned, MaxCount: batch})
+		if err != nil {
+			return total, dbError("recover", err)
+		}
+		for _, r := range rows {
+			w.log.Warn("pginbox worker: recovered an expired lease", "receipt_id", r.ID, "consumer", r.Consumer, "status", r.Status)
+		}
+		total += len(rows)
+		if len(rows) > 0 {
+			w.signal(w.wake)
+		}
+		if len(rows) < batch {
+			return total, nil
+		}
+	}
+}
+
+func (w *Worker) listenLoop(ctx context.Context) {
+	defer w.loops.Done()
+	for ctx.Err() == nil {
+		err := w.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		w.log.Warn("pginbox worker: LISTEN connection lost, polling until it is back", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(w.cfg.PollInterval):
+		}
+	}
+}
+
+func (w *Worker) listen(ctx context.Context) error {
+	pc, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// A listening session must not go back to the pool.
+	conn := pc.Hijack()
+	defer conn.Close(context.Background())
+	if err := db.New(conn).ReceiptListen(ctx); err != nil {
+		return err
+	}
+	w.signal(w.wake) // notifications sent while not listening were missed
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if w.ownedSet[n.Payload] {
+			w.signal(w.wake)
+		}
+	}
+}
+
+// process runs one claimed receipt to an outcome.
+func (w *Worker) process(r db.ReceiptClaimRow) {
+	log := w.log.With("receipt_id", r.ID, "consumer", r.Consumer, "event_type", r.EventType, "attempt", r.Attempts)
+	if w.stopping.Load() {
+		w.release(r, log)
+		return
+	}
+	key := handler.Key{Consumer: r.Consumer, EventType: r.EventType, SchemaVersion: int(r.SchemaVersion)}
+	fn, ok := w.reg.Lookup(key)
+	if !ok {
+		w.fail(r, handler.Permanent(fmt.Errorf("no handler for %s: register one and requeue the receipt", key)), log)
+		return
+	}
+	msg := &handler.Msg{
+		ReceiptID:     r.ID,
+		Scope:         inboxtype.Scope{Kind: inboxtype.ScopeKind(r.ScopeKind), ID: r.ScopeID},
+		Source:        r.Source,
+		Consumer:      r.Consumer,
+		MessageID:     r.MessageID,
+		EventType:     r.EventType,
+		SchemaVersion: int(r.SchemaVersion),
+		Attempt:       int(r.Attempts),
+		MaxAttempts:   int(r.MaxAttempts),
+		Payload:       r.Payload,
+	}
+	if len(r.Metadata) > 0 {
+		if err := json.Unmarshal(r.Metadata, &msg.Metadata); err != nil {
+			w.fail(r, handler.Permanent(fmt.Errorf("decoding metadata: %w", err)), log)
+			return
+		}
+	}
+
+	hctx, cancelTimeout := context.WithTimeoutCause(w.handlerCtx, w.cfg.HandlerTimeout, ErrHandlerTimeout)
+	defer cancelTimeout()
+	hctx, cancel := context.WithCancelCause(hctx)
+	defer cancel(nil)
+	stopHeartbeat := w.heartbeat(hctx, r, cancel, log)
+
+	herr := w.runHandler(hctx, r, fn, msg, stopHeartbeat, log)
+	if herr == nil {
+		return
+	}
+	switch cause := context.Cause(hctx); {
+	case errors.Is(cause, ErrLeaseLost):
+		log.Warn("pginbox worker: lease lost, handler writes rolled back", "error", herr)
+	case errors.Is(cause, ErrWorkerShutdown):
+		log.Info("pginbox worker: handler interrupted by shutdown, releasing the receipt")
+		w.release(r, log)
+	default:
+		w.fail(r, herr, log)
+	}
+}
+
+// runHandler runs fn and the completion in one transaction. It returns nil when
+// that transaction committed (or its commit outcome is unknown), otherwise the
+// error to record after the rollback.
+func (w *Worker) runHandler(hctx context.Context, r db.ReceiptClaimRow, fn handler.Func, msg *handler.Msg, stopHeartbeat func(), log *slog.Logger) error {
+	tx, err := w.pool.BeginTx(hctx, pgx.TxOptions{BeginQuery: w.beginQuery})
+	if err != nil {
+		stopHeartbeat()
+		return fmt.Errorf("starting the handler transaction: %w", err)
+	}
+	// Rollback after Commit is a no-op; it must not use the handler's context.
+	defer tx.Rollback(context.WithoutCancel(hctx))
+
+	msg.Tx = tx
+	herr := callHandler(hctx, fn, msg)
+	stopHeartbeat()
+	if herr == nil && hctx.Err() != nil {
+		herr = context.Cause(hctx) // returned, but too late to commit
+	}
+	if herr != nil {
+		return herr
+	}
+
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(hctx), 30*time.Second)
+	defer cancel()
+	n, err := db.New(tx).ReceiptComplete(fctx, db.ReceiptCompleteParams{ID: r.ID, ClaimToken: r.ClaimToken})
+	if err != nil {
+		return fmt.Errorf("completing the receipt: %w", err)
+	}
+	if n == 0 {
+		log.Warn("pginbox worker: lease lost before commit, handler writes rolled back")
+		return nil // someone else owns the receipt now: record nothing
+	}
+	if err := tx.Commit(fctx); err != nil {
+		if hctx.Err() == nil && isServerError(err) {
+			return fmt.Errorf("committing: %w", err)
+		}
+		// Unknown outcome: if it did not commit, the lease expires and recovery
+		// retries the receipt.
+		log.Error("pginbox worker: commit outcome unknown; lease recovery will retry if it did not commit", "error", err)
+		return nil
+	}
+	return nil
+}
+
+func callHandler(ctx context.Context, fn handler.Func, msg *handler.Msg) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn(ctx, msg)
+}
+
+// heartbeat extends the lease every HeartbeatInterval until stopped; when the
+// lease is gone it cancels the handler with ErrLeaseLost.
+func (w *Worker) heartbeat(hctx context.Context, r db.ReceiptClaimRow, cancel context.CancelCauseFunc, log *slog.Logger) (stop func()) {
+	ctx, stopCtx := context.WithCancel(hctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(w.cfg.HeartbeatInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			n, err := w.q.ReceiptHeartbeat(ctx, db.ReceiptHeartbeatParams{
+				LeaseMs: w.cfg.Lease.Milliseconds(), ID: r.ID, ClaimToken: r.ClaimToken,
+			})
+			if err != nil {
+				if ctx.Err() == nil {
+					log.Warn("pginbox worker: heartbeat failed, will retry", "error", err)
+				}
+				continue
+			}
+			if n == 0 {
+				cancel(ErrLeaseLost)
+				return
+			}
+		}
+	}()
+	return func() { stopCtx(); <-done }
+}
+
+// fail records a failed attempt, fenced by the claim token.
+func (w *Worker) fail(r db.ReceiptClaimRow, cause error, log *slog.Logger) {
+	dead := handler.IsPermanent(cause)
+	var delay time.Duration
+	if !dead {
+		delay = w.cfg.Backoff(int(r.Attempts))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	row, err := w.q.ReceiptFail(ctx, db.ReceiptFailParams{
+		Dead: dead, DelayMs: delay.Milliseconds(), LastError: errorText(cause),
+		ID: r.ID, ClaimToken: r.ClaimToken,
+	})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		log.Warn("pginbox worker: lease lost before the failure was recorded", "error", cause)
+	case err != nil:
+		log.Error("pginbox worker: recording a failure failed; lease recovery will retry", "error", err, "handler_error", cause)
+	case row.Status == string(StatusDead):
+		log.Error("pginbox worker: receipt is DEAD", "error", cause)
+	default:
+		log.Warn("pginbox worker: handler failed, will retry", "error", cause, "available_at", row.AvailableAt)
+	}
+}
+
+// release hands a claim back without spending its attempt.
+func (w *Worker) release(r db.ReceiptClaimRow, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := w.q.ReceiptRelease(ctx, db.ReceiptReleaseParams{ID: r.ID, ClaimToken: r.ClaimToken}); err != nil {
+		log.Error("pginbox worker: releasing a claim failed; it stays claimed until its lease expires", "error", err)
+	}
+}
+
+// errorText makes an error storable in a text column: valid UTF-8, no NUL,
+// bounded length.
+func errorText(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", `\x00`)
+	if len(s) > maxLastErrorLength {
+		s = strings.ToValidUTF8(s[:maxLastErrorLength], "") + "…"
+	}
+	return s
+}

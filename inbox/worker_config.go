@@ -1,0 +1,140 @@
+package inbox
+
+import (
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults for WorkerConfig fields left at their zero value.
+const (
+	DefaultConcurrency    = 10
+	DefaultClaimBatch     = 10
+	DefaultPollInterval   = time.Second
+	DefaultLease          = 30 * time.Second
+	DefaultHandlerTimeout = time.Minute
+	DefaultShutdownGrace  = 10 * time.Second
+
+	DefaultBackoffBase   = time.Second
+	DefaultBackoffFactor = 2.0
+	DefaultBackoffMax    = 10 * time.Minute
+	DefaultBackoffJitter = 0.2
+)
+
+// WorkerConfig configures a Worker.
+//
+// Sizing the pgx pool: a worker holds one connection per running handler
+// (Concurrency), one for LISTEN (unless PollOnly) and briefly one for claims,
+// heartbeats and recovery. NewWorker refuses a pool with MaxConns below
+// Concurrency+2, because a heartbeat that cannot get a connection loses its lease.
+// Add what Accept needs when the same pool also serves ingress.
+type WorkerConfig struct {
+	// Consumers this worker owns: it claims, recovers and dead-letters receipts of
+	// these consumers only. Every one must have a handler. Defaults to every
+	// consumer in the registry.
+	Consumers []string
+
+	// Concurrency is the number of handlers running at once. Defaults to
+	// DefaultConcurrency.
+	Concurrency int
+
+	// ClaimBatch is the most receipts claimed by one query; a claim never takes
+	// more than the free handler slots. Defaults to DefaultClaimBatch.
+	ClaimBatch int
+
+	// PollInterval is how often the worker looks for due work when no
+	// notification arrives (retries come due without one). Defaults to
+	// DefaultPollInterval.
+	PollInterval time.Duration
+
+	// PollOnly disables LISTEN/NOTIFY, for PgBouncer in transaction mode.
+	PollOnly bool
+
+	// Lease is how long a claim stays valid without a heartbeat. Defaults to
+	// DefaultLease.
+	Lease time.Duration
+
+	// HeartbeatInterval is how often a running handler's lease is extended.
+	// Defaults to Lease/3.
+	HeartbeatInterval time.Duration
+
+	// RecoverInterval is how often expired leases are recovered. Defaults to
+	// Lease/2.
+	RecoverInterval time.Duration
+
+	// HandlerTimeout bounds one handler call and its transaction: the handler's
+	// context is cancelled at the deadline, and the transaction's statement and
+	// idle-in-transaction timeouts end it even if the handler ignores its
+	// context. Defaults to DefaultHandlerTimeout.
+	HandlerTimeout time.Duration
+
+	// Backoff returns the delay before retry number attempt (1 after the first
+	// failure). Defaults to DefaultBackoff.
+	Backoff func(attempt int) time.Duration
+
+	// ShutdownGrace is how long Stop lets running handlers finish before
+	// cancelling them. Defaults to DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+
+	// Logger receives the worker's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultBackoff is exponential backoff with jitter: 1s, 2s, 4s, ... capped at
+// 10 minutes, each multiplied by a random factor in [0.8, 1.2].
+func DefaultBackoff(attempt int) time.Duration {
+	return ExponentialBackoff(DefaultBackoffBase, DefaultBackoffFactor, DefaultBackoffMax, DefaultBackoffJitter)(attempt)
+}
+
+// ExponentialBackoff returns base*factor^(attempt-1), capped at max, then
+// spread by +-jitter (0.2 means +-20%).
+func ExponentialBackoff(base time.Duration, factor float64, max time.Duration, jitter float64) func(int) time.Duration {
+	return func(attempt int) time.Duration {
+		if attempt < 1 {
+			attempt = 1
+		}
+		d := float64(base) * math.Pow(factor, float64(attempt-1))
+		if d > float64(max) || math.IsInf(d, 0) || math.IsNaN(d) {
+			d = float64(max)
+		}
+		if jitter > 0 {
+			d *= 1 + jitter*(2*rand.Float64()-1)
+		}
+		return time.Duration(d)
+	}
+}
+
+func (c WorkerConfig) withDefaults() WorkerConfig {
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.ClaimBatch <= 0 {
+		c.ClaimBatch = DefaultClaimBatch
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = c.Lease / 3
+	}
+	if c.RecoverInterval <= 0 {
+		c.RecoverInterval = c.Lease / 2
+	}
+	if c.HandlerTimeout <= 0 {
+		c.HandlerTimeout = DefaultHandlerTimeout
+	}
+	if c.Backoff == nil {
+		c.Backoff = DefaultBackoff
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

@@ -1,0 +1,11 @@
+-- name: ReceiptRelease :execrows
+-- Hands back a claim that never reached its handler (shutdown), without spending
+-- an attempt, so it does not wait for lease expiry.
+UPDATE pginbox_receipts
+SET status = CASE WHEN attempts <= 1 THEN 'PENDING' ELSE 'RETRYABLE' END,
+    attempts = attempts - 1,
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now(),
+    version = version + 1
+WHERE id = @id AND claim_token = @claim_token AND status = 'PROCESSING';
