@@ -30,6 +30,12 @@ var (
 	errWorkerStarted  = errors.New("pginbox: worker already started")
 )
 
+// Test hooks for crash tests (set only by tests, through export_test.go).
+var (
+	testHookAfterClaim   func(claimed int)
+	testHookBeforeCommit func(id inboxtype.ID)
+)
+
 // maxLastErrorLength bounds the error text stored with a failed receipt.
 const maxLastErrorLength = 4000
 
@@ -291,6 +297,9 @@ func (w *Worker) claim(ctx context.Context, n int) ([]db.ReceiptClaimRow, error)
 	if err != nil {
 		return nil, dbError("claim", err)
 	}
+	if testHookAfterClaim != nil && len(rows) > 0 {
+		testHookAfterClaim(len(rows))
+	}
 	return rows, nil
 }
 
@@ -457,6 +466,9 @@ func (w *Worker) runHandler(hctx context.Context, r db.ReceiptClaimRow, fn handl
 	if n == 0 {
 		log.Warn("pginbox worker: lease lost before commit, handler writes rolled back")
 		return nil // someone else owns the receipt now: record nothing
+	}
+	if testHookBeforeCommit != nil {
+		testHookBeforeCommit(r.ID)
 	}
 	if err := tx.Commit(fctx); err != nil {
 		if hctx.Err() == nil && isServerError(err) {
