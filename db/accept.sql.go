@@ -34,8 +34,8 @@ type ReceiptAcceptParams struct {
 	EventType     string
 	SchemaVersion int32
 	Fingerprint   []byte
-	Payload       []byte
-	Metadata      []byte
+	Payload       *string
+	Metadata      string
 	MaxAttempts   int32
 }
 

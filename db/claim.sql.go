@@ -53,8 +53,8 @@ type ReceiptClaimRow struct {
 	MessageID     string
 	EventType     string
 	SchemaVersion int32
-	Payload       []byte
-	Metadata      []byte
+	Payload       *string
+	Metadata      string
 	Attempts      int32
 	MaxAttempts   int32
 	CreatedAt     time.Time

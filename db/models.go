@@ -32,8 +32,8 @@ type PginboxReceipt struct {
 	EventType       string
 	SchemaVersion   int32
 	Fingerprint     []byte
-	Payload         []byte
-	Metadata        []byte
+	Payload         *string
+	Metadata        string
 	Status          string
 	Attempts        int32
 	MaxAttempts     int32

@@ -27,6 +27,9 @@ func (c *Client) Accept(ctx context.Context, msg Message) (AcceptResult, error) 
 	if err != nil {
 		return AcceptResult{}, err
 	}
+	if c.group != nil {
+		return c.group.accept(ctx, p)
+	}
 	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
 		return AcceptResult{}, fmt.Errorf("pginbox: accept: acquiring a connection: %w", err)
@@ -52,7 +55,7 @@ func (c *Client) accept(ctx context.Context, q *db.Queries, p db.ReceiptAcceptPa
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		if autocommit {
-			return AcceptResult{}, commitError(err)
+			return AcceptResult{}, commitError(ctx, err)
 		}
 		return AcceptResult{}, dbError("accept", err)
 	}
@@ -101,6 +104,7 @@ func (c *Client) prepare(msg Message) (db.ReceiptAcceptParams, error) {
 		return db.ReceiptAcceptParams{}, err
 	}
 	fp := Fingerprint(msg.EventType, msg.SchemaVersion, canon)
+	payload := string(canon)
 	return db.ReceiptAcceptParams{
 		ID:            inboxtype.New(),
 		ScopeKind:     string(msg.Scope.Kind),
@@ -111,18 +115,20 @@ func (c *Client) prepare(msg Message) (db.ReceiptAcceptParams, error) {
 		EventType:     msg.EventType,
 		SchemaVersion: int32(msg.SchemaVersion),
 		Fingerprint:   fp[:],
-		Payload:       canon,
+		Payload:       &payload,
 		Metadata:      md,
 		MaxAttempts:   int32(c.cfg.MaxAttempts),
 	}, nil
 }
 
-// commitError classifies a failed autocommit statement. A server error or a
-// request that never left the client certainly did not commit; any other failure
-// happened after the statement was sent, so it may have committed.
-func commitError(err error) error {
+// commitError classifies a failed autocommit statement. A server error, or a
+// context that was already done so nothing was sent, certainly did not commit.
+// Anything else may have happened after the server committed. pgx's SafeToRetry
+// is not enough: a reply lost after sending can surface as "conn closed".
+func commitError(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) || pgconn.SafeToRetry(err) {
+	notSent := pgconn.SafeToRetry(err) && ctx.Err() != nil && errors.Is(err, ctx.Err())
+	if errors.As(err, &pgErr) || notSent {
 		return dbError("accept", err)
 	}
 	return fmt.Errorf("%w: %w", ErrCommitUncertain, err)

@@ -21,6 +21,7 @@ type Client struct {
 	cfg      Config
 	declared map[string]bool
 	limits   canonjson.Limits
+	group    *groupCommitter // nil unless Config.GroupCommit
 }
 
 // NewClient returns a Client on pool. It does not touch the database; the first
@@ -34,6 +35,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		pool:   pool,
 		cfg:    cfg,
 		limits: canonjson.Limits{MaxDepth: cfg.MaxPayloadDepth, MaxBytes: cfg.MaxPayloadBytes},
+	}
+	if cfg.GroupCommit {
+		c.group = newGroupCommitter(c)
 	}
 	if len(cfg.Consumers) > 0 {
 		c.declared = make(map[string]bool, len(cfg.Consumers))

@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"log/slog"
+	"time"
 )
 
 // Defaults for Config fields left at their zero value.
@@ -9,6 +10,9 @@ const (
 	DefaultMaxAttempts     = 10
 	DefaultMaxPayloadDepth = 64
 	DefaultMaxPayloadBytes = 1 << 20 // 1 MiB of canonical JSON
+
+	DefaultGroupCommitMaxBatch = 100
+	DefaultGroupCommitFlushers = 2
 )
 
 // Config configures a Client.
@@ -32,6 +36,27 @@ type Config struct {
 
 	// Logger receives the client's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// GroupCommit makes concurrent Accept calls share transactions: each call
+	// waits while a flusher sends the calls queued so far as one batch insert
+	// (one commit), then gets its own result, exactly as without group commit.
+	// If the batch's commit outcome is unknown, every call in it gets
+	// ErrCommitUncertain. It raises throughput when many goroutines accept at
+	// once; a lone call is sent at once. AcceptTx and AcceptBatch are unaffected.
+	GroupCommit bool
+
+	// GroupCommitMaxBatch is the most calls one group commit carries. Defaults
+	// to DefaultGroupCommitMaxBatch.
+	GroupCommitMaxBatch int
+
+	// GroupCommitMaxWait is how long a flusher waits for a batch to fill before
+	// sending fewer than GroupCommitMaxBatch calls. Zero (the default) never
+	// waits: batches then grow only while earlier ones are being committed.
+	GroupCommitMaxWait time.Duration
+
+	// GroupCommitFlushers is how many group commits may be in flight at once,
+	// each on its own pool connection. Defaults to DefaultGroupCommitFlushers.
+	GroupCommitFlushers int
 }
 
 func (c Config) withDefaults() Config {
@@ -46,6 +71,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.GroupCommitMaxBatch <= 0 {
+		c.GroupCommitMaxBatch = DefaultGroupCommitMaxBatch
+	}
+	if c.GroupCommitFlushers <= 0 {
+		c.GroupCommitFlushers = DefaultGroupCommitFlushers
 	}
 	return c
 }

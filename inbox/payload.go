@@ -101,19 +101,20 @@ func Fingerprint(eventType string, schemaVersion int, canonicalPayload []byte) [
 }
 
 // encodeMetadata stores metadata as a JSON object (encoding/json sorts the keys).
-func encodeMetadata(md map[string]string) ([]byte, error) {
+func encodeMetadata(md map[string]string) (string, error) {
 	if len(md) == 0 {
-		return []byte("{}"), nil
+		return "{}", nil
 	}
 	for k, v := range md {
 		for _, s := range [2]string{k, v} {
 			if !utf8.ValidString(s) {
-				return nil, &ValidationError{Field: "metadata", Rule: RuleInvalidUTF8, Detail: fmt.Sprintf("key %q: invalid UTF-8", k)}
+				return "", &ValidationError{Field: "metadata", Rule: RuleInvalidUTF8, Detail: fmt.Sprintf("key %q: invalid UTF-8", k)}
 			}
 			if strings.IndexByte(s, 0) >= 0 {
-				return nil, &ValidationError{Field: "metadata", Rule: RuleNullCharacter, Detail: fmt.Sprintf("key %q: PostgreSQL jsonb cannot store U+0000", k)}
+				return "", &ValidationError{Field: "metadata", Rule: RuleNullCharacter, Detail: fmt.Sprintf("key %q: PostgreSQL jsonb cannot store U+0000", k)}
 			}
 		}
 	}
-	return json.Marshal(md)
+	b, err := json.Marshal(md)
+	return string(b), err
 }

@@ -405,10 +405,14 @@ func (w *Worker) process(r db.ReceiptClaimRow) {
 		SchemaVersion: int(r.SchemaVersion),
 		Attempt:       int(r.Attempts),
 		MaxAttempts:   int(r.MaxAttempts),
-		Payload:       r.Payload,
 	}
-	if len(r.Metadata) > 0 {
-		if err := json.Unmarshal(r.Metadata, &msg.Metadata); err != nil {
+	if r.Payload == nil {
+		w.fail(r, handler.Permanent(errors.New("payload was purged: nothing to handle")), log)
+		return
+	}
+	msg.Payload = json.RawMessage(*r.Payload)
+	if r.Metadata != "" {
+		if err := json.Unmarshal([]byte(r.Metadata), &msg.Metadata); err != nil {
 			w.fail(r, handler.Permanent(fmt.Errorf("decoding metadata: %w", err)), log)
 			return
 		}

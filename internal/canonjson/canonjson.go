@@ -110,7 +110,7 @@ func (e *Error) Error() string {
 const (
 	pgExpLimit     = 1<<30 - 1 // |E| must be < this (INT_MAX/2 = 1073741823)
 	pgMaxScale     = 16383     // max display scale (NUMERIC_DSCALE_MAX)
-	pgMaxLeadPower = 131071    // max power of ten of the first significant digit (int16 weight * 4 + 3)
+	pgMaxLeadPower = 131071    // max power of ten of the first significant digit (int16 weight: 32767 base-10000 digits)
 )
 
 // Canonicalize validates src and returns its canonical form. Every rejection

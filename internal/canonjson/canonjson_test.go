@@ -228,9 +228,9 @@ func TestES6Reference(t *testing.T) {
 
 func TestNumbersMatchES6ForShortestFloats(t *testing.T) {
 	r := rand.New(rand.NewPCG(8785, 1))
-	n := 200000
+	n := 100000
 	if testing.Short() {
-		n = 20000
+		n = 10000
 	}
 	for i := 0; i < n; i++ {
 		var f float64

@@ -97,9 +97,13 @@ type Cluster struct {
 //	max_connections = 300
 //	fsync, synchronous_commit, full_page_writes = on/off per Options.Fsync
 //
+// Overriding listen_addresses, unix_socket_directories or port breaks
+// ConnString.
+//
 // The superuser is "postgres" with trust authentication. Start returns once
-// the server accepts connections. On failure, everything it created is
-// removed, and the error includes the tail of the server log.
+// the server accepts connections. ctx and Options.StartTimeout bound only
+// the start-up; the server runs until Stop. On failure, everything Start
+// created is removed, and the error includes the tail of the server log.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if !supported {
 		return nil, errors.New("pgtest: running PostgreSQL clusters is only supported on unix systems")
@@ -160,7 +164,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("pgtest: unix socket path %s is too long (%d bytes, limit %d); set Options.BaseDir or TMPDIR to a shorter directory", c.socketPath(), l, maxSocketPath)
 	}
 	// The marker lets a later Start know whose directory this was.
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"+hostname()+"\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
 	if err := chownFor(dir, cred); err != nil {
@@ -536,9 +540,12 @@ func sweepStale(base string, logger *slog.Logger) {
 			continue
 		}
 		dir := filepath.Join(base, e.Name())
-		owner, ok := readPid(filepath.Join(dir, ownerFile))
-		if !ok || processAlive(owner) {
-			continue // not ours, still being set up, or still in use
+		owner, host, ok := readOwner(filepath.Join(dir, ownerFile))
+		if !ok || host != hostname() || processAlive(owner) {
+			// Not ours, still being set up, made on another host (a
+			// container sharing the directory: its pids mean nothing
+			// here), or still in use.
+			continue
 		}
 		pmFile := filepath.Join(dir, "data", "postmaster.pid")
 		if pm, ok := readPid(pmFile); ok {
@@ -552,6 +559,25 @@ func sweepStale(base string, logger *slog.Logger) {
 			logger.Info("pgtest: removed stale cluster directory", "dir", dir, "owner_pid", owner)
 		}
 	}
+}
+
+// readOwner reads the owner file: pid and hostname lines.
+func readOwner(path string) (pid int, host string, ok bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, "", false
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 2 {
+		return 0, "", false
+	}
+	pid, err = strconv.Atoi(lines[0])
+	return pid, lines[1], err == nil && pid > 0
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
 }
 
 // readPid reads the number on the first line of a pid file.

@@ -73,11 +73,11 @@ func Main(m *testing.M) {
 }
 
 // DB returns a connection string for a new database private to the test,
-// with the schema from the SetMigrate function and no rows. The database is
-// a clone of a template migrated once per test binary. It is dropped (WITH
-// (FORCE)) when the test ends; a failed drop is only logged. Test
-// connections should be closed in t.Cleanup functions registered after
-// DB, or with defer. Failure to provide the database fails the test.
+// in the state the SetMigrate function left its template (normally the
+// current schema and no rows). The database is a clone of a template
+// migrated once per test binary. It is dropped WITH (FORCE) when the test
+// ends, so connections still open then are terminated; a failed drop is only
+// logged. If the database can't be provided, the test fails (t.Fatal).
 //
 // If the test binary's TestMain doesn't call Main, DB still works. It logs a
 // hint, and the cluster is not stopped by Main. It dies with the test
@@ -119,8 +119,9 @@ type testEnv struct {
 func testEnvFor(t testing.TB) *testEnv {
 	t.Helper()
 	if !mainUsed.Load() {
-		t.Log("pgtest: hint: this test binary has no `func TestMain(m *testing.M) { pgtest.Main(m) }`; " +
-			"the shared cluster (or the template database on INBOX_TEST_DATABASE_URL) is not cleaned up when the tests end")
+		t.Log("pgtest: hint: add `func TestMain(m *testing.M) { pgtest.Main(m) }` to this package's tests. Without it the shared " +
+			"cluster is only stopped when the test process exits, and its directory is removed by a later run. In " +
+			EnvDatabaseURL + " mode, the template database is left on the server")
 	}
 	envOnce.Do(func() { envVal, envErr = newTestEnv(context.Background()) })
 	if envErr != nil {

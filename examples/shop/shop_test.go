@@ -1,0 +1,296 @@
+package shop_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/examples/shop"
+	"github.com/pginbox/pginbox/examples/shop/shopdb"
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/pgtest"
+	"github.com/pginbox/pginbox/schema"
+)
+
+func TestMain(m *testing.M) {
+	pgtest.SetMigrate(schema.UpDSN)
+	pgtest.Main(m)
+}
+
+// setup returns a pool on a fresh database with pginbox's schema and the
+// shop's tables, and an inbox client that accepts only the shop's consumers.
+func setup(t *testing.T) (*pgxpool.Pool, *inbox.Client) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.DB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	ddl, err := os.ReadFile("schema.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, string(ddl)); err != nil {
+		t.Fatal(err)
+	}
+	client, err := inbox.NewClient(pool, inbox.Config{Consumers: shop.ConsumerNames()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, client
+}
+
+func newWorker(t *testing.T, pool *pgxpool.Pool) *inbox.Worker {
+	t.Helper()
+	reg := handler.NewRegistry()
+	if err := shop.RegisterOrdersProjectionV1(reg, shop.Projection{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := shop.RegisterBillingV1(reg, shop.Billing{}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{
+		Concurrency: 4,
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func delivery(id string) shop.Delivery {
+	return shop.Delivery{Scope: inbox.Tenant("acme"), Source: "checkout", MessageID: id}
+}
+
+func receiptStatus(t *testing.T, pool *pgxpool.Pool, id inbox.ID) inbox.Status {
+	t.Helper()
+	var s string
+	if err := pool.QueryRow(context.Background(), "SELECT status FROM pginbox_receipts WHERE id = $1", id).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return inbox.Status(s)
+}
+
+func receiptCount(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pginbox_receipts").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestShop is the whole story: typed accepts with redeliveries, one drain, the
+// business rows written through the generated Queries.
+func TestShop(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pool, client := setup(t)
+
+	created := shop.OrderCreated{OrderID: "o-1", CustomerID: "c-1", TotalCents: 1250}
+	createdV2 := shop.OrderCreatedV2{OrderID: "o-2", CustomerID: "c-2", TotalCents: 990, Currency: "USD"}
+
+	// The broker redelivers each event; every copy after the first is a Duplicate.
+	for i := range 3 {
+		want := inbox.Accepted
+		if i > 0 {
+			want = inbox.Duplicate
+		}
+		res, err := shop.AcceptOrderCreated(ctx, client, shop.OrdersProjectionV1, delivery("evt-1"), created)
+		is.NoErr(err)
+		is.Equal(res.Outcome, want)
+		res, err = shop.AcceptOrderCreated(ctx, client, shop.BillingV1, delivery("evt-1"), created)
+		is.NoErr(err)
+		is.Equal(res.Outcome, want)
+		res, err = shop.AcceptOrderCreatedV2(ctx, client, shop.OrdersProjectionV1, delivery("evt-2"), createdV2)
+		is.NoErr(err)
+		is.Equal(res.Outcome, want)
+		res, err = shop.AcceptOrderCreatedV2(ctx, client, shop.BillingV1, delivery("evt-2"), createdV2)
+		is.NoErr(err)
+		is.Equal(res.Outcome, want)
+	}
+
+	// Concurrent copies of one delivery converge on one receipt.
+	third := shop.OrderCreated{OrderID: "o-3", CustomerID: "c-3", TotalCents: 100}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		outcomes = map[inbox.Outcome]int{}
+	)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := shop.AcceptOrderCreated(ctx, client, shop.OrdersProjectionV1, delivery("evt-3"), third)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			outcomes[res.Outcome]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	is.Equal(outcomes[inbox.Accepted], 1)
+	is.Equal(outcomes[inbox.Duplicate], 15)
+	is.Equal(receiptCount(t, pool), 5)
+
+	w := newWorker(t, pool)
+	n, err := w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 5)
+
+	q := shopdb.New(pool)
+	orders, err := q.ListOrders(ctx)
+	is.NoErr(err)
+	is.Equal(orders, []shopdb.ShopOrder{
+		{TenantID: "acme", OrderID: "o-1", CustomerID: "c-1", TotalCents: 1250, Currency: "EUR", Status: "open"},
+		{TenantID: "acme", OrderID: "o-2", CustomerID: "c-2", TotalCents: 990, Currency: "USD", Status: "open"},
+		{TenantID: "acme", OrderID: "o-3", CustomerID: "c-3", TotalCents: 100, Currency: "EUR", Status: "open"},
+	})
+	invoices, err := q.ListInvoices(ctx)
+	is.NoErr(err)
+	is.Equal(invoices, []shopdb.ShopInvoice{
+		{TenantID: "acme", OrderID: "o-1", AmountCents: 1250, Currency: "EUR"},
+		{TenantID: "acme", OrderID: "o-2", AmountCents: 990, Currency: "USD"},
+	})
+
+	// A redelivery after processing is still a Duplicate, reporting COMPLETED,
+	// and runs no handler again.
+	res, err := shop.AcceptOrderCreated(ctx, client, shop.BillingV1, delivery("evt-1"), created)
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Duplicate)
+	is.Equal(res.Status, inbox.StatusCompleted)
+	n, err = w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 0)
+
+	// The same message ID with other content is a conflict, not a new order.
+	_, err = shop.AcceptOrderCreated(ctx, client, shop.BillingV1, delivery("evt-1"), shop.OrderCreated{OrderID: "o-1", TotalCents: 1})
+	is.True(errors.Is(err, inbox.ErrIdentityConflict))
+
+	// Accept inside the caller's transaction: the receipt commits with it.
+	tx, err := pool.Begin(ctx)
+	is.NoErr(err)
+	res, err = shop.AcceptOrderCancelledTx(ctx, client, tx, shop.OrdersProjectionV1, delivery("evt-4"), shop.OrderCancelled{OrderID: "o-1", Reason: "changed mind"})
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Accepted)
+	is.NoErr(tx.Commit(ctx))
+	n, err = w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1)
+	is.Equal(receiptStatus(t, pool, res.ID), inbox.StatusCompleted)
+	orders, err = q.ListOrders(ctx)
+	is.NoErr(err)
+	is.Equal(orders[0].Status, "cancelled")
+}
+
+// Validate runs at accept: an invalid event is rejected with a typed error
+// and nothing is stored.
+func TestAcceptRunsValidate(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pool, client := setup(t)
+
+	_, err := shop.AcceptOrderCreated(ctx, client, shop.OrdersProjectionV1, delivery("evt-1"), shop.OrderCreated{OrderID: "o-1", TotalCents: -5})
+	var verr *inbox.ValidationError
+	is.True(errors.As(err, &verr))
+	is.Equal(verr.Rule, inbox.RuleValidate)
+	is.Equal(verr.Field, "payload")
+	is.True(errors.Is(err, inbox.ErrInvalid))
+	is.Equal(inbox.ActionFor(err), inbox.ActionReject)
+
+	// A pointer-receiver Validate is found too.
+	_, err = shop.AcceptOrderCreatedV2(ctx, client, shop.BillingV1, delivery("evt-2"), shop.OrderCreatedV2{OrderID: "o-2", Currency: "euro"})
+	is.True(errors.As(err, &verr))
+	is.Equal(verr.Rule, inbox.RuleValidate)
+
+	// A nil consumer is an error, not a panic.
+	_, err = shop.AcceptOrderCreated(ctx, client, nil, delivery("evt-3"), shop.OrderCreated{OrderID: "o-3"})
+	is.True(errors.As(err, &verr))
+	is.Equal(verr.Field, "consumer")
+
+	is.Equal(receiptCount(t, pool), 0)
+}
+
+// Handling decodes strictly: content that bypassed the typed accept (another
+// producer, an older build) and does not fit the Go type goes DEAD, unless
+// the event declared unknown=allow.
+func TestHandlingDecodesStrictly(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pool, client := setup(t)
+
+	// A producer outside this codebase writes raw messages, so it spells out
+	// the names the generated code keeps for Go callers.
+	raw := func(id, consumer, eventType string, payload string) inbox.ID {
+		t.Helper()
+		res, err := client.Accept(ctx, inbox.Message{
+			Identity:      inbox.Identity{Scope: inbox.Tenant("acme"), Source: "legacy", Consumer: consumer, MessageID: id},
+			EventType:     eventType,
+			SchemaVersion: 1,
+			Payload:       []byte(payload),
+		})
+		is.NoErr(err)
+		return res.ID
+	}
+	unknownField := raw("m-1", "billing.v1", "order.created", `{"orderId":"o-1","customerId":"c-1","totalCents":5,"coupon":"X"}`)
+	invalid := raw("m-2", "billing.v1", "order.created", `{"orderId":"","customerId":"c-2","totalCents":5}`)
+	wrongType := raw("m-3", "billing.v1", "order.created", `{"orderId":"o-3","customerId":"c-3","totalCents":"5"}`)
+	good := raw("m-4", "orders.projection.v1", "order.created", `{"orderId":"o-4","customerId":"c-4","totalCents":5}`)
+	tolerated := raw("m-5", "orders.projection.v1", "order.cancelled", `{"orderId":"o-4","reason":"r","cancelledBy":"ops"}`)
+
+	w := newWorker(t, pool)
+	_, err := w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(receiptStatus(t, pool, unknownField), inbox.StatusDead)
+	is.Equal(receiptStatus(t, pool, invalid), inbox.StatusDead)
+	is.Equal(receiptStatus(t, pool, wrongType), inbox.StatusDead)
+	is.Equal(receiptStatus(t, pool, good), inbox.StatusCompleted)
+
+	// The cancellation may have run before its order existed: it retries (the
+	// handler returns an ordinary error) and completes once the order is there.
+	if st := receiptStatus(t, pool, tolerated); st != inbox.StatusCompleted {
+		is.Equal(st, inbox.StatusRetryable)
+		_, err := pool.Exec(ctx, "UPDATE pginbox_receipts SET available_at = now() WHERE id = $1", tolerated)
+		is.NoErr(err)
+		_, err = w.Drain(ctx)
+		is.NoErr(err)
+		is.Equal(receiptStatus(t, pool, tolerated), inbox.StatusCompleted)
+	}
+
+	invoices, err := shopdb.New(pool).ListInvoices(ctx)
+	is.NoErr(err)
+	is.Equal(len(invoices), 0)
+	orders, err := shopdb.New(pool).ListOrders(ctx)
+	is.NoErr(err)
+	is.Equal(len(orders), 1)
+	is.Equal(orders[0].Status, "cancelled")
+}
+
+// Registering a consumer twice fails and leaves the registry as it was.
+func TestRegisterTwice(t *testing.T) {
+	is := is.New(t)
+	reg := handler.NewRegistry()
+	is.NoErr(shop.RegisterBillingV1(reg, shop.Billing{}))
+	err := shop.RegisterBillingV1(reg, shop.Billing{})
+	is.True(errors.Is(err, handler.ErrDuplicateHandler))
+
+	// All or nothing: OrdersProjectionV1 shares no key with BillingV1, so it
+	// registers; a nil handler registers nothing.
+	is.True(shop.RegisterOrdersProjectionV1(reg, nil) != nil)
+	is.True(!reg.HasConsumer(shop.OrdersProjectionV1.Name()))
+	is.NoErr(shop.RegisterOrdersProjectionV1(reg, shop.Projection{}))
+	is.Equal(reg.Consumers(), shop.ConsumerNames())
+}

@@ -1,0 +1,246 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/inboxtype"
+)
+
+// ChangeParams are what every audited admin change needs.
+type ChangeParams struct {
+	// ExpectedVersion is the receipt version the decision was based on
+	// (Receipt.Version). If the receipt changed since, the change is refused
+	// with a *VersionConflictError.
+	ExpectedVersion int64
+	// Actor is who asks, recorded in the audit trail: a user name, a service
+	// account. Required.
+	Actor string
+	// Reason is why, recorded in the audit trail. Required.
+	Reason string
+}
+
+func (p ChangeParams) validate() error {
+	if p.ExpectedVersion < 1 {
+		return &ValidationError{Field: "expected_version", Rule: RuleRequired, Detail: "set it to the receipt's current version (Receipt.Version), which is at least 1"}
+	}
+	if err := validateString("actor", p.Actor); err != nil {
+		return err
+	}
+	switch {
+	case strings.TrimSpace(p.Reason) == "":
+		return &ValidationError{Field: "reason", Rule: RuleRequired, Detail: "say why, for the audit trail"}
+	case len(p.Reason) > MaxReasonBytes:
+		return &ValidationError{Field: "reason", Rule: RuleTooLong, Detail: fmt.Sprintf("%d bytes: at most %d allowed", len(p.Reason), MaxReasonBytes)}
+	case !utf8.ValidString(p.Reason):
+		return &ValidationError{Field: "reason", Rule: RuleInvalidUTF8, Detail: "must be valid UTF-8"}
+	case strings.IndexByte(p.Reason, 0) >= 0:
+		return &ValidationError{Field: "reason", Rule: RuleNullCharacter, Detail: "PostgreSQL text cannot store U+0000"}
+	}
+	return nil
+}
+
+// RequeueResult is the outcome of a committed requeue.
+type RequeueResult struct {
+	ID          ID
+	FromStatus  Status
+	FromVersion int64
+	// Version is the receipt's new version.
+	Version int64
+	// AuditID is the pginbox_audit row recording the requeue.
+	AuditID int64
+}
+
+// ReplayResult is the outcome of a committed replay.
+type ReplayResult struct {
+	OriginalID ID
+	// OriginalVersion is the original's new version.
+	OriginalVersion int64
+	// NewID is the new PENDING receipt, linked to the original by ReplayOf.
+	NewID ID
+	// AuditID is the pginbox_audit row recording the replay.
+	AuditID int64
+}
+
+var (
+	requeueFrom = []Status{StatusDead, StatusRetryable}
+	replayFrom  = []Status{StatusCompleted}
+)
+
+// Requeue moves a DEAD or RETRYABLE receipt back to PENDING with a fresh retry
+// budget (attempts 0), due now, and wakes listening workers. The receipt must
+// still be at p.ExpectedVersion. It writes an audit row in the same
+// transaction.
+//
+// Errors: ErrNotFound (also for another scope's receipt), *VersionConflictError,
+// *WrongStateError, *ValidationError. None of them changed anything.
+func (v *AdminView) Requeue(ctx context.Context, id ID, p ChangeParams) (*RequeueResult, error) {
+	var res *RequeueResult
+	err := v.inTx(ctx, "requeue", func(tx pgx.Tx) (err error) {
+		res, err = v.RequeueTx(ctx, tx, id, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	v.admin.log.Info("pginbox admin: requeued receipt", "receipt_id", id, "view", v.String(),
+		"actor", p.Actor, "reason", p.Reason, "from_status", res.FromStatus, "version", res.Version)
+	return res, nil
+}
+
+// RequeueTx is Requeue inside the caller's transaction: the requeue, its audit
+// row and the wake-up commit or roll back with it. The receipt stays locked
+// until then. A refusal (not found, conflict, wrong state) leaves tx usable.
+func (v *AdminView) RequeueTx(ctx context.Context, tx pgx.Tx, id ID, p ChangeParams) (*RequeueResult, error) {
+	if v.err != nil {
+		return nil, v.err
+	}
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	q := db.New(tx)
+	cur, err := v.lock(ctx, q, id, "requeue", p.ExpectedVersion, requeueFrom)
+	if err != nil {
+		return nil, err
+	}
+	row, err := q.ReceiptRequeue(ctx, db.ReceiptRequeueParams{ID: id, ExpectedVersion: p.ExpectedVersion})
+	if err != nil {
+		// The row is locked and was checked, so this is not a lost race.
+		return nil, dbError("requeue", err)
+	}
+	audit, err := q.AuditInsert(ctx, db.AuditInsertParams{
+		ReceiptID:   id,
+		Action:      AuditRequeue,
+		Actor:       p.Actor,
+		Reason:      p.Reason,
+		FromStatus:  cur.Status,
+		ToStatus:    string(StatusPending),
+		FromVersion: cur.Version,
+		ToVersion:   row.Version,
+	})
+	if err != nil {
+		return nil, dbError("requeue: audit", err)
+	}
+	return &RequeueResult{ID: id, FromStatus: Status(cur.Status), FromVersion: cur.Version, Version: row.Version, AuditID: audit.ID}, nil
+}
+
+// Replay creates a NEW PENDING receipt from a COMPLETED one, with the same
+// identity, payload and fingerprint and ReplayOf set to it, and wakes listening
+// workers. It deliberately allows another business execution of the same
+// event. The original keeps its status and payload; only its version moves, so
+// of several concurrent replays with the same expected version exactly one
+// succeeds. It writes an audit row in the same transaction.
+//
+// Errors: ErrNotFound (also for another scope's receipt), *VersionConflictError,
+// *WrongStateError, *PayloadPurgedError (retention dropped the payload),
+// *ValidationError. None of them changed anything.
+func (v *AdminView) Replay(ctx context.Context, id ID, p ChangeParams) (*ReplayResult, error) {
+	var res *ReplayResult
+	err := v.inTx(ctx, "replay", func(tx pgx.Tx) (err error) {
+		res, err = v.ReplayTx(ctx, tx, id, p)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	v.admin.log.Info("pginbox admin: replayed receipt", "receipt_id", id, "view", v.String(),
+		"actor", p.Actor, "reason", p.Reason, "new_receipt_id", res.NewID)
+	return res, nil
+}
+
+// ReplayTx is Replay inside the caller's transaction: the new receipt, the
+// original's version bump, the audit row and the wake-up commit or roll back
+// with it. The original stays locked until then. A refusal leaves tx usable.
+func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangeParams) (*ReplayResult, error) {
+	if v.err != nil {
+		return nil, v.err
+	}
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	q := db.New(tx)
+	cur, err := v.lock(ctx, q, id, "replay", p.ExpectedVersion, replayFrom)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Purged {
+		e := &PayloadPurgedError{ReceiptID: id}
+		if cur.PayloadPurgedAt != nil {
+			e.PurgedAt = *cur.PayloadPurgedAt
+		}
+		return nil, e
+	}
+	version, err := q.ReceiptVersionBump(ctx, db.ReceiptVersionBumpParams{ID: id, ExpectedVersion: p.ExpectedVersion})
+	if err != nil {
+		return nil, dbError("replay", err)
+	}
+	created, err := q.ReceiptReplay(ctx, db.ReceiptReplayParams{NewID: inboxtype.New(), OriginalID: id})
+	if err != nil {
+		return nil, dbError("replay: creating the new receipt", err)
+	}
+	audit, err := q.AuditInsert(ctx, db.AuditInsertParams{
+		ReceiptID:    id,
+		Action:       AuditReplay,
+		Actor:        p.Actor,
+		Reason:       p.Reason,
+		FromStatus:   cur.Status,
+		ToStatus:     cur.Status, // the original stays COMPLETED
+		FromVersion:  cur.Version,
+		ToVersion:    version,
+		NewReceiptID: created.ID,
+	})
+	if err != nil {
+		return nil, dbError("replay: audit", err)
+	}
+	return &ReplayResult{OriginalID: id, OriginalVersion: version, NewID: created.ID, AuditID: audit.ID}, nil
+}
+
+// lock locks the receipt and checks the expected version, then the status. The
+// lock serializes admin changes: a second one waits, then sees the first one's
+// version and fails the check instead of repeating the change.
+func (v *AdminView) lock(ctx context.Context, q *db.Queries, id ID, action string, expected int64, allowed []Status) (db.ReceiptGetForUpdateRow, error) {
+	all, kind, sid := v.scopeArgs()
+	cur, err := q.ReceiptGetForUpdate(ctx, db.ReceiptGetForUpdateParams{ID: id, AllScopes: all, ScopeKind: kind, ScopeID: sid})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return cur, v.notFound(id)
+	}
+	if err != nil {
+		return cur, dbError(action, err)
+	}
+	if cur.Version != expected {
+		return cur, &VersionConflictError{ReceiptID: id, Action: action, Expected: expected, Current: cur.Version}
+	}
+	if !slices.Contains(allowed, Status(cur.Status)) {
+		return cur, &WrongStateError{ReceiptID: id, Action: action, Found: Status(cur.Status), Allowed: allowed}
+	}
+	return cur, nil
+}
+
+// inTx runs fn in a transaction of its own and commits it.
+func (v *AdminView) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) error {
+	if v.err != nil {
+		return v.err
+	}
+	tx, err := v.admin.pool.Begin(ctx)
+	if err != nil {
+		return dbError(op+": begin", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		if isServerError(err) {
+			return dbError(op+": commit", err)
+		}
+		return fmt.Errorf("pginbox: %s: commit outcome unknown (connection lost): look at the receipt before retrying: %w", op, err)
+	}
+	return nil
+}

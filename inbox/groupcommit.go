@@ -1,0 +1,179 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pginbox/pginbox/db"
+)
+
+// Group commit: with Config.GroupCommit, Accept queues its prepared message and
+// waits, and a few flushers send what is queued as one batch statement, which is
+// also its commit. Flushers exist only while there is work, so a Client needs no
+// Close. Under light load a call is flushed at once (a batch of one); under heavy
+// load calls pile up while the flushers are busy, so batches grow by themselves.
+
+// flushTimeout bounds one flush. A flush serves many callers, so it cannot use
+// any one caller's context.
+const flushTimeout = 30 * time.Second
+
+// States of a queued call.
+const (
+	callQueued    int32 = iota
+	callTaken           // in a batch being sent: its outcome is the batch's
+	callAbandoned       // the caller gave up before it was sent
+)
+
+type groupCall struct {
+	p     db.ReceiptAcceptParams
+	state atomic.Int32
+	done  chan struct{} // closed once res and err are set
+	res   AcceptResult
+	err   error
+}
+
+type groupCommitter struct {
+	c          *Client
+	maxBatch   int
+	maxWait    time.Duration
+	maxFlushes int
+
+	mu       sync.Mutex
+	queue    []*groupCall
+	flushers int
+	full     chan struct{} // wakes a flusher lingering for MaxWait when a batch is full
+}
+
+func newGroupCommitter(c *Client) *groupCommitter {
+	flushes := c.cfg.GroupCommitFlushers
+	return &groupCommitter{
+		c:          c,
+		maxBatch:   c.cfg.GroupCommitMaxBatch,
+		maxWait:    c.cfg.GroupCommitMaxWait,
+		maxFlushes: flushes,
+		full:       make(chan struct{}, 1),
+	}
+}
+
+// accept queues p and waits for the batch it joins to commit.
+func (g *groupCommitter) accept(ctx context.Context, p db.ReceiptAcceptParams) (AcceptResult, error) {
+	if err := ctx.Err(); err != nil {
+		return AcceptResult{}, fmt.Errorf("pginbox: accept: %w", err)
+	}
+	call := &groupCall{p: p, done: make(chan struct{})}
+	g.mu.Lock()
+	g.queue = append(g.queue, call)
+	spawn := g.flushers < g.maxFlushes
+	if spawn {
+		g.flushers++
+	}
+	if len(g.queue) >= g.maxBatch {
+		select {
+		case g.full <- struct{}{}:
+		default:
+		}
+	}
+	g.mu.Unlock()
+	if spawn {
+		go g.flushLoop()
+	}
+
+	select {
+	case <-call.done:
+		return call.res, call.err
+	case <-ctx.Done():
+		if call.state.CompareAndSwap(callQueued, callAbandoned) {
+			return AcceptResult{}, fmt.Errorf("pginbox: accept: %w", context.Cause(ctx))
+		}
+		// Already sent with its batch, which may still commit.
+		return AcceptResult{}, fmt.Errorf("%w: %w", ErrCommitUncertain, context.Cause(ctx))
+	}
+}
+
+func (g *groupCommitter) flushLoop() {
+	for {
+		batch := g.take()
+		if batch == nil {
+			return
+		}
+		g.flush(batch)
+	}
+}
+
+// take removes the next batch from the queue, or retires the flusher and returns
+// nil when there is nothing to send.
+func (g *groupCommitter) take() []*groupCall {
+	g.mu.Lock()
+	if g.maxWait > 0 && len(g.queue) > 0 && len(g.queue) < g.maxBatch {
+		// Linger for more calls, bounded by MaxWait, unless the batch fills first.
+		g.mu.Unlock()
+		t := time.NewTimer(g.maxWait)
+		select {
+		case <-t.C:
+		case <-g.full:
+		}
+		t.Stop()
+		g.mu.Lock()
+	}
+	defer g.mu.Unlock()
+	var batch []*groupCall
+	taken := 0
+	for _, call := range g.queue {
+		if len(batch) == g.maxBatch {
+			break
+		}
+		taken++
+		if call.state.CompareAndSwap(callQueued, callTaken) {
+			batch = append(batch, call)
+		}
+	}
+	// Clear the taken slots so the backing array does not pin finished calls.
+	clear(g.queue[:taken])
+	g.queue = g.queue[taken:]
+	if len(g.queue) == 0 {
+		g.queue = nil
+	}
+	if len(batch) == 0 && len(g.queue) == 0 {
+		g.flushers--
+		return nil
+	}
+	return batch
+}
+
+// flush accepts batch as one batch statement and hands every caller its own
+// result; a failure of the batch is every caller's failure.
+func (g *groupCommitter) flush(batch []*groupCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	entries := make([]batchEntry, len(batch))
+	for i, call := range batch {
+		entries[i] = batchEntry{pos: i, p: call.p}
+	}
+	err := g.send(ctx, entries, func(pos int, it BatchItem) {
+		call := batch[pos]
+		switch it.Outcome {
+		case Accepted, Duplicate:
+			call.res = AcceptResult{Outcome: it.Outcome, ID: it.ID, Status: it.Status}
+		default:
+			call.err = it.Err
+		}
+	})
+	for _, call := range batch {
+		if err != nil {
+			call.res, call.err = AcceptResult{}, err
+		}
+		close(call.done)
+	}
+}
+
+func (g *groupCommitter) send(ctx context.Context, entries []batchEntry, set func(int, BatchItem)) error {
+	conn, err := g.c.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pginbox: accept: acquiring a connection: %w", err)
+	}
+	defer conn.Release()
+	return g.c.acceptBatch(ctx, db.New(conn), entries, true, set)
+}

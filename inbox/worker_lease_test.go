@@ -1,0 +1,201 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+)
+
+func TestStaleWorkerCommitIsRefused(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	poolA, dsn := newPool(t)
+	poolB := poolFor(t, dsn)
+	setupEffects(t, poolA)
+	id := acceptAll(t, newClient(t, poolA, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))[0]
+
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	regA := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		close(entered)
+		<-proceed
+		return writeEffect(ctx, m, "A") // succeeds: only the fence can stop A
+	})
+	logA, recA := newLogRecorder(t)
+	// A never heartbeats: a worker stalled by a long pause or a partition.
+	wA := newWorker(t, poolA, regA, inbox.WorkerConfig{Lease: time.Second, HeartbeatInterval: time.Hour, Logger: logA})
+	doneA := make(chan error, 1)
+	go func() {
+		_, err := wA.Drain(ctx)
+		doneA <- err
+	}()
+	select {
+	case <-entered:
+	case err := <-doneA:
+		t.Fatalf("A's Drain returned before its handler ran: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's handler never ran")
+	}
+
+	wB := newWorker(t, poolB, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		return writeEffect(ctx, m, "B")
+	}), inbox.WorkerConfig{Lease: time.Second})
+	eventually(t, 10*time.Second, "B to recover A's expired lease", func() bool {
+		n, err := wB.RecoverExpired(ctx)
+		is.NoErr(err)
+		return n == 1
+	})
+	n, err := wB.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1)
+	st := stateOf(t, poolB, id)
+	is.Equal(st.Status, "COMPLETED")
+	is.Equal(st.Attempts, 2)
+
+	close(proceed)
+	select {
+	case err := <-doneA:
+		is.NoErr(err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("A's Drain did not return")
+	}
+	is.True(recA.logged("lease lost before commit")) // the completion update matched no row
+	is.Equal(effectCount(t, poolA, "worker = 'A'"), 0) // rolled back with it
+	is.Equal(effectCount(t, poolA, "true"), 1)
+	st = stateOf(t, poolA, id)
+	is.Equal(st.Status, "COMPLETED") // A recorded nothing over B's outcome
+	is.Equal(st.Attempts, 2)
+	is.True(st.LastError == nil)
+}
+
+func TestHeartbeatKeepsLongHandlerOwned(t *testing.T) {
+	is := is.New(t)
+	pool, dsn := newPool(t)
+	setupEffects(t, pool)
+	id := acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))[0]
+
+	const lease = 600 * time.Millisecond
+	var calls atomic.Int32
+	var cancelled atomic.Bool
+	fn := func(ctx context.Context, m *handler.Msg) error {
+		calls.Add(1)
+		select {
+		case <-time.After(3 * lease):
+		case <-ctx.Done():
+			cancelled.Store(true)
+			return context.Cause(ctx)
+		}
+		return writeEffect(ctx, m, "any")
+	}
+	// Two running workers: either one's recovery would take an unrenewed lease.
+	var recs []*logRecorder
+	for _, p := range []*pgxpool.Pool{pool, poolFor(t, dsn)} {
+		logger, rec := newLogRecorder(t)
+		recs = append(recs, rec)
+		startWorker(t, newWorker(t, p, registry(t, fn), inbox.WorkerConfig{Lease: lease, Logger: logger}))
+	}
+
+	st := waitStatus(t, pool, id, "COMPLETED", 10*time.Second)
+	is.Equal(st.Attempts, 1)
+	is.Equal(calls.Load(), int32(1))
+	is.True(!cancelled.Load())
+	is.Equal(effectCount(t, pool, "true"), 1)
+	for _, rec := range recs {
+		is.True(!rec.logged("recovered an expired lease"))
+	}
+}
+
+func TestLeaseStolenMidRunCancelsHandler(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	setupEffects(t, pool)
+	id := acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))[0]
+
+	wrote := make(chan struct{})
+	var cause error
+	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		if err := writeEffect(ctx, m, "A"); err != nil {
+			return err
+		}
+		close(wrote)
+		select {
+		case <-ctx.Done():
+			cause = context.Cause(ctx)
+			return ctx.Err()
+		case <-time.After(10 * time.Second):
+			return errors.New("handler context was not cancelled")
+		}
+	})
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{Lease: 600 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() {
+		_, err := w.Drain(ctx)
+		done <- err
+	}()
+	select {
+	case <-wrote:
+	case err := <-done:
+		t.Fatalf("Drain returned before the handler wrote: %v", err)
+	}
+
+	var stolen inbox.ID
+	is.NoErr(pool.QueryRow(ctx, "UPDATE pginbox_receipts SET claim_token = gen_random_uuid() WHERE id = $1 RETURNING claim_token", id).Scan(&stolen))
+	start := time.Now()
+	is.NoErr(<-done)
+	if !errors.Is(cause, inbox.ErrLeaseLost) {
+		t.Fatalf("handler context cause = %v, want ErrLeaseLost", cause)
+	}
+	t.Logf("handler cancelled %v after the lease was stolen", time.Since(start).Round(time.Millisecond))
+	is.Equal(effectCount(t, pool, "true"), 0) // rolled back
+
+	// The worker recorded nothing: the receipt belongs to the thief.
+	var status string
+	var token inbox.ID
+	var lastError *string
+	is.NoErr(pool.QueryRow(ctx, "SELECT status, claim_token, last_error FROM pginbox_receipts WHERE id = $1", id).Scan(&status, &token, &lastError))
+	is.Equal(status, "PROCESSING")
+	is.Equal(token, stolen)
+	is.True(lastError == nil)
+}
+
+func TestRecoveryOfExpiredLeases(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	setupEffects(t, pool)
+	ids := acceptAll(t, newClient(t, pool, inbox.Config{}),
+		orderMsg("evt-live", raw(`{"orderId":"o-1"}`)),
+		orderMsg("evt-spent", raw(`{"orderId":"o-2"}`)))
+	live, spent := ids[0], ids[1]
+	// As a crashed worker leaves them: claimed, lease in the past.
+	const expire = `UPDATE pginbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(),
+		lease_expires_at = now() - interval '1 second', attempts = %s WHERE id = $1`
+	_, err := pool.Exec(ctx, strings.Replace(expire, "%s", "1", 1), live)
+	is.NoErr(err)
+	_, err = pool.Exec(ctx, strings.Replace(expire, "%s", "max_attempts", 1), spent)
+	is.NoErr(err)
+
+	startWorker(t, newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		return writeEffect(ctx, m, "w")
+	}), inbox.WorkerConfig{Lease: time.Second}))
+
+	st := waitStatus(t, pool, live, "COMPLETED", 10*time.Second)
+	is.Equal(st.Attempts, 2)
+	is.Equal(effectCount(t, pool, "message_id = 'evt-live'"), 1)
+
+	st = waitStatus(t, pool, spent, "DEAD", 10*time.Second)
+	is.Equal(st.Attempts, inbox.DefaultMaxAttempts) // recovery itself spends no attempt
+	if st.LastError == nil || !strings.Contains(*st.LastError, "lease expired") {
+		t.Fatalf("last_error = %s, want a lease expiry", deref(st.LastError))
+	}
+	is.Equal(effectCount(t, pool, "message_id = 'evt-spent'"), 0)
+}

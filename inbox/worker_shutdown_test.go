@@ -1,0 +1,255 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+)
+
+func stopWorker(t testing.TB, w *inbox.Worker) (time.Duration, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := w.Stop(ctx)
+	return time.Since(start), err
+}
+
+func waitClosed(t testing.TB, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func TestStopLetsRunningHandlerFinish(t *testing.T) {
+	is := is.New(t)
+	pool, _ := newPool(t)
+	setupEffects(t, pool)
+	id := acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))[0]
+
+	entered := make(chan struct{})
+	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		close(entered)
+		time.Sleep(500 * time.Millisecond)
+		return writeEffect(ctx, m, "w")
+	}), inbox.WorkerConfig{ShutdownGrace: 5 * time.Second})
+	is.NoErr(w.Start(context.Background()))
+	waitClosed(t, entered, "the handler to start")
+
+	took, err := stopWorker(t, w)
+	is.NoErr(err)
+	if took > 4*time.Second {
+		t.Fatalf("Stop took %v: it did not return when the handler finished", took)
+	}
+	st := stateOf(t, pool, id)
+	is.Equal(st.Status, "COMPLETED")
+	is.Equal(st.Attempts, 1)
+	is.Equal(effectCount(t, pool, "true"), 1)
+}
+
+func TestStopCancelsHandlerPastGrace(t *testing.T) {
+	const grace = 200 * time.Millisecond
+	cases := map[string]func(ctx context.Context) error{
+		// Returns as soon as it is cancelled, after the grace period.
+		"handler honours cancellation": func(ctx context.Context) error {
+			<-ctx.Done()
+			return ctx.Err()
+		},
+		// Ignores its context and returns nil late: too late to commit.
+		"handler ignores its context": func(ctx context.Context) error {
+			time.Sleep(5 * grace)
+			return nil
+		},
+	}
+	for name, wait := range cases {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			pool, _ := newPool(t)
+			setupEffects(t, pool)
+			id := acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))[0]
+
+			entered := make(chan struct{})
+			var cause error
+			w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+				if err := writeEffect(ctx, m, "w"); err != nil {
+					return err
+				}
+				close(entered)
+				err := wait(ctx)
+				cause = context.Cause(ctx)
+				return err
+			}), inbox.WorkerConfig{ShutdownGrace: grace})
+			is.NoErr(w.Start(context.Background()))
+			waitClosed(t, entered, "the handler to start")
+
+			took, err := stopWorker(t, w)
+			is.NoErr(err)
+			t.Logf("Stop took %v", took.Round(time.Millisecond))
+			if took < grace {
+				t.Fatalf("Stop took %v, less than the grace period", took)
+			}
+			if !errors.Is(cause, inbox.ErrWorkerShutdown) {
+				t.Fatalf("handler context cause = %v, want ErrWorkerShutdown", cause)
+			}
+			st := stateOf(t, pool, id)
+			is.Equal(st.Status, "PENDING") // released, not left PROCESSING
+			is.Equal(st.Attempts, 0)       // the interrupted attempt is not spent
+			is.Equal(effectCount(t, pool, "true"), 0)
+		})
+	}
+}
+
+func TestStopReleasesUnstartedClaims(t *testing.T) {
+	is := is.New(t)
+	pool, _ := newPool(t)
+	setupEffects(t, pool)
+	c := newClient(t, pool, inbox.Config{})
+	ids := acceptAll(t, c,
+		orderMsg("evt-1", raw(`{"orderId":"o-1"}`)),
+		orderMsg("evt-2", raw(`{"orderId":"o-2"}`)),
+		orderMsg("evt-3", raw(`{"orderId":"o-3"}`)))
+
+	// Hold the first claim until Stop has begun, so its receipts reach the
+	// handlers only after shutdown started.
+	claimed, proceed := make(chan int, 1), make(chan struct{})
+	var once sync.Once
+	inbox.SetTestHooks(func(n int) {
+		once.Do(func() {
+			claimed <- n
+			<-proceed
+		})
+	}, nil)
+	t.Cleanup(func() { inbox.SetTestHooks(nil, nil) })
+
+	var calls atomic.Int32
+	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		calls.Add(1)
+		return writeEffect(ctx, m, "w")
+	}), inbox.WorkerConfig{Concurrency: 3})
+	is.NoErr(w.Start(context.Background()))
+	select {
+	case n := <-claimed:
+		is.Equal(n, 3)
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing claimed")
+	}
+	stopped := make(chan error, 1)
+	go func() {
+		_, err := stopWorker(t, w)
+		stopped <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // Stop marks the worker as stopping at once
+	close(proceed)
+	is.NoErr(<-stopped)
+
+	is.Equal(calls.Load(), int32(0))
+	for _, id := range ids {
+		st := stateOf(t, pool, id)
+		is.Equal(st.Status, "PENDING")
+		is.Equal(st.Attempts, 0)
+	}
+	is.Equal(effectCount(t, pool, "true"), 0)
+}
+
+// idleInTransaction counts sessions of this database holding an open transaction
+// while doing nothing.
+func idleInTransaction(t testing.TB, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestHandlerPastDeadlineCannotCommit(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	cases := map[string]struct {
+		// blocks past the deadline, ignoring ctx
+		run func(m *handler.Msg, unblock <-chan struct{}) error
+		// whether the transaction sits idle while the handler blocks
+		idle bool
+	}{
+		"sleeps holding the transaction": {
+			run: func(m *handler.Msg, unblock <-chan struct{}) error {
+				<-unblock
+				return nil
+			},
+			idle: true,
+		},
+		"runs a statement past the deadline": {
+			run: func(m *handler.Msg, unblock <-chan struct{}) error {
+				_, err := m.Tx.Exec(context.Background(), "SELECT pg_sleep(30)")
+				<-unblock
+				return err
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			is := is.New(t)
+			pool, _ := newPool(t)
+			setupEffects(t, pool)
+			id := acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))[0]
+
+			wrote, unblock := make(chan struct{}), make(chan struct{})
+			w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+				if err := writeEffect(ctx, m, "w"); err != nil {
+					return err
+				}
+				close(wrote)
+				return tc.run(m, unblock)
+			}), inbox.WorkerConfig{HandlerTimeout: timeout})
+			done := make(chan error, 1)
+			go func() {
+				_, err := w.Drain(context.Background())
+				done <- err
+			}()
+			waitClosed(t, wrote, "the business write")
+			start := time.Now()
+
+			// While the handler still blocks, the server ends its transaction.
+			if tc.idle {
+				eventually(t, 10*time.Second, "the idle transaction to be ended", func() bool {
+					return idleInTransaction(t, pool) == 0
+				})
+			} else {
+				sleeping := func() int {
+					var n int
+					is.NoErr(pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+						WHERE datname = current_database() AND query = 'SELECT pg_sleep(30)' AND state = 'active'`).Scan(&n))
+					return n
+				}
+				eventually(t, 10*time.Second, "pg_sleep to start", func() bool { return sleeping() == 1 })
+				eventually(t, 10*time.Second, "pg_sleep to be cancelled", func() bool { return sleeping() == 0 })
+			}
+			t.Logf("transaction ended %v after the business write", time.Since(start).Round(time.Millisecond))
+			is.Equal(effectCount(t, pool, "true"), 0)
+			close(unblock)
+			is.NoErr(<-done)
+
+			st := stateOf(t, pool, id)
+			is.Equal(st.Status, "RETRYABLE")
+			is.Equal(st.Attempts, 1)
+			if st.LastError == nil || !strings.Contains(*st.LastError, "deadline") {
+				t.Fatalf("last_error = %s, want it to mention the deadline", deref(st.LastError))
+			}
+			is.Equal(effectCount(t, pool, "true"), 0)
+		})
+	}
+}

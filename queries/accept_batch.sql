@@ -1,0 +1,57 @@
+-- name: ReceiptAcceptBatch :many
+-- Inserts many receipts in one statement (one commit outside a caller's
+-- transaction). Identities that already exist are skipped; the caller reads them
+-- with ReceiptsByIdentities. The wake-up notify is sent once per distinct consumer
+-- that got a new receipt, not once per row. The set-returning functions in one
+-- select list advance in lockstep, zipping the arrays (sqlc cannot analyze the
+-- multi-argument unnest). IDs and JSON travel as text[], which encodes in every
+-- pgx exec mode, the simple protocol included.
+WITH inserted AS (
+    INSERT INTO pginbox_receipts (
+        id, scope_kind, scope_id, source, consumer, message_id,
+        event_type, schema_version, fingerprint, payload, metadata, max_attempts
+    )
+    SELECT
+        unnest(sqlc.arg(ids)::text[])::uuid,
+        unnest(sqlc.arg(scope_kinds)::text[]),
+        unnest(sqlc.arg(scope_ids)::text[]),
+        unnest(sqlc.arg(sources)::text[]),
+        unnest(sqlc.arg(consumers)::text[]),
+        unnest(sqlc.arg(message_ids)::text[]),
+        unnest(sqlc.arg(event_types)::text[]),
+        unnest(sqlc.arg(schema_versions)::integer[]),
+        unnest(sqlc.arg(fingerprints)::bytea[]),
+        unnest(sqlc.arg(payloads)::text[])::jsonb,
+        unnest(sqlc.arg(metadatas)::text[])::jsonb,
+        sqlc.arg(max_attempts)::integer
+    ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+    DO NOTHING
+    RETURNING id, consumer
+),
+woken AS (
+    SELECT count(*) AS n
+    FROM (SELECT DISTINCT i.consumer FROM inserted i) c
+    WHERE pg_notify('pginbox_receipt', c.consumer) IS NOT NULL
+)
+SELECT inserted.id FROM inserted, woken;
+
+-- name: ReceiptsByIdentities :many
+-- The original receipts of many identities at once, for the batch items that
+-- ReceiptAcceptBatch did not insert.
+SELECT r.scope_kind, r.scope_id, r.source, r.consumer, r.message_id,
+    r.id, r.status, r.fingerprint
+FROM (
+    SELECT
+        unnest(sqlc.arg(scope_kinds)::text[]) AS scope_kind,
+        unnest(sqlc.arg(scope_ids)::text[]) AS scope_id,
+        unnest(sqlc.arg(sources)::text[]) AS source,
+        unnest(sqlc.arg(consumers)::text[]) AS consumer,
+        unnest(sqlc.arg(message_ids)::text[]) AS message_id
+) k
+JOIN pginbox_receipts r
+  ON r.scope_kind = k.scope_kind
+ AND r.scope_id = k.scope_id
+ AND r.source = k.source
+ AND r.consumer = k.consumer
+ AND r.message_id = k.message_id
+ AND r.replay_of IS NULL;

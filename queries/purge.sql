@@ -1,0 +1,35 @@
+-- name: ReceiptPurge :execrows
+-- Drops the payloads of up to @max_count COMPLETED receipts completed before
+-- @cutoff, oldest first, through the pginbox_receipts_purge partial index. One
+-- bounded statement per batch keeps locks and WAL bursts short; SKIP LOCKED leaves
+-- rows an admin action holds for the next run. Identity, fingerprint and lineage
+-- stay, so redeliveries still deduplicate.
+UPDATE pginbox_receipts r
+SET payload = NULL,
+    payload_purged_at = now(),
+    updated_at = now(),
+    version = r.version + 1
+WHERE r.id IN (
+    SELECT p.id
+    FROM pginbox_receipts p
+    WHERE p.status = 'COMPLETED'
+      AND p.payload IS NOT NULL
+      AND p.completed_at < sqlc.arg(cutoff)::timestamptz
+      AND (sqlc.arg(all_scopes)::boolean
+           OR (p.scope_kind = sqlc.arg(scope_kind)::text AND p.scope_id = sqlc.arg(scope_id)::text))
+    ORDER BY p.completed_at
+    LIMIT sqlc.arg(max_count)::integer
+    FOR UPDATE SKIP LOCKED
+)
+  AND r.status = 'COMPLETED'
+  AND r.payload IS NOT NULL;
+
+-- name: ReceiptPurgeCount :one
+-- How many receipts a purge with @cutoff would touch now (for dry runs).
+SELECT count(*)
+FROM pginbox_receipts p
+WHERE p.status = 'COMPLETED'
+  AND p.payload IS NOT NULL
+  AND p.completed_at < sqlc.arg(cutoff)::timestamptz
+  AND (sqlc.arg(all_scopes)::boolean
+       OR (p.scope_kind = sqlc.arg(scope_kind)::text AND p.scope_id = sqlc.arg(scope_id)::text));

@@ -1,0 +1,243 @@
+package schema_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/pgtest"
+	"github.com/pginbox/pginbox/schema"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func open(t *testing.T, dsn string) (*sql.DB, *pgxpool.Pool) {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	pool, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return db, pool
+}
+
+func migrator(t *testing.T, db *sql.DB) *schema.Migrator {
+	t.Helper()
+	m, err := schema.NewMigrator(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestCheckNamesExpectedAndFoundVersion(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, pool := open(t, pgtest.EmptyDB(t))
+
+	err := schema.Check(ctx, pool)
+	var verr *schema.VersionError
+	is.True(errors.As(err, &verr))
+	is.Equal(verr.Expected, schema.Version)
+	is.Equal(verr.Found, int64(0))
+	is.True(errors.Is(err, schema.ErrNotMigrated))
+	is.True(strings.Contains(err.Error(), "run `inbox migrate up`"))
+
+	m := migrator(t, db)
+	_, err = m.UpTo(ctx, 1)
+	is.NoErr(err)
+	err = schema.Check(ctx, pool)
+	is.True(errors.As(err, &verr))
+	is.Equal(verr.Found, int64(1))
+	is.True(strings.Contains(err.Error(), "expected version 2, found 1"))
+
+	_, err = m.Up(ctx)
+	is.NoErr(err)
+	is.NoErr(schema.Check(ctx, pool))
+
+	// Check never creates anything: the empty database is still empty.
+	_, pool2 := open(t, pgtest.EmptyDB(t))
+	_ = schema.Check(ctx, pool2)
+	var tables int
+	is.NoErr(pool2.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").Scan(&tables))
+	is.Equal(tables, 0)
+}
+
+func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := pgtest.EmptyDB(t)
+	db, pool := open(t, dsn)
+	m := migrator(t, db)
+
+	// The application's own goose history must never be touched.
+	_, err := pool.Exec(ctx, `CREATE TABLE goose_db_version (id serial PRIMARY KEY, version_id bigint NOT NULL, is_applied boolean NOT NULL, tstamp timestamp DEFAULT now());
+		INSERT INTO goose_db_version (version_id, is_applied) VALUES (0, true), (20240101, true)`)
+	is.NoErr(err)
+
+	applied, err := m.UpTo(ctx, 1)
+	is.NoErr(err)
+	is.Equal(applied, []int64{1})
+
+	// A receipt written by a v1-era deployment, with the fingerprint it computed.
+	canon := []byte(`{"orderId":"o-1","total":10}`)
+	fp := inbox.Fingerprint("order.created", 1, canon)
+	v1ID := inboxtype.New()
+	_, err = pool.Exec(ctx, `INSERT INTO pginbox_receipts (id, source, consumer, message_id, event_type, schema_version, fingerprint, payload, status, attempts)
+		VALUES ($1, 'orders-service', 'orders.projection.v1', 'evt-v1', 'order.created', 1, $2, $3, 'COMPLETED', 1)`,
+		v1ID, fp[:], canon)
+	is.NoErr(err)
+
+	applied, err = m.Up(ctx)
+	is.NoErr(err)
+	is.Equal(applied, []int64{2})
+
+	c, err := inbox.NewClient(pool, inbox.Config{})
+	is.NoErr(err)
+	msg := inbox.Message{
+		Identity:      inbox.Identity{Scope: inbox.Global(), Source: "orders-service", Consumer: "orders.projection.v1", MessageID: "evt-v1"},
+		EventType:     "order.created",
+		SchemaVersion: 1,
+		Payload:       json.RawMessage(`{"total":10, "orderId":"o-1"}`),
+	}
+	res, err := c.Accept(ctx, msg)
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Duplicate)
+	is.Equal(res.ID, v1ID)
+	is.Equal(res.Status, inbox.StatusCompleted)
+
+	msg.Payload = json.RawMessage(`{"total":11,"orderId":"o-1"}`)
+	_, err = c.Accept(ctx, msg)
+	is.True(errors.Is(err, inbox.ErrIdentityConflict))
+
+	var version int64
+	var kind string
+	is.NoErr(pool.QueryRow(ctx, "SELECT version, scope_kind FROM pginbox_receipts WHERE id = $1", v1ID).Scan(&version, &kind))
+	is.Equal(version, int64(1))
+	is.Equal(kind, "global")
+
+	// Down to v1 keeps the row (v1 can represent it), then up again.
+	rolled, err := m.DownTo(ctx, 1)
+	is.NoErr(err)
+	is.Equal(rolled, []int64{2})
+	var n int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE id = $1 AND message_id = 'evt-v1'", v1ID).Scan(&n))
+	is.Equal(n, 1)
+	_, err = m.Up(ctx)
+	is.NoErr(err)
+	pool.Reset() // cached plans refer to the old table shape
+	res, err = c.Accept(ctx, inbox.Message{
+		Identity:      msg.Identity,
+		EventType:     "order.created",
+		SchemaVersion: 1,
+		Payload:       json.RawMessage(canon),
+	})
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Duplicate)
+
+	// A tenant receipt cannot be represented in v1: down refuses and changes nothing.
+	_, err = c.Accept(ctx, inbox.Message{
+		Identity:      inbox.Identity{Scope: inbox.Tenant("t1"), Source: "s", Consumer: "c", MessageID: "m"},
+		EventType:     "e",
+		SchemaVersion: 1,
+		Payload:       json.RawMessage(`{}`),
+	})
+	is.NoErr(err)
+	_, err = m.DownTo(ctx, 1)
+	is.True(err != nil)
+	is.True(strings.Contains(err.Error(), "cannot migrate down to schema v1"))
+	cur, err := m.Current(ctx)
+	is.NoErr(err)
+	is.Equal(cur, int64(2))
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts").Scan(&n))
+	is.Equal(n, 2)
+
+	// All the way down removes pginbox's tables but not the application's history.
+	_, err = pool.Exec(ctx, "DELETE FROM pginbox_receipts WHERE scope_kind = 'tenant'")
+	is.NoErr(err)
+	_, err = m.DownTo(ctx, 0)
+	is.NoErr(err)
+	var exists bool
+	is.NoErr(pool.QueryRow(ctx, "SELECT to_regclass('pginbox_receipts') IS NOT NULL").Scan(&exists))
+	is.True(!exists)
+	var appVersions []int64
+	rows, err := pool.Query(ctx, "SELECT version_id FROM goose_db_version ORDER BY id")
+	is.NoErr(err)
+	appVersions, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	is.NoErr(err)
+	is.Equal(appVersions, []int64{0, 20240101})
+}
+
+func TestConcurrentUpIsSerialized(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := pgtest.EmptyDB(t)
+
+	const migrators = 3
+	var wg sync.WaitGroup
+	results := make([][]int64, migrators)
+	errs := make([]error, migrators)
+	for i := range migrators {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db, err := sql.Open("pgx", dsn)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer db.Close()
+			m, err := schema.NewMigrator(db)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			results[i], errs[i] = m.Up(ctx)
+		}()
+	}
+	wg.Wait()
+	var all []int64
+	for i := range migrators {
+		is.NoErr(errs[i])
+		all = append(all, results[i]...)
+	}
+	// Each migration ran exactly once across all migrators.
+	is.Equal(len(all), 2)
+	_, pool := open(t, dsn)
+	var applied int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.VersionTable+" WHERE version_id > 0").Scan(&applied))
+	is.Equal(applied, 2)
+	is.NoErr(schema.Check(ctx, pool))
+}
+
+func TestStatusListsMigrations(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, _ := open(t, pgtest.EmptyDB(t))
+	m := migrator(t, db)
+	_, err := m.UpTo(ctx, 1)
+	is.NoErr(err)
+	st, err := m.Status(ctx)
+	is.NoErr(err)
+	is.Equal(len(st), 2)
+	is.Equal(st[0].Version, int64(1))
+	is.True(st[0].Applied)
+	is.Equal(st[1].Version, int64(2))
+	is.True(!st[1].Applied)
+	is.True(strings.HasPrefix(st[1].Source, "00002_"))
+}
