@@ -65,7 +65,7 @@ func TestGoldenCompiles(t *testing.T) {
 	}
 	args := []string{"vet"}
 	for _, tc := range goldenCases {
-		args = append(args, "./"+filepath.ToSlash(filepath.Join(fixtures, tc.dir)))
+		args = append(args, filepath.ToSlash(filepath.Join(fixtures, tc.dir)))
 	}
 	out, err := exec.Command("go", args...).CombinedOutput()
 	if err != nil {
@@ -199,12 +199,17 @@ func TestErrors(t *testing.T) {
 		{
 			name:  "directive not on a type",
 			files: map[string]string{"e.go": "package p\n\n//inbox:event type=a version=1 consumers=b\n\ntype A struct{}\n"},
-			want:  []string{"e.go:3:1", "must be in the doc comment of a type declaration"},
+			want:  []string{"e.go:3:1", "must be in the doc comment of a package-level type declaration"},
 		},
 		{
 			name:  "directive on a func",
 			files: map[string]string{"e.go": "package p\n\n//inbox:event type=a version=1 consumers=b\nfunc F() {}\n"},
-			want:  []string{"e.go:3:1", "must be in the doc comment of a type declaration"},
+			want:  []string{"e.go:3:1", "must be in the doc comment of a package-level type declaration"},
+		},
+		{
+			name:  "directive on a local type",
+			files: map[string]string{"e.go": "package p\n\nfunc F() {\n\t//inbox:event type=a version=1 consumers=b\n\ttype A struct{}\n\t_ = A{}\n}\n"},
+			want:  []string{"e.go:4:2", "package-level type declaration"},
 		},
 		{
 			name:  "directive on a type group",

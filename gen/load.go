@@ -182,7 +182,7 @@ func collectEvents(fset *token.FileSet, files []*ast.File, errs *Errors) []*even
 				}
 				pos := fset.Position(c.Pos())
 				if isEventDirective(c.Text) {
-					errs.add(pos, "//inbox:event must be in the doc comment of a type declaration (directly above `type Name struct`)")
+					errs.add(pos, "//inbox:event must be in the doc comment of a package-level type declaration (directly above `type Name struct`)")
 				} else {
 					errs.add(pos, "unknown directive %s (want //inbox:event)", directiveName(c.Text))
 				}

@@ -445,7 +445,9 @@ func TestAdminPurgeRunsInBatches(t *testing.T) {
 	for i, p := range progress[:len(progress)-1] {
 		is.Equal(p.Purged, int64((i+1)*batch)) // every batch but the last is full
 	}
-	is.Equal(progress[len(progress)-1], res)
+	last := progress[len(progress)-1]
+	is.Equal(last.Purged, res.Purged)
+	is.Equal(last.Batches, res.Batches)
 	is.Equal(countRows(t, pool, "payload IS NULL AND payload_purged_at IS NOT NULL"), eligible)
 	is.Equal(countRows(t, pool, "payload IS NOT NULL"), 10)
 }
@@ -571,7 +573,7 @@ func TestAdminStatsMatchFixture(t *testing.T) {
 			INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id,
 				event_type, schema_version, fingerprint, payload, status, available_at, completed_at,
 				claim_token, lease_expires_at)
-			VALUES (gen_random_uuid(), 'tenant', $1, 'fixture', $2, $3, 'x', 1, sha256($3::bytea), '{}', $4,
+			VALUES (gen_random_uuid(), 'tenant', $1, 'fixture', $2, $3, 'x', 1, sha256(convert_to($3, 'UTF8')), '{}', $4,
 				now() + $5::interval,
 				CASE WHEN $4 = 'COMPLETED' THEN now() END,
 				CASE WHEN $4 = 'PROCESSING' THEN gen_random_uuid() END,

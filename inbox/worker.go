@@ -267,14 +267,17 @@ func (w *Worker) claimLoop(ctx context.Context) {
 				continue // probably more due work
 			}
 		}
+		// A freed slot only matters when the worker was full; otherwise the last
+		// claim found no more work and only a notification or the poll can change that.
+		var slotFreed chan struct{}
+		if free <= 0 {
+			slotFreed = w.slotFreed
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
-		case <-w.slotFreed:
-			if free > 0 {
-				continue // a slot freed up, but the last claim found no work: wait
-			}
+		case <-slotFreed:
 		case <-poll.C:
 			poll.Reset(w.cfg.PollInterval)
 		}
@@ -435,6 +438,11 @@ func (w *Worker) process(r db.ReceiptClaimRow) {
 		log.Info("pginbox worker: handler interrupted by shutdown, releasing the receipt")
 		w.release(r, log)
 	default:
+		if errors.Is(cause, ErrHandlerTimeout) && !errors.Is(herr, ErrHandlerTimeout) {
+			// Past the deadline the handler's error is usually its symptom (a
+			// statement timeout, a cancelled query): record the cause with it.
+			herr = fmt.Errorf("%w: %w", ErrHandlerTimeout, herr)
+		}
 		w.fail(r, herr, log)
 	}
 }

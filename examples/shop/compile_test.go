@@ -9,7 +9,9 @@ import (
 	"go/token"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -45,6 +47,7 @@ func TestMissingHandlerMethodDoesNotCompile(t *testing.T) {
 			t.Fatal("handlers.go changed shape: update this test")
 		}
 		f.Decls = kept
+		dropUnusedImports(f)
 	})
 	if err == nil {
 		t.Fatal("the example built without Projection.HandleOrderCancelled")
@@ -102,6 +105,39 @@ func receiver(fd *ast.FuncDecl) string {
 		return id.Name
 	}
 	return ""
+}
+
+// dropUnusedImports removes imports that only the removed method used, so the
+// compiler reports the missing method rather than an unused import.
+func dropUnusedImports(f *ast.File) {
+	used := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok {
+				used[id.Name] = true
+			}
+		}
+		return true
+	})
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.IMPORT {
+			continue
+		}
+		var specs []ast.Spec
+		for _, s := range gd.Specs {
+			is := s.(*ast.ImportSpec)
+			p, _ := strconv.Unquote(is.Path.Value)
+			name := path.Base(p)
+			if is.Name != nil {
+				name = is.Name.Name
+			}
+			if used[name] || name == "_" {
+				specs = append(specs, s)
+			}
+		}
+		gd.Specs = specs
+	}
 }
 
 func onlyBlank(gd *ast.GenDecl) bool {

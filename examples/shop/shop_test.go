@@ -30,7 +30,12 @@ func TestMain(m *testing.M) {
 func setup(t *testing.T) (*pgxpool.Pool, *inbox.Client) {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, pgtest.DB(t))
+	cfg, err := pgxpool.ParseConfig(pgtest.DB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 8 // the worker's handlers, its listener and claims, and Accept
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,10 @@ import (
 	"unicode/utf16"
 
 	"github.com/pginbox/pginbox/internal/canonjson"
+	"github.com/pginbox/pginbox/internal/pgtest"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // jcsDir is where the RFC 8785 conformance vectors live.
 func jcsDir() string {
@@ -606,13 +609,16 @@ func TestOutputNotShared(t *testing.T) {
 }
 
 // TestNumberRangeAgainstPostgres checks the numeric range rule, and that
-// canonical numbers keep their value, against a live PostgreSQL. It runs only
-// when PGINBOX_CANONJSON_PSQL holds a psql connection string, for example
-// "host=127.0.0.1 user=postgres dbname=postgres".
+// canonical numbers keep their value, against a real PostgreSQL through psql:
+// the test harness's database, or PGINBOX_CANONJSON_PSQL's connection string
+// (for example "host=127.0.0.1 user=postgres dbname=postgres") when set.
 func TestNumberRangeAgainstPostgres(t *testing.T) {
 	conn := os.Getenv("PGINBOX_CANONJSON_PSQL")
 	if conn == "" {
-		t.Skip("set PGINBOX_CANONJSON_PSQL to a psql connection string to compare with PostgreSQL")
+		conn = pgtest.EmptyDB(t)
+	}
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Fatalf("psql is needed to compare with PostgreSQL: install the PostgreSQL client (apt-get install postgresql-client): %v", err)
 	}
 	z := func(n int) string { return strings.Repeat("0", n) }
 	cases := []string{

@@ -33,5 +33,5 @@ type (
 		UserID string `json:"userId"`
 	}
 
-	notAnEvent struct{}
+	NotAnEvent struct{}
 )

@@ -1,0 +1,367 @@
+//go:build unix
+
+package inbox_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inboxtype"
+)
+
+// The crash and signal tests run workers in child processes: re-executions of
+// this test binary running only TestCrashChild, told what to do by the
+// environment. Children report progress with marker lines on stdout.
+const (
+	envChildDSN   = "PGINBOX_CHILD_DSN"
+	envChildMode  = "PGINBOX_CHILD_MODE"
+	envChildRound = "PGINBOX_CHILD_ROUND"
+	childMarker   = "pginbox-child: "
+
+	// childLease is short so the parent recovers a killed child's claims quickly.
+	childLease  = 500 * time.Millisecond
+	crashRounds = 5
+)
+
+// TestCrashChild is the child process of the crash and signal tests; run
+// directly it skips.
+func TestCrashChild(t *testing.T) {
+	dsn := os.Getenv(envChildDSN)
+	if dsn == "" {
+		t.Skip("only runs as a child process of the crash tests")
+	}
+	// Die with the parent, which holds our stdin open.
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(3)
+	}()
+	pool := poolFor(t, dsn)
+	switch mode := os.Getenv(envChildMode); mode {
+	case "accept":
+		childAccept(t, pool)
+	case "claim", "commit":
+		childCrashingWorker(t, pool, mode)
+	case "sigterm":
+		childSignalledWorker(t, pool)
+	default:
+		t.Fatalf("unknown child mode %q", mode)
+	}
+}
+
+func mark(format string, args ...any) {
+	fmt.Printf(childMarker+format+"\n", args...)
+}
+
+// blockUntilKilled parks the calling goroutine; the parent kills the process.
+func blockUntilKilled() {
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// childAccept accepts messages until it is killed, reporting each committed
+// Accept (the acknowledgement a broker would get).
+func childAccept(t *testing.T, pool *pgxpool.Pool) {
+	c := newClient(t, pool, inbox.Config{})
+	round := os.Getenv(envChildRound)
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("r%s-a%d", round, i)
+		if _, err := c.Accept(context.Background(), orderMsg(id, map[string]string{"orderId": id})); err != nil {
+			t.Fatal(err)
+		}
+		mark("accepted %s", id)
+	}
+}
+
+// childCrashingWorker drains with a hook that stops the worker at the crash
+// point, and waits there to be killed.
+func childCrashingWorker(t *testing.T, pool *pgxpool.Pool, mode string) {
+	switch mode {
+	case "claim":
+		inbox.SetTestHooks(func(n int) {
+			mark("claimed %d", n)
+			blockUntilKilled()
+		}, nil)
+	case "commit":
+		inbox.SetTestHooks(nil, func(id inbox.ID) {
+			mark("committing %s", id)
+			blockUntilKilled()
+		})
+	}
+	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		return writeEffect(ctx, m, "child")
+	}), inbox.WorkerConfig{Concurrency: 2, Lease: childLease})
+	n, err := w.Drain(context.Background())
+	t.Fatalf("Drain returned (%d, %v) without reaching the crash point", n, err)
+}
+
+// childSignalledWorker runs a worker until SIGTERM, as a service's main would.
+func childSignalledWorker(t *testing.T, pool *pgxpool.Pool) {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		mark("started %s", m.MessageID)
+		time.Sleep(300 * time.Millisecond)
+		return writeEffect(ctx, m, "child")
+	}), inbox.WorkerConfig{Concurrency: 4, ShutdownGrace: 10 * time.Second})
+	if err := w.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// child is a running child process.
+type child struct {
+	cmd     *exec.Cmd
+	out     *childOutput
+	exited  chan struct{}
+	waitErr error
+}
+
+func startChild(t *testing.T, dsn, mode string, round int) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), envChildDSN+"="+dsn, envChildMode+"="+mode, fmt.Sprintf("%s=%d", envChildRound, round))
+	out := &childOutput{markers: make(chan string, 4096)}
+	cmd.Stdout, cmd.Stderr = out, out
+	if _, err := cmd.StdinPipe(); err != nil { // closed by Wait; EOF tells an orphan to exit
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, out: out, exited: make(chan struct{})}
+	go func() {
+		c.waitErr = cmd.Wait()
+		close(c.exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-c.exited
+		if t.Failed() {
+			t.Logf("child %s output:\n%s", mode, out.text())
+		}
+	})
+	return c
+}
+
+// marker returns the child's next marker line.
+func (c *child) marker(t *testing.T) string {
+	t.Helper()
+	select {
+	case m := <-c.out.markers:
+		return m
+	case <-c.exited:
+		// It may have printed before exiting.
+		select {
+		case m := <-c.out.markers:
+			return m
+		default:
+		}
+		t.Fatalf("child exited (%v) before reporting:\n%s", c.waitErr, c.out.text())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("child reported nothing for 30s:\n%s", c.out.text())
+	}
+	return ""
+}
+
+func (c *child) kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-c.exited
+	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, not by SIGKILL:\n%s", c.waitErr, c.out.text())
+	}
+}
+
+// childOutput splits a child's output into marker lines and everything else.
+type childOutput struct {
+	mu      sync.Mutex
+	partial []byte
+	other   bytes.Buffer
+	markers chan string
+}
+
+func (o *childOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.partial = append(o.partial, p...)
+	for {
+		i := bytes.IndexByte(o.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(o.partial[:i])
+		o.partial = o.partial[i+1:]
+		if m, ok := strings.CutPrefix(line, childMarker); ok {
+			select {
+			case o.markers <- m:
+			default: // never block the child; an unread marker was never acknowledged
+			}
+		} else if o.other.Len() < 1<<20 {
+			o.other.WriteString(line + "\n")
+		}
+	}
+}
+
+func (o *childOutput) text() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.other.String() + string(o.partial)
+}
+
+// recoverAll waits for the killed child's leases to expire and recovers them
+// with w, until nothing is PROCESSING. The dead session's locks go away only
+// when the server notices the closed socket, so it retries.
+func recoverAll(t *testing.T, pool *pgxpool.Pool, w *inbox.Worker) int {
+	t.Helper()
+	total := 0
+	eventually(t, 15*time.Second, "the killed child's claims to be recovered", func() bool {
+		n, err := w.RecoverExpired(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+		return countRows(t, pool, "status = 'PROCESSING'") == 0
+	})
+	return total
+}
+
+func TestCrashRecovery(t *testing.T) {
+	for _, mode := range []string{"accept", "claim", "commit"} {
+		t.Run(mode, func(t *testing.T) {
+			is := is.New(t)
+			ctx := context.Background()
+			pool, dsn := newPool(t)
+			setupEffects(t, pool)
+			c := newClient(t, pool, inbox.Config{})
+			w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+				return writeEffect(ctx, m, "parent")
+			}), inbox.WorkerConfig{Lease: childLease})
+
+			var acked []string
+			for round := range crashRounds {
+				if mode != "accept" {
+					for i := range 3 {
+						id := fmt.Sprintf("r%d-m%d", round, i)
+						acceptAll(t, c, orderMsg(id, map[string]string{"orderId": id}))
+					}
+				}
+				ch := startChild(t, dsn, mode, round)
+				switch mode {
+				case "accept":
+					// Kill after a varying number of acknowledged accepts.
+					for range round + 1 {
+						id, ok := strings.CutPrefix(ch.marker(t), "accepted ")
+						is.True(ok)
+						acked = append(acked, id)
+					}
+					ch.kill(t)
+
+				case "claim":
+					var n int
+					_, err := fmt.Sscanf(ch.marker(t), "claimed %d", &n)
+					is.NoErr(err)
+					is.Equal(countRows(t, pool, "status = 'PROCESSING'"), n)
+					ch.kill(t)
+
+				case "commit":
+					idText, ok := strings.CutPrefix(ch.marker(t), "committing ")
+					is.True(ok)
+					id, err := inboxtype.Parse(idText)
+					is.NoErr(err)
+					// The completion update ran but did not commit: invisible.
+					is.Equal(effectCount(t, pool, "receipt_id = $1", id), 0)
+					is.Equal(stateOf(t, pool, id).Status, "PROCESSING")
+					ch.kill(t)
+					is.Equal(effectCount(t, pool, "receipt_id = $1", id), 0)
+					is.Equal(stateOf(t, pool, id).Status, "PROCESSING")
+				}
+
+				recovered := recoverAll(t, pool, w)
+				drained, err := w.Drain(ctx)
+				is.NoErr(err)
+				t.Logf("round %d: recovered %d, drained %d", round, recovered, drained)
+				if mode != "accept" {
+					is.True(recovered > 0)
+				}
+				requireOneEffectPerReceipt(t, pool, -1)
+				if t.Failed() {
+					t.FailNow()
+				}
+			}
+			if mode == "accept" {
+				// No acknowledged message was lost.
+				is.Equal(countRows(t, pool, "message_id = ANY($1)", acked), len(acked))
+			} else {
+				is.Equal(countRows(t, pool, "true"), 3*crashRounds)
+				is.True(countRows(t, pool, "attempts > 1") > 0) // some were re-run after a crash
+			}
+		})
+	}
+}
+
+func TestSIGTERMDrainsGracefully(t *testing.T) {
+	is := is.New(t)
+	pool, dsn := newPool(t)
+	setupEffects(t, pool)
+	c := newClient(t, pool, inbox.Config{})
+	const backlog = 40 // ten times the child's concurrency
+	for i := range backlog {
+		id := fmt.Sprintf("m%02d", i)
+		acceptAll(t, c, orderMsg(id, map[string]string{"orderId": id}))
+	}
+
+	ch := startChild(t, dsn, "sigterm", 0)
+	started := map[string]bool{}
+	for len(started) < 6 { // mid-drain: the second batch is running
+		id, ok := strings.CutPrefix(ch.marker(t), "started ")
+		is.True(ok)
+		started[id] = true
+	}
+	is.NoErr(ch.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-ch.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("child did not exit after SIGTERM")
+	}
+	if ch.waitErr != nil {
+		t.Fatalf("child exited with %v:\n%s", ch.waitErr, ch.out.text())
+	}
+	for more := true; more; {
+		select {
+		case m := <-ch.out.markers:
+			started[strings.TrimPrefix(m, "started ")] = true
+		default:
+			more = false
+		}
+	}
+
+	// Every started handler finished and committed; nothing else was spent.
+	is.Equal(countRows(t, pool, "status = 'PROCESSING'"), 0)
+	is.Equal(countRows(t, pool, "status = 'COMPLETED'"), len(started))
+	is.Equal(countRows(t, pool, "status = 'PENDING' AND attempts = 0"), backlog-len(started))
+	for id := range started {
+		is.Equal(countRows(t, pool, "message_id = $1 AND status = 'COMPLETED'", id), 1)
+		is.Equal(effectCount(t, pool, "message_id = $1", id), 1)
+	}
+	is.Equal(effectCount(t, pool, "true"), len(started))
+	t.Logf("%d of %d handled before the child exited", len(started), backlog)
+}
