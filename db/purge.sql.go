@@ -11,12 +11,7 @@ import (
 )
 
 const receiptPurge = `-- name: ReceiptPurge :execrows
-UPDATE pginbox_receipts r
-SET payload = NULL,
-    payload_purged_at = now(),
-    updated_at = now(),
-    version = r.version + 1
-WHERE r.id IN (
+WITH batch AS (
     SELECT p.id
     FROM pginbox_receipts p
     WHERE p.status = 'COMPLETED'
@@ -28,8 +23,13 @@ WHERE r.id IN (
     LIMIT $5::integer
     FOR UPDATE SKIP LOCKED
 )
-  AND r.status = 'COMPLETED'
-  AND r.payload IS NOT NULL
+UPDATE pginbox_receipts r
+SET payload = NULL,
+    payload_purged_at = now(),
+    updated_at = now(),
+    version = r.version + 1
+FROM batch
+WHERE r.id = batch.id
 `
 
 type ReceiptPurgeParams struct {
@@ -44,7 +44,8 @@ type ReceiptPurgeParams struct {
 // @cutoff, oldest first, through the pginbox_receipts_purge partial index. One
 // bounded statement per batch keeps locks and WAL bursts short; SKIP LOCKED leaves
 // rows an admin action holds for the next run. Identity, fingerprint and lineage
-// stay, so redeliveries still deduplicate.
+// stay, so redeliveries still deduplicate. The candidates are picked in a CTE,
+// evaluated once: an IN (subquery) may be re-run per row and exceed the limit.
 func (q *Queries) ReceiptPurge(ctx context.Context, arg ReceiptPurgeParams) (int64, error) {
 	result, err := q.db.Exec(ctx, receiptPurge,
 		arg.Cutoff,

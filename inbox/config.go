@@ -12,7 +12,7 @@ const (
 	DefaultMaxPayloadBytes = 1 << 20 // 1 MiB of canonical JSON
 
 	DefaultGroupCommitMaxBatch = 100
-	DefaultGroupCommitFlushers = 2
+	DefaultGroupCommitFlushers = 1
 )
 
 // Config configures a Client.

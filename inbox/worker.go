@@ -165,7 +165,11 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.stopLoops()
 	w.loops.Wait()
 	done := make(chan struct{})
-	go func() { w.inflight.Wait(); close(done) }()
+	go func() {
+		w.inflight.Wait()
+		close(done)
+		close(w.stoppedDone) // also for a later Stop when this one gave up early
+	}()
 	grace := time.NewTimer(w.cfg.ShutdownGrace)
 	defer grace.Stop()
 	select {
@@ -178,7 +182,6 @@ func (w *Worker) Stop(ctx context.Context) error {
 	}
 	select {
 	case <-done:
-		close(w.stoppedDone)
 		w.log.Info("pginbox worker stopped")
 		return nil
 	case <-ctx.Done():

@@ -363,5 +363,6 @@ func TestSIGTERMDrainsGracefully(t *testing.T) {
 		is.Equal(effectCount(t, pool, "message_id = $1", id), 1)
 	}
 	is.Equal(effectCount(t, pool, "true"), len(started))
-	t.Logf("%d of %d handled before the child exited", len(started), backlog)
+	t.Logf("%d of %d handled before the child exited, %d claims released unstarted",
+		len(started), backlog, countRows(t, pool, "status = 'PENDING' AND version > 1"))
 }

@@ -67,7 +67,7 @@ func TestStaleWorkerCommitIsRefused(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("A's Drain did not return")
 	}
-	is.True(recA.logged("lease lost before commit")) // the completion update matched no row
+	is.True(recA.logged("lease lost before commit"))   // the completion update matched no row
 	is.Equal(effectCount(t, poolA, "worker = 'A'"), 0) // rolled back with it
 	is.Equal(effectCount(t, poolA, "true"), 1)
 	st = stateOf(t, poolA, id)

@@ -3,8 +3,8 @@ package inbox_test
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,4 +274,3 @@ func TestNewWorkerValidatesOwnership(t *testing.T) {
 		t.Fatalf("want a pool size error, got %v", err)
 	}
 }
-

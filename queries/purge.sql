@@ -3,13 +3,9 @@
 -- @cutoff, oldest first, through the pginbox_receipts_purge partial index. One
 -- bounded statement per batch keeps locks and WAL bursts short; SKIP LOCKED leaves
 -- rows an admin action holds for the next run. Identity, fingerprint and lineage
--- stay, so redeliveries still deduplicate.
-UPDATE pginbox_receipts r
-SET payload = NULL,
-    payload_purged_at = now(),
-    updated_at = now(),
-    version = r.version + 1
-WHERE r.id IN (
+-- stay, so redeliveries still deduplicate. The candidates are picked in a CTE,
+-- evaluated once: an IN (subquery) may be re-run per row and exceed the limit.
+WITH batch AS (
     SELECT p.id
     FROM pginbox_receipts p
     WHERE p.status = 'COMPLETED'
@@ -21,8 +17,13 @@ WHERE r.id IN (
     LIMIT sqlc.arg(max_count)::integer
     FOR UPDATE SKIP LOCKED
 )
-  AND r.status = 'COMPLETED'
-  AND r.payload IS NOT NULL;
+UPDATE pginbox_receipts r
+SET payload = NULL,
+    payload_purged_at = now(),
+    updated_at = now(),
+    version = r.version + 1
+FROM batch
+WHERE r.id = batch.id;
 
 -- name: ReceiptPurgeCount :one
 -- How many receipts a purge with @cutoff would touch now (for dry runs).

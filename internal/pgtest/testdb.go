@@ -34,6 +34,7 @@ var (
 	tmplFixed bool // the template was built; SetMigrate can no longer change it
 
 	mainUsed atomic.Bool
+	hintOnce sync.Once
 
 	envOnce sync.Once
 	envVal  *testEnv
@@ -118,16 +119,49 @@ type testEnv struct {
 
 func testEnvFor(t testing.TB) *testEnv {
 	t.Helper()
+	e, err := sharedEnv()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return e
+}
+
+func sharedEnv() (*testEnv, error) {
 	if !mainUsed.Load() {
-		t.Log("pgtest: hint: add `func TestMain(m *testing.M) { pgtest.Main(m) }` to this package's tests. Without it the shared " +
-			"cluster is only stopped when the test process exits, and its directory is removed by a later run. In " +
-			EnvDatabaseURL + " mode, the template database is left on the server")
+		hintOnce.Do(func() {
+			fmt.Fprintln(os.Stderr, "pgtest: hint: add `func TestMain(m *testing.M) { pgtest.Main(m) }` to this package's tests. Without it the shared "+
+				"cluster is only stopped when the test process exits, and its directory is removed by a later run. In "+
+				EnvDatabaseURL+" mode, the template database is left on the server")
+		})
 	}
 	envOnce.Do(func() { envVal, envErr = newTestEnv(context.Background()) })
-	if envErr != nil {
-		t.Fatalf("%v", envErr)
+	return envVal, envErr
+}
+
+// NewDatabase is DB for code without a testing.TB, such as runnable examples:
+// a fresh migrated database on the shared test environment, and a function
+// that drops it.
+func NewDatabase(ctx context.Context) (dsn string, drop func(), err error) {
+	e, err := sharedEnv()
+	if err != nil {
+		return "", nil, err
 	}
-	return envVal
+	tmpl, err := template(e)
+	if err != nil {
+		return "", nil, err
+	}
+	name := testDBName("example")
+	if err := e.createDatabase(ctx, name, tmpl); err != nil {
+		return "", nil, err
+	}
+	drop = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := e.dropDatabase(ctx, name); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: dropping database %s: %v\n", name, err)
+		}
+	}
+	return e.dsnFor(name), drop, nil
 }
 
 func newTestEnv(ctx context.Context) (*testEnv, error) {

@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/internal/pgtest"
+)
+
+// TestBinary runs the inbox binary the way a user does: built once, run as a
+// process against a test database, judged by its output and exit code. The
+// subtests share the build, which t.TempDir removes afterwards.
+func TestBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "inbox")
+	t0 := time.Now()
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Logf("built %s in %s", bin, time.Since(t0).Round(time.Millisecond))
+
+	t.Run("MigrateEmptyDatabase", func(t *testing.T) { t.Parallel(); testBinaryMigrate(t, bin) })
+	t.Run("AdminCommands", func(t *testing.T) { t.Parallel(); testBinaryAdmin(t, bin) })
+	t.Run("Demo", func(t *testing.T) { t.Parallel(); testBinaryDemo(t, bin) })
+	t.Run("DemoInterrupted", func(t *testing.T) { t.Parallel(); testBinaryDemoInterrupted(t, bin) })
+	t.Run("DemoOnDatabaseURL", func(t *testing.T) { t.Parallel(); testBinaryDemoDatabaseURL(t, bin) })
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// cleanEnv is the test process's environment without anything that would
+// point the binary at a database.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "PG") || strings.HasPrefix(kv, envDatabaseURL+"=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, extra...)
+}
+
+func runBin(t *testing.T, bin string, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("inbox %s: %v", strings.Join(args, " "), err)
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
+}
+
+func (r result) expect(t *testing.T, code int, stdout, stderr []string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+		return
+	}
+	for _, s := range stdout {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("stdout lacks %q:\n%s", s, r.stdout)
+		}
+	}
+	for _, s := range stderr {
+		if !strings.Contains(r.stderr, s) {
+			t.Errorf("stderr lacks %q:\n%s", s, r.stderr)
+		}
+	}
+}
+
+func testBinaryMigrate(t *testing.T, bin string) {
+	env := cleanEnv("DATABASE_URL=" + pgtest.EmptyDB(t))
+
+	// A database without the schema: every admin command says what to do.
+	for _, args := range [][]string{{"stats"}, {"list"}, {"show", "01J0000000000000000000000A"}} {
+		runBin(t, bin, env, args...).expect(t, exitNotMigrated, nil,
+			[]string{"schema not migrated", "run `inbox migrate up`"})
+	}
+	runBin(t, bin, env, "migrate", "status").expect(t, exitOK,
+		[]string{"1        pending  00001_receipts_v1.sql", "2        pending  00002_receipts_v2.sql", "run `inbox migrate up`"}, nil)
+	runBin(t, bin, env, "migrate", "up").expect(t, exitOK,
+		[]string{"applied 00001_receipts_v1.sql\napplied 00002_receipts_v2.sql\n", "schema at version 2: up to date"}, nil)
+	runBin(t, bin, env, "migrate", "up").expect(t, exitOK, []string{"nothing to do"}, nil)
+	runBin(t, bin, env, "stats").expect(t, exitOK, []string{"no receipts"}, nil)
+
+	r := runBin(t, bin, env, "migrate", "status", "--json")
+	r.expect(t, exitOK, nil, nil)
+	var st jsonMigrateResult
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("migrate status --json: %v\n%s", err, r.stdout)
+	}
+	if st.Current != 2 || len(st.Migrations) != 2 || !st.Migrations[1].Applied {
+		t.Errorf("migrate status --json: %+v", st)
+	}
+
+	runBin(t, bin, env, "migrate", "down").expect(t, exitOK,
+		[]string{"rolled back 00002_receipts_v2.sql", "schema at version 1; this build needs 2"}, nil)
+	runBin(t, bin, env, "stats").expect(t, exitNotMigrated, nil, []string{"expected version 2, found 1"})
+	runBin(t, bin, env, "migrate", "up", "--to", "2").expect(t, exitOK, []string{"applied 00002_receipts_v2.sql"}, nil)
+}
+
+func testBinaryAdmin(t *testing.T, bin string) {
+	is := is.New(t)
+	f := newFixture(t)
+	env := cleanEnv("USER=ci")
+	db := []string{"--database-url", f.dsn}
+
+	runBin(t, bin, env, append([]string{"stats", "--completed"}, db...)...).expect(t, exitOK,
+		[]string{"CONSUMER", "orders.projection.v1  1        0           0          2     1", "dead: 2"}, nil)
+
+	r := runBin(t, bin, env, append([]string{"list", "--json"}, db...)...)
+	r.expect(t, exitOK, nil, nil)
+	var page jsonList
+	is.NoErr(json.Unmarshal([]byte(r.stdout), &page))
+	is.Equal(len(page.Receipts), 4)
+	is.Equal(page.Next, "")
+
+	runBin(t, bin, env, append([]string{"show", f.dead.String()}, db...)...).expect(t, exitOK,
+		[]string{"status       DEAD", "version      3", "last error   unsupported currency", `"orderId": "evt-1"`}, nil)
+
+	// Wrong version: refused with exit 4 and a way forward; nothing changed.
+	runBin(t, bin, env, append([]string{"requeue", f.dead.String(), "--version", "7", "--reason", "retry"}, db...)...).expect(t, exitRefused,
+		nil, []string{"version conflict: expected version 7 but the receipt is at version 3", "hint: run `inbox show " + f.dead.String()})
+	runBin(t, bin, env, append([]string{"show", f.dead.String()}, db...)...).expect(t, exitOK, []string{"status       DEAD"}, nil)
+
+	// Another tenant's receipt is not found in a tenant view.
+	runBin(t, bin, env, append([]string{"requeue", f.dead.String(), "--tenant", "tenant-b", "--version", "3", "--reason", "retry"}, db...)...).
+		expect(t, exitNotFound, nil, []string{"receipt not found"})
+
+	runBin(t, bin, env, append([]string{"requeue", f.dead.String(), "--version", "3", "--reason", "retry"}, db...)...).expect(t, exitOK,
+		[]string{"requeued " + f.dead.String() + ": DEAD -> PENDING, version 3 -> 4"}, nil)
+	runBin(t, bin, env, append([]string{"purge", "--older-than", "720h"}, db...)...).expect(t, exitOK,
+		[]string{"purged 1 payloads", "in 1 batches"}, nil)
+
+	// A server that is not there: a clear error, exit 1.
+	runBin(t, bin, env, "stats", "--database-url", "host=/nonexistent port=1 user=x dbname=x connect_timeout=2").expect(t, exitError,
+		nil, []string{"cannot connect to PostgreSQL", "check --database-url or $DATABASE_URL"})
+}
+
+// demoSummary are lines the demo prints only when its scenario ran to the end.
+var demoSummary = []string{
+	"IDENTITY_CONFLICT     -> reject",
+	"duplicate (",
+	"payment gateway timeout -> RETRYABLE",
+	`unsupported currency "XXX" -> permanent failure, DEAD`,
+	"requeued ",
+	"status       COMPLETED",
+	"deliveries: 14 (accepted 10, duplicates 3, conflicts 1)",
+	"handler: 14 attempts, 3 transient failures retried, 1 permanent failure fixed by requeue",
+	"receipts: 10 of 10 COMPLETED, 0 DEAD",
+	"projection: 10 rows for 10 orders in pginbox_demo_orders (one per order)",
+	"demo finished in ",
+}
+
+var readyLine = regexp.MustCompile(`PostgreSQL ready in \S+ at (\S+)`)
+
+func needServerBinaries(t *testing.T) {
+	if _, err := pgtest.FindBinDir(); err != nil {
+		t.Skipf("the demo starts its own PostgreSQL: %v", err)
+	}
+}
+
+func testBinaryDemo(t *testing.T, bin string) {
+	needServerBinaries(t)
+	t0 := time.Now()
+	r := runBin(t, bin, cleanEnv(), "demo")
+	elapsed := time.Since(t0)
+	r.expect(t, exitOK, append([]string{"No DATABASE_URL set: starting a throwaway PostgreSQL"}, demoSummary...), nil)
+	t.Logf("demo ran in %s", elapsed.Round(time.Millisecond))
+	if elapsed > 20*time.Second {
+		t.Errorf("demo took %s, want at most 20s", elapsed)
+	}
+	m := readyLine.FindStringSubmatch(r.stdout)
+	if m == nil {
+		t.Fatalf("no ready line:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "Stopped PostgreSQL and removed "+m[1]) {
+		t.Errorf("no clean-up line for %s", m[1])
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cluster directory %s still exists after the demo (%v)", m[1], err)
+	}
+	if strings.Contains(r.stdout, "\r") {
+		t.Errorf("carriage returns in non-terminal output")
+	}
+}
+
+func testBinaryDemoInterrupted(t *testing.T, bin string) {
+	needServerBinaries(t)
+	cmd := exec.Command(bin, "demo")
+	cmd.Env = cleanEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Interrupt as soon as the scenario is under way.
+	sc := bufio.NewScanner(stdout)
+	var dir string
+	var seen []string
+	for sc.Scan() {
+		seen = append(seen, sc.Text())
+		if m := readyLine.FindStringSubmatch(sc.Text()); m != nil {
+			dir = m[1]
+		}
+		if strings.Contains(sc.Text(), "deliver  evt-1002") {
+			break
+		}
+	}
+	if dir == "" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("demo did not get going:\n%s\n%s", strings.Join(seen, "\n"), errOut.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stdout)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("demo did not exit within 30s of SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Errorf("exit code %d after SIGINT, want %d\nstdout:\n%s\nstderr:\n%s", code, exitInterrupted, rest, errOut.String())
+	}
+	if !strings.Contains(string(rest), "Stopped PostgreSQL and removed "+dir) {
+		t.Errorf("no clean-up line after SIGINT:\n%s", rest)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cluster directory %s still exists after SIGINT (%v)", dir, err)
+	}
+	if !strings.Contains(errOut.String(), "interrupted") {
+		t.Errorf("stderr does not say interrupted: %q", errOut.String())
+	}
+}
+
+func testBinaryDemoDatabaseURL(t *testing.T, bin string) {
+	env := cleanEnv("DATABASE_URL=" + pgtest.EmptyDB(t))
+	// Not migrated and not asked to: refused with the two ways out.
+	runBin(t, bin, env, "demo").expect(t, exitNotMigrated, nil,
+		[]string{"schema not migrated", "run `inbox migrate up`", "inbox demo --migrate"})
+	r := runBin(t, bin, env, "demo", "--migrate")
+	r.expect(t, exitOK, append([]string{"Schema migrated to version 2"}, demoSummary[4:]...),
+		nil)
+	if !strings.Contains(r.stdout, "left in your database: table pginbox_demo_orders") {
+		t.Errorf("the demo does not say what it left behind:\n%s", r.stdout)
+	}
+	// A second run on the same database works too (its own tenant).
+	runBin(t, bin, env, "demo").expect(t, exitOK, demoSummary[4:], nil)
+}

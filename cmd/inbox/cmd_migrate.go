@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path"
+	"strconv"
+
+	"github.com/pginbox/pginbox/schema"
+)
+
+var migrateCmd = &command{
+	Name:    "migrate",
+	Args:    "up|down|status [--to VERSION]",
+	Summary: "apply, roll back or show pginbox's schema migrations",
+	Help: `
+up applies every pending migration (or up to --to). down rolls back the latest
+migration (or down to --to; --to 0 removes the schema). status lists the
+migrations and which are applied.
+
+pginbox keeps its own goose version table (` + schema.VersionTable + `) and
+advisory lock, so it never touches your application's goose history. CI can run
+the same files with the goose CLI:
+
+  goose -dir <module dir>/schema -table ` + schema.VersionTable + ` postgres "$DATABASE_URL" up`,
+}
+
+func init() {
+	migrateCmd.Run = runMigrate
+	register(migrateCmd)
+}
+
+type jsonMigration struct {
+	Version int64  `json:"version"`
+	File    string `json:"file"`
+	Applied bool   `json:"applied"`
+}
+
+type jsonMigrateResult struct {
+	Action     string          `json:"action"`
+	Changed    []int64         `json:"changed"`
+	Current    int64           `json:"current"`
+	Expected   int64           `json:"expected"`
+	Migrations []jsonMigration `json:"migrations,omitempty"`
+}
+
+func runMigrate(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(migrateCmd)
+	var d dbFlags
+	d.add(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	to := fs.String("to", "", "target `VERSION` for up or down")
+	pos, err := parseFlags(e, migrateCmd, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want one action: up, down or status")
+	}
+	action := pos[0]
+	if action != "up" && action != "down" && action != "status" {
+		return usagef("unknown action %q: want up, down or status", action)
+	}
+	target := int64(-1)
+	if *to != "" {
+		if action == "status" {
+			return usagef("--to applies to up and down only")
+		}
+		v, err := strconv.ParseInt(*to, 10, 64)
+		if err != nil || v < 0 {
+			return usagef("--to %q: want a migration version (0, 1, 2, ...)", *to)
+		}
+		target = v
+	}
+	dsn, err := d.dsn(e)
+	if err != nil {
+		return err
+	}
+	// Fail on a bad DSN or an unreachable server with the same message as the
+	// other commands, before goose does.
+	pool, err := openPool(ctx, dsn, 1, false)
+	if err != nil {
+		return err
+	}
+	pool.Close()
+
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		return fmt.Errorf("opening the database: %w", err)
+	}
+	defer db.Close()
+	m, err := schema.NewMigrator(db)
+	if err != nil {
+		return err
+	}
+
+	res := jsonMigrateResult{Action: action, Changed: []int64{}, Expected: schema.Version}
+	switch action {
+	case "up":
+		var done []int64
+		if target >= 0 {
+			done, err = m.UpTo(ctx, target)
+		} else {
+			done, err = m.Up(ctx)
+		}
+		res.Changed = append(res.Changed, done...)
+	case "down":
+		if target < 0 {
+			cur, cerr := m.Current(ctx)
+			if cerr != nil {
+				return cerr
+			}
+			if cur == 0 {
+				return errors.New("nothing to roll back: no pginbox migration is applied")
+			}
+			target = previousVersion(ctx, m, cur)
+		}
+		var done []int64
+		done, err = m.DownTo(ctx, target)
+		res.Changed = append(res.Changed, done...)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Current, err = m.Current(ctx); err != nil {
+		return err
+	}
+	st, err := m.Status(ctx)
+	if err != nil {
+		return err
+	}
+	files := map[int64]string{}
+	for _, s := range st {
+		files[s.Version] = path.Base(s.Source)
+		res.Migrations = append(res.Migrations, jsonMigration{Version: s.Version, File: path.Base(s.Source), Applied: s.Applied})
+	}
+
+	if *asJSON {
+		return writeJSON(e.stdout, res)
+	}
+	switch action {
+	case "up", "down":
+		verb := map[string]string{"up": "applied", "down": "rolled back"}[action]
+		if len(res.Changed) == 0 {
+			fmt.Fprintf(e.stdout, "nothing to do\n")
+		}
+		for _, v := range res.Changed {
+			fmt.Fprintf(e.stdout, "%s %s\n", verb, files[v])
+		}
+	case "status":
+		tw := newTable(e.stdout)
+		fmt.Fprintln(tw, "VERSION\tSTATE\tFILE")
+		for _, s := range res.Migrations {
+			state := "pending"
+			if s.Applied {
+				state = "applied"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", s.Version, state, s.File)
+		}
+		tw.Flush()
+	}
+	switch {
+	case res.Current == schema.Version:
+		fmt.Fprintf(e.stdout, "schema at version %d: up to date\n", res.Current)
+	case res.Current < schema.Version:
+		fmt.Fprintf(e.stdout, "schema at version %d; this build needs %d: run `inbox migrate up`\n", res.Current, schema.Version)
+	default:
+		fmt.Fprintf(e.stdout, "schema at version %d, newer than this build (%d): upgrade pginbox\n", res.Current, schema.Version)
+	}
+	return nil
+}
+
+// previousVersion is the applied version just below cur (0 if none).
+func previousVersion(ctx context.Context, m *schema.Migrator, cur int64) int64 {
+	st, err := m.Status(ctx)
+	if err != nil {
+		return cur - 1
+	}
+	prev := int64(0)
+	for _, s := range st {
+		if s.Applied && s.Version < cur && s.Version > prev {
+			prev = s.Version
+		}
+	}
+	return prev
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+var replayCmd = &command{
+	Name:    "replay",
+	Args:    "ID --version N --reason TEXT [--actor NAME]",
+	Summary: "run a COMPLETED receipt again as a NEW linked receipt",
+	Help: `
+Replay deliberately allows another business execution of the same event: it
+creates a new PENDING receipt with the same identity and payload, linked to the
+original (replay_of). The original stays COMPLETED; only its version moves, so
+of two operators replaying at the same --version only one succeeds (the other
+gets exit code 4). A receipt whose payload was purged cannot be replayed.`,
+}
+
+func init() {
+	replayCmd.Run = runReplay
+	register(replayCmd)
+}
+
+type jsonReplayResult struct {
+	OriginalID      string `json:"original_id"`
+	OriginalVersion int64  `json:"original_version"`
+	NewID           string `json:"new_id"`
+	AuditID         int64  `json:"audit_id"`
+}
+
+func runReplay(ctx context.Context, e *env, args []string) error {
+	fs := newFlags(replayCmd)
+	var d dbFlags
+	var s scopeFlags
+	var c changeFlags
+	d.add(fs)
+	s.add(fs)
+	c.add(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := parseFlags(e, replayCmd, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want one receipt ID")
+	}
+	id, err := parseID(pos[0])
+	if err != nil {
+		return err
+	}
+	p, err := c.params(e)
+	if err != nil {
+		return err
+	}
+	view, closeDB, err := adminFor(ctx, e, &d, &s)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	res, err := view.Replay(ctx, id, p)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return writeJSON(e.stdout, jsonReplayResult{OriginalID: res.OriginalID.String(), OriginalVersion: res.OriginalVersion,
+			NewID: res.NewID.String(), AuditID: res.AuditID})
+	}
+	fmt.Fprintf(e.stdout, "replayed %s as new receipt %s (PENDING); original now at version %d (audit #%d)\n",
+		res.OriginalID, res.NewID, res.OriginalVersion, res.AuditID)
+	return nil
+}

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// drain measures a worker processing a backlog of PENDING receipts, each
+// handler doing one business insert in the worker's transaction, against raw
+// BEGIN / INSERT business row / UPDATE receipt / COMMIT loops at the same
+// concurrency.
+func (s *suite) drain(ctx context.Context, concurrency int) *Result {
+	n := s.o.DrainMessages
+	r := &Result{
+		Scenario:    fmt.Sprintf("drain-c%d", concurrency),
+		Description: fmt.Sprintf("Worker (Concurrency %d) drains a backlog of %s receipts; each handler inserts one business row in the worker's transaction", concurrency, thousands(n)),
+		Concurrency: concurrency, Rounds: s.o.Rounds,
+		Target: ">= 0.80 x raw per-transaction ceiling", OK: true, Failures: []string{},
+	}
+	var pg, raw sample
+	for round := range s.o.Rounds {
+		order := []string{"pginbox", "raw"}
+		if round%2 == 1 {
+			order = []string{"raw", "pginbox"}
+		}
+		for _, side := range order {
+			if err := s.reset(ctx, 0); err != nil {
+				r.failf("%v", err)
+				return r
+			}
+			ids, err := s.seed(ctx, "backlog", n, inbox.StatusPending)
+			if err == nil {
+				err = s.checkpoint(ctx)
+			}
+			if err != nil {
+				r.failf("%v", err)
+				return r
+			}
+			label := fmt.Sprintf("%s %s round %d/%d", r.Scenario, side, round+1, s.o.Rounds)
+			var got sample
+			if side == "pginbox" {
+				got, err = s.pginboxDrain(ctx, label, n, concurrency)
+			} else {
+				got, err = s.rawDrain(ctx, label, ids, concurrency)
+			}
+			if err != nil {
+				r.failf("%s: %v", side, err)
+				return r
+			}
+			c, err := s.counts(ctx)
+			if err != nil {
+				r.failf("%v", err)
+				return r
+			}
+			if c.completed != n || c.effects != n || c.receipts != n {
+				r.failf("%s: %d receipts: %d COMPLETED and %d business rows, want %d and %d", side, c.receipts, c.completed, c.effects, n, n)
+			}
+			if side == "pginbox" {
+				pg.add(got)
+				r.Counts.Accepted += n
+				r.Counts.BusinessRows += c.effects
+				r.Counts.ReceiptsInDB = c.receipts
+			} else {
+				raw.add(got)
+				r.Counts.RawBusiness += c.effects
+			}
+		}
+	}
+	s.finish(r, pg, raw, "BEGIN; INSERT business row; UPDATE receipt to COMPLETED; COMMIT per message from a plain pgx loop")
+	r.MeetsTarget = r.Ratio >= 0.8
+	r.Verified = fmt.Sprintf("%s receipts: %s business effects, every receipt COMPLETED, %d errors; raw: %s business effects",
+		thousands(pg.calls), thousands(r.Counts.BusinessRows), r.Errors, thousands(r.Counts.RawBusiness))
+	return r
+}
+
+// pginboxDrain runs a worker until the database shows every receipt COMPLETED.
+// A worker has no per-message call to time from outside, so this phase has a
+// rate but no latencies.
+func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency int) (sample, error) {
+	pool, err := newPool(ctx, s.base, concurrency+2)
+	if err != nil {
+		return sample{}, err
+	}
+	defer pool.Close()
+	var handled, failed atomic.Int64
+	var firstErr atomic.Pointer[error]
+	reg := handler.NewRegistry()
+	err = reg.Register(handler.Key{Consumer: benchConsumer, EventType: benchEventType, SchemaVersion: 1},
+		func(ctx context.Context, m *handler.Msg) error {
+			_, err := m.Tx.Exec(ctx, rawEffectSQL, m.ReceiptID, m.MessageID)
+			if err != nil {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, &err)
+				return err
+			}
+			handled.Add(1)
+			return nil
+		})
+	if err != nil {
+		return sample{}, err
+	}
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: concurrency, Logger: discardLogger})
+	if err != nil {
+		return sample{}, err
+	}
+	completed := func() (int, error) {
+		var c int
+		err := s.admin.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'").Scan(&c)
+		return c, err
+	}
+	stop := s.prog.phase(label, n, func() int { return int(handled.Load()) })
+	start := time.Now()
+	if err := w.Start(ctx); err != nil {
+		stop()
+		return sample{}, err
+	}
+	var waitErr error
+	for {
+		// Ask the database only once the handlers have run for every receipt.
+		if int(handled.Load()) >= n {
+			c, err := completed()
+			if err != nil {
+				waitErr = err
+				break
+			}
+			if c >= n {
+				break
+			}
+		}
+		if ctx.Err() != nil {
+			waitErr = ctx.Err()
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	stop()
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := w.Stop(stopCtx); err != nil {
+		return sample{}, err
+	}
+	if waitErr != nil {
+		return sample{}, waitErr
+	}
+	got := sample{calls: n, elapsed: elapsed, errors: int(failed.Load())}
+	if p := firstErr.Load(); p != nil {
+		got.firstErr = *p
+	}
+	return got, nil
+}
+
+func (s *suite) rawDrain(ctx context.Context, label string, ids [][16]byte, concurrency int) (sample, error) {
+	pool, err := newPool(ctx, s.base, concurrency)
+	if err != nil {
+		return sample{}, err
+	}
+	defer pool.Close()
+	return load(ctx, s.prog, label, len(ids), concurrency, 1, func(ctx context.Context, i int) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, rawEffectSQL, ids[i], seedID("backlog", i)); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, rawCompleteSQL, ids[i])
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("receipt %d: completion matched %d rows", i, tag.RowsAffected())
+		}
+		return tx.Commit(ctx)
+	}), nil
+}

@@ -1,0 +1,86 @@
+package bench
+
+// The raw ceiling issues these statements from plain pgx loops, with no pginbox
+// code. They are the statements pginbox sends (queries/accept.sql,
+// queries/accept_batch.sql, queries/complete.sql), written out here so the raw
+// side cannot silently pick up a change to them: keep them in step by hand.
+
+// rawAcceptSQL is pginbox's single accept statement (ReceiptAccept).
+const rawAcceptSQL = `INSERT INTO pginbox_receipts (
+    id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload, metadata, max_attempts
+) VALUES (
+    $1, $2, $3, $4, $5, $6,
+    $7, $8, $9, $10, $11, $12
+)
+ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+DO NOTHING
+RETURNING id, status, (pg_notify('pginbox_receipt', consumer) IS NOT NULL)::boolean AS notified`
+
+// rawPlainAcceptSQL is the same insert without the wake-up notify: the plain
+// single-statement ceiling, to show what NOTIFY costs.
+const rawPlainAcceptSQL = `INSERT INTO pginbox_receipts (
+    id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload, metadata, max_attempts
+) VALUES (
+    $1, $2, $3, $4, $5, $6,
+    $7, $8, $9, $10, $11, $12
+)
+ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+DO NOTHING
+RETURNING id, status`
+
+// rawByIdentitySQL reads the existing receipt of a duplicate (ReceiptByIdentity).
+const rawByIdentitySQL = `SELECT id, status, fingerprint
+FROM pginbox_receipts
+WHERE scope_kind = $1
+  AND scope_id = $2
+  AND source = $3
+  AND consumer = $4
+  AND message_id = $5
+  AND replay_of IS NULL`
+
+// rawBatchSQL is pginbox's multi-row accept (ReceiptAcceptBatch).
+const rawBatchSQL = `WITH inserted AS (
+    INSERT INTO pginbox_receipts (
+        id, scope_kind, scope_id, source, consumer, message_id,
+        event_type, schema_version, fingerprint, payload, metadata, max_attempts
+    )
+    SELECT
+        unnest($1::text[])::uuid,
+        unnest($2::text[]),
+        unnest($3::text[]),
+        unnest($4::text[]),
+        unnest($5::text[]),
+        unnest($6::text[]),
+        unnest($7::text[]),
+        unnest($8::integer[]),
+        unnest($9::bytea[]),
+        unnest($10::text[])::jsonb,
+        unnest($11::text[])::jsonb,
+        $12::integer
+    ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+    DO NOTHING
+    RETURNING id, consumer
+),
+woken AS (
+    SELECT count(*) AS n
+    FROM (SELECT DISTINCT i.consumer FROM inserted i) c
+    WHERE pg_notify('pginbox_receipt', c.consumer) IS NOT NULL
+)
+SELECT inserted.id FROM inserted, woken`
+
+// rawEffectSQL is the drain handler's business write.
+const rawEffectSQL = `INSERT INTO ` + effectsTable + ` (receipt_id, message_id) VALUES ($1, $2)`
+
+// rawCompleteSQL is the completion update (ReceiptComplete), guarded by status
+// instead of a claim token because the raw loop does not claim.
+const rawCompleteSQL = `UPDATE pginbox_receipts
+SET status = 'COMPLETED',
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    last_error = NULL,
+    completed_at = now(),
+    updated_at = now(),
+    version = version + 1
+WHERE id = $1 AND status = 'PENDING'`

@@ -1,0 +1,104 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteJSON writes one JSON object per scenario, one per line.
+func WriteJSON(w io.Writer, rep *Report) error {
+	enc := json.NewEncoder(w)
+	for _, r := range rep.Results {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteTable writes the human report: environment, one row per scenario, then
+// what the database confirmed.
+func WriteTable(w io.Writer, rep *Report) error {
+	e := rep.Environment
+	fmt.Fprintf(w, "pginbox bench — PostgreSQL %s (fsync=%s, synchronous_commit=%s, full_page_writes=%s, wal_sync_method=%s, shared_buffers=%s)\n",
+		e.PostgresVersion, e.Fsync, e.SynchronousCommit, e.FullPageWrites, e.WalSyncMethod, e.SharedBuffers)
+	fmt.Fprintf(w, "%d cores (%s), %s %s, pginbox %s, %s\n\n", e.Cores, e.CPU, e.GoVersion, e.OS, e.PginboxCommit, e.Database)
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tconc\tcalls\tpginbox/s\tp50 ms\tp95 ms\tp99 ms\traw/s\traw p95 ms\tratio\ttarget met\tchecks\t")
+	for _, r := range rep.Results {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t\n",
+			r.Scenario, r.Concurrency, thousands(r.Calls), rate(r.CallsPerSec),
+			latency(r.P50Ms), latency(r.P95Ms), latency(r.P99Ms),
+			rate(r.Raw.CallsPerSec), latency(r.Raw.P95Ms), r.Ratio, yesNo(r.MeetsTarget), passFail(r.OK))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w)
+	for _, r := range rep.Results {
+		fmt.Fprintf(w, "%s: %s\n", r.Scenario, r.Description)
+		fmt.Fprintf(w, "  target: %s\n", r.Target)
+		fmt.Fprintf(w, "  raw: %s\n", r.Raw.Description)
+		if r.RawPlain != nil {
+			fmt.Fprintf(w, "  raw without pg_notify: %s/s, p95 %s ms (pginbox = %.2f x this)\n",
+				rate(r.RawPlain.CallsPerSec), latency(r.RawPlain.P95Ms), ratioOf(r.CallsPerSec, r.RawPlain.CallsPerSec))
+		}
+		if len(r.Extra) > 0 {
+			var parts []string
+			for _, k := range slices.Sorted(maps.Keys(r.Extra)) {
+				parts = append(parts, fmt.Sprintf("%s=%s", k, trimFloat(r.Extra[k])))
+			}
+			fmt.Fprintf(w, "  %s\n", strings.Join(parts, " "))
+		}
+		fmt.Fprintf(w, "  verified: %s\n", r.Verified)
+		for _, f := range r.Failures {
+			fmt.Fprintf(w, "  FAILED: %s\n", f)
+		}
+	}
+	return nil
+}
+
+func rate(f float64) string { return thousands(int(math.Round(f))) }
+
+func latency(f float64) string {
+	if f == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", f)
+}
+
+func ratioOf(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
+}
+
+func passFail(b bool) string {
+	if b {
+		return "pass"
+	}
+	return "FAIL"
+}
+
+func trimFloat(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return thousands(int(f))
+	}
+	return fmt.Sprintf("%.2f", f)
+}
