@@ -5,9 +5,14 @@ SQLC      := $(GO) tool -modfile=tools.mod sqlc
 STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
 FUZZTIME  ?= 15s
 
-.PHONY: all generate test check fmt-check vet staticcheck check-generated check-deps fuzz
+.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz
 
 all: check
+
+## demo: the main job: an orders scenario end to end, on an ephemeral PostgreSQL
+## (or DATABASE_URL; DEMO_FLAGS=--migrate creates the schema there).
+demo:
+	$(GO) run ./cmd/inbox demo $(DEMO_FLAGS)
 
 ## generate: regenerate sqlc output and go:generate output (inboxgen).
 generate:

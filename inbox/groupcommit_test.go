@@ -206,3 +206,66 @@ func TestGroupCommitLostReplyIsUncertainForTheWholeBatch(t *testing.T) {
 		}
 	}
 }
+
+// A caller that gives up while its call waits in the queue certainly stored
+// nothing; one that gives up after its batch was sent cannot know.
+func TestGroupCommitCallerGivingUp(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	c := newClient(t, pool, inbox.Config{GroupCommit: true})
+
+	// An open transaction holds identity evt-held, so the flush that carries
+	// it waits on the row lock, and calls behind it wait in the queue.
+	tx, err := pool.Begin(ctx)
+	is.NoErr(err)
+	defer tx.Rollback(ctx)
+	_, err = c.AcceptTx(ctx, tx, orderMsg("evt-held", raw(`{}`)))
+	is.NoErr(err)
+
+	ctxA, cancelA := context.WithCancel(ctx)
+	errA := make(chan error, 1)
+	go func() {
+		_, err := c.Accept(ctxA, orderMsg("evt-held", raw(`{}`)))
+		errA <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()").Scan(&waiting))
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the flush never blocked on the held identity")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	ctxB, cancelB := context.WithCancel(ctx)
+	errB := make(chan error, 1)
+	go func() {
+		_, err := c.Accept(ctxB, orderMsg("evt-queued", raw(`{}`)))
+		errB <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let B reach the queue (either way it must not be stored)
+	cancelB()
+	err = <-errB
+	is.True(errors.Is(err, context.Canceled))
+	is.True(!errors.Is(err, inbox.ErrCommitUncertain))
+
+	cancelA()
+	err = <-errA
+	is.True(errors.Is(err, inbox.ErrCommitUncertain)) // its batch was already sent
+	is.Equal(inbox.ActionFor(err), inbox.ActionRetry)
+
+	// Release the identity: A's batch goes on and commits without its caller,
+	// which is exactly why A was told the outcome is unknown.
+	is.NoErr(tx.Rollback(ctx))
+	waitForRows(t, pool, 1)
+	res, err := c.Accept(ctx, orderMsg("evt-after", raw(`{}`)))
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Accepted)
+	is.Equal(countRows(t, pool, "message_id = 'evt-held'"), 1)
+	is.Equal(countRows(t, pool, "message_id = 'evt-queued'"), 0)
+}

@@ -58,14 +58,14 @@ type Options struct {
 
 	Scenarios []string // default: all
 
-	Rounds       int // alternating pginbox/raw rounds per scenario; default 2
+	Rounds       int // alternating pginbox/raw rounds per scenario; default 3
 	Calls        int // accept calls per phase; default 2,000
 	Concurrency  int // accept callers (the reference's 8); default 8
 	Retained     int // receipts retained before accept-retained and accept-dup90; default 10,000
 	GroupCallers int // accept-group callers; default 64
 	GroupCalls   int // accept-group calls per phase; default 2 x Calls
 	BatchSize    int // messages per accept-batch call; default 100
-	Batches      int // accept-batch calls per phase; default 100
+	Batches      int // accept-batch calls per phase; default 200
 
 	DrainMessages    int   // receipts per drain phase; default Calls
 	DrainConcurrency []int // worker concurrencies; default 4 and 16
@@ -84,14 +84,14 @@ func (o Options) withDefaults() Options {
 			*v = d
 		}
 	}
-	def(&o.Rounds, 2)
+	def(&o.Rounds, 3)
 	def(&o.Calls, 2000)
 	def(&o.Concurrency, 8)
 	def(&o.Retained, 10_000)
 	def(&o.GroupCallers, 64)
 	def(&o.GroupCalls, 2*o.Calls)
 	def(&o.BatchSize, 100)
-	def(&o.Batches, 100)
+	def(&o.Batches, 200)
 	def(&o.DrainMessages, o.Calls)
 	def(&o.RetainedRows, 1_000_000)
 	if len(o.DrainConcurrency) == 0 {
