@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/pginbox/pginbox/inbox"
 )
 
 var replayCmd = &command{
@@ -30,43 +32,14 @@ type jsonReplayResult struct {
 }
 
 func runReplay(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(replayCmd)
-	var d dbFlags
-	var s scopeFlags
-	var c changeFlags
-	d.add(fs)
-	s.add(fs)
-	c.add(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseFlags(e, replayCmd, fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 {
-		return usagef("want one receipt ID")
-	}
-	id, err := parseID(pos[0])
-	if err != nil {
-		return err
-	}
-	p, err := c.params(e)
-	if err != nil {
-		return err
-	}
-	view, closeDB, err := adminFor(ctx, e, &d, &s)
-	if err != nil {
-		return err
-	}
-	defer closeDB()
-	res, err := view.Replay(ctx, id, p)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		return writeJSON(e.stdout, jsonReplayResult{OriginalID: res.OriginalID.String(), OriginalVersion: res.OriginalVersion,
-			NewID: res.NewID.String(), AuditID: res.AuditID})
-	}
-	fmt.Fprintf(e.stdout, "replayed %s as new receipt %s (PENDING); original now at version %d (audit #%d)\n",
-		res.OriginalID, res.NewID, res.OriginalVersion, res.AuditID)
-	return nil
+	return runChange(ctx, e, replayCmd, args, func(view *inbox.AdminView, id inbox.ID, p inbox.ChangeParams) (any, string, error) {
+		res, err := view.Replay(ctx, id, p)
+		if err != nil {
+			return nil, "", err
+		}
+		return jsonReplayResult{OriginalID: res.OriginalID.String(), OriginalVersion: res.OriginalVersion,
+				NewID: res.NewID.String(), AuditID: res.AuditID},
+			fmt.Sprintf("replayed %s as new receipt %s (PENDING); original now at version %d (audit #%d)",
+				res.OriginalID, res.NewID, res.OriginalVersion, res.AuditID), nil
+	})
 }

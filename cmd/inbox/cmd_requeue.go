@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/pginbox/pginbox/inbox"
 )
 
 var requeueCmd = &command{
@@ -31,7 +33,23 @@ type jsonRequeue struct {
 }
 
 func runRequeue(ctx context.Context, e *env, args []string) error {
-	fs := newFlags(requeueCmd)
+	return runChange(ctx, e, requeueCmd, args, func(view *inbox.AdminView, id inbox.ID, p inbox.ChangeParams) (any, string, error) {
+		res, err := view.Requeue(ctx, id, p)
+		if err != nil {
+			return nil, "", err
+		}
+		return jsonRequeue{ID: res.ID.String(), FromStatus: string(res.FromStatus), Status: "PENDING",
+				FromVersion: res.FromVersion, Version: res.Version, AuditID: res.AuditID},
+			fmt.Sprintf("requeued %s: %s -> PENDING, version %d -> %d (audit #%d)",
+				res.ID, res.FromStatus, res.FromVersion, res.Version, res.AuditID), nil
+	})
+}
+
+// runChange parses what requeue and replay share (ID, version, reason, actor,
+// scope, database) and prints act's result as JSON or text.
+func runChange(ctx context.Context, e *env, cmd *command, args []string,
+	act func(view *inbox.AdminView, id inbox.ID, p inbox.ChangeParams) (asJSON any, text string, err error)) error {
+	fs := newFlags(cmd)
 	var d dbFlags
 	var s scopeFlags
 	var c changeFlags
@@ -39,7 +57,7 @@ func runRequeue(ctx context.Context, e *env, args []string) error {
 	s.add(fs)
 	c.add(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	pos, err := parseFlags(e, requeueCmd, fs, args)
+	pos, err := parseFlags(e, cmd, fs, args)
 	if err != nil {
 		return err
 	}
@@ -59,15 +77,13 @@ func runRequeue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeDB()
-	res, err := view.Requeue(ctx, id, p)
+	j, text, err := act(view, id, p)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
-		return writeJSON(e.stdout, jsonRequeue{ID: res.ID.String(), FromStatus: string(res.FromStatus), Status: "PENDING",
-			FromVersion: res.FromVersion, Version: res.Version, AuditID: res.AuditID})
+		return writeJSON(e.stdout, j)
 	}
-	fmt.Fprintf(e.stdout, "requeued %s: %s -> PENDING, version %d -> %d (audit #%d)\n",
-		res.ID, res.FromStatus, res.FromVersion, res.Version, res.AuditID)
+	fmt.Fprintln(e.stdout, text)
 	return nil
 }
