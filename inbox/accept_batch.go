@@ -227,8 +227,8 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, entries []batch
 		h, ok := holders[keyOf(p)]
 		if !ok {
 			// Only a receipt deleted between the two statements gets here.
-			return fmt.Errorf("pginbox: accept batch: receipt of %s/%s/%s/%s vanished while accepting: retry the batch",
-				p.ScopeKind, p.Source, p.Consumer, p.MessageID)
+			id := Identity{Scope: Scope{Kind: ScopeKind(p.ScopeKind), ID: p.ScopeID}, Source: p.Source, Consumer: p.Consumer, MessageID: p.MessageID}
+			return fmt.Errorf("pginbox: accept batch: the receipt of %s vanished while accepting: retry the batch", id)
 		}
 		set(entries[i].pos, resolve(p, h, h.insertedPos == i))
 	}

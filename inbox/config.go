@@ -55,7 +55,10 @@ type Config struct {
 	GroupCommitMaxWait time.Duration
 
 	// GroupCommitFlushers is how many group commits may be in flight at once,
-	// each on its own pool connection. Defaults to DefaultGroupCommitFlushers.
+	// each on its own pool connection. Defaults to DefaultGroupCommitFlushers
+	// (1): PostgreSQL serializes the commits of transactions that NOTIFY, so a
+	// second flush against a nearby server mostly waits. Raise it when network
+	// round trips to the server, not commits, are what calls wait for.
 	GroupCommitFlushers int
 }
 

@@ -96,6 +96,10 @@ func (e *env) report(ctx context.Context, cmd *command, err error) int {
 	if err == nil || errors.Is(err, errHelpShown) {
 		return exitOK
 	}
+	var status exitStatus
+	if errors.As(err, &status) {
+		return int(status) // the command already said why
+	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprintf(e.stderr, "inbox %s: %s\nrun `inbox help %s` for usage\n", cmd.Name, ue.msg, cmd.Name)

@@ -162,6 +162,7 @@ func (s *suite) acceptScenario(ctx context.Context, sp acceptSpec) *Result {
 	s.finish(r, pg, raw, "same statements from a plain pgx loop, same callers")
 	if sp.rawPlain {
 		m := plain.measure("the insert without pg_notify, plain pgx loop, same callers")
+		m.CallsPerSec, m.Seconds = round2(m.CallsPerSec), round2(m.Seconds)
 		r.RawPlain = &m
 	}
 	if sp.name == ScenarioAcceptFresh {

@@ -63,7 +63,7 @@ type Options struct {
 	Concurrency  int // accept callers (the reference's 8); default 8
 	Retained     int // receipts retained before accept-retained and accept-dup90; default 10,000
 	GroupCallers int // accept-group callers; default 64
-	GroupCalls   int // accept-group calls per phase; default 2 x Calls
+	GroupCalls   int // accept-group calls per phase; default 5 x Calls
 	BatchSize    int // messages per accept-batch call; default 100
 	Batches      int // accept-batch calls per phase; default 200
 
@@ -89,7 +89,7 @@ func (o Options) withDefaults() Options {
 	def(&o.Concurrency, 8)
 	def(&o.Retained, 10_000)
 	def(&o.GroupCallers, 64)
-	def(&o.GroupCalls, 2*o.Calls)
+	def(&o.GroupCalls, 5*o.Calls)
 	def(&o.BatchSize, 100)
 	def(&o.Batches, 200)
 	def(&o.DrainMessages, o.Calls)

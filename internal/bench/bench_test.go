@@ -134,3 +134,35 @@ func TestBenchTableAndRefusals(t *testing.T) {
 	is.Equal(bench.Command(ctx, []string{"--scenarios", "nope", "--database-url", dsn, "--quiet"}, &stdout, &stderr), 1)
 	is.Equal(bench.Command(ctx, []string{"--drain-concurrency", "x"}, &stdout, &stderr), 2)
 }
+
+// A business write that silently goes missing must fail the run.
+func TestBenchFailsLoudlyOnAMiscount(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := pgtest.DB(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	is.NoErr(err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `
+		CREATE TABLE pginbox_bench_effects (receipt_id uuid PRIMARY KEY, message_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+		CREATE FUNCTION lose_some() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF right(NEW.message_id, 1) = '7' THEN RETURN NULL; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER lose_some BEFORE INSERT ON pginbox_bench_effects FOR EACH ROW EXECUTE FUNCTION lose_some();`)
+	is.NoErr(err)
+
+	var stdout, stderr bytes.Buffer
+	args := append(tinyArgs(dsn), "--scenarios", "drain", "--drain-concurrency", "2", "--json")
+	is.Equal(bench.Command(ctx, args, &stdout, &stderr), 1)
+	is.True(strings.Contains(stderr.String(), "FAILED"))
+	var r struct {
+		OK       bool     `json:"ok"`
+		Failures []string `json:"failures"`
+	}
+	is.NoErr(json.Unmarshal(stdout.Bytes(), &r))
+	is.True(!r.OK)
+	is.True(len(r.Failures) > 0)
+	is.True(strings.Contains(r.Failures[0], "business rows"))
+}

@@ -15,7 +15,8 @@ import (
 // report to stdout (a table, or one JSON object per scenario with --json) and
 // progress to stderr. It returns the process exit code: 0 when every
 // correctness check passed, 1 when one failed or the run broke, 2 for bad
-// usage. Missing a performance target is reported, not a failure.
+// usage, 130 when ctx was cancelled (interrupt). Missing a performance target
+// is reported, not a failure.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inbox bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -23,6 +24,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		o           Options
 		fsync       = true
 		asJSON      bool
+		jsonFile    string
 		quiet       bool
 		scenarios   string
 		drainConcur string
@@ -31,6 +33,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&fsync, "fsync", true, "ephemeral cluster: keep fsync, synchronous_commit and full_page_writes on")
 	fs.BoolVar(&o.Reset, "reset", false, "allow a database that holds receipts (the bench deletes them)")
 	fs.BoolVar(&asJSON, "json", false, "write one JSON object per scenario instead of the table")
+	fs.StringVar(&jsonFile, "json-file", "", "also write the JSON lines to this file (keeps the table on stdout)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
 	fs.StringVar(&scenarios, "scenarios", strings.Join(Scenarios, ","), "comma-separated scenarios to run")
 	fs.IntVar(&o.Rounds, "rounds", 3, "alternating pginbox/raw rounds per scenario")
@@ -38,7 +41,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "accept callers (accept-fresh, -retained, -dup90, -batch, retained-1m)")
 	fs.IntVar(&o.Retained, "retained", 10_000, "receipts retained before accept-retained and accept-dup90")
 	fs.IntVar(&o.GroupCallers, "group-callers", 64, "accept-group callers")
-	fs.IntVar(&o.GroupCalls, "group-calls", 0, "accept-group calls per phase (default 2 x --calls)")
+	fs.IntVar(&o.GroupCalls, "group-calls", 0, "accept-group calls per phase (default 5 x --calls)")
 	fs.IntVar(&o.BatchSize, "batch-size", 100, "messages per accept-batch call")
 	fs.IntVar(&o.Batches, "batches", 200, "accept-batch calls per phase")
 	fs.IntVar(&o.DrainMessages, "drain-messages", 0, "receipts per drain phase (default --calls)")
@@ -91,6 +94,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		} else {
 			werr = WriteTable(stdout, rep)
 		}
+		if werr == nil && jsonFile != "" {
+			werr = writeJSONFile(jsonFile, rep)
+		}
 		if werr != nil {
 			fmt.Fprintf(stderr, "inbox bench: writing the report: %v\n", werr)
 			return 1
@@ -98,6 +104,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "inbox bench: %v\n", err)
+		if ctx.Err() != nil {
+			return 130 // interrupted, as the other inbox commands report it
+		}
 		return 1
 	}
 	if !rep.OK() {
@@ -114,4 +123,16 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func writeJSONFile(path string, rep *Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := WriteJSON(f, rep); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -14,6 +14,7 @@ import (
 // WriteJSON writes one JSON object per scenario, one per line.
 func WriteJSON(w io.Writer, rep *Report) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // targets read ">= 0.90", not "\u003e= 0.90"
 	for _, r := range rep.Results {
 		if err := enc.Encode(r); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -231,8 +232,10 @@ func (s *suite) claimAll(ctx context.Context, want int) ([]time.Duration, error)
 // seedHistory inserts rows COMPLETED receipts with one INSERT ... SELECT
 // generate_series, then vacuums, analyzes and checkpoints.
 func (s *suite) seedHistory(ctx context.Context, rows int) error {
-	stop := s.prog.phase(fmt.Sprintf("%s seeding %s COMPLETED receipts", ScenarioRetained1M, thousands(rows)), rows, func() int { return 0 })
+	var seeded atomic.Int64 // one statement: nothing to show until it is done
+	stop := s.prog.phase(fmt.Sprintf("%s seeding %s COMPLETED receipts", ScenarioRetained1M, thousands(rows)), rows, func() int { return int(seeded.Load()) })
 	defer stop()
+	defer func() { seeded.Store(int64(rows)) }()
 	_, err := s.admin.Exec(ctx, `
 		INSERT INTO pginbox_receipts (
 		    id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version,

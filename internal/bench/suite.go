@@ -34,7 +34,7 @@ const (
 type suite struct {
 	o     Options
 	base  *pgxpool.Config // the database measured; pools copy it
-	admin *pgxpool.Pool // setup, fixtures and checks; never measured
+	admin *pgxpool.Pool   // setup, fixtures and checks; never measured
 	prog  *progress
 
 	// accept-fresh's raw ceiling, for accept-group's comparison with it.
