@@ -14,14 +14,22 @@ import (
 
 const receiptClaim = `-- name: ReceiptClaim :many
 WITH due AS (
+    -- One ordered index scan per consumer: "consumer = ANY(...) ORDER BY
+    -- available_at" would read and sort the whole backlog on every claim.
     SELECT d.id
-    FROM pginbox_receipts d
-    WHERE d.status IN ('PENDING', 'RETRYABLE')
-      AND d.available_at <= now()
-      AND d.consumer = ANY ($2::text[])
+    FROM unnest($2::text[]) AS c (name)
+    CROSS JOIN LATERAL (
+        SELECT r.id, r.available_at
+        FROM pginbox_receipts r
+        WHERE r.consumer = c.name
+          AND r.status IN ('PENDING', 'RETRYABLE')
+          AND r.available_at <= now()
+        ORDER BY r.available_at
+        LIMIT $3
+        FOR UPDATE SKIP LOCKED
+    ) d
     ORDER BY d.available_at
     LIMIT $3
-    FOR UPDATE SKIP LOCKED
 )
 UPDATE pginbox_receipts r
 SET status = 'PROCESSING',
@@ -60,9 +68,10 @@ type ReceiptClaimRow struct {
 	CreatedAt     time.Time
 }
 
-// Claims up to @max_count due receipts of the given consumers. SKIP LOCKED lets any
-// number of workers claim at once without waiting on each other; every claim gets a
-// fresh token that fences the completion and failure updates.
+// Claims up to @max_count due receipts of the given consumers, oldest due first.
+// SKIP LOCKED lets any number of workers claim at once without waiting on each
+// other; every claim gets a fresh token that fences the completion and failure
+// updates. With several consumers a few extra rows may be locked until commit.
 func (q *Queries) ReceiptClaim(ctx context.Context, arg ReceiptClaimParams) ([]ReceiptClaimRow, error) {
 	rows, err := q.db.Query(ctx, receiptClaim, arg.LeaseMs, arg.Consumers, arg.MaxCount)
 	if err != nil {

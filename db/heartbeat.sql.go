@@ -11,23 +11,60 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 )
 
-const receiptHeartbeat = `-- name: ReceiptHeartbeat :execrows
-UPDATE pginbox_receipts
-SET lease_expires_at = now() + $1::bigint * interval '1 millisecond'
-WHERE id = $2 AND claim_token = $3 AND status = 'PROCESSING'
+const receiptHeartbeat = `-- name: ReceiptHeartbeat :many
+WITH held AS (
+    -- Set-returning functions in one select list advance in lockstep, zipping
+    -- the arrays (sqlc cannot analyze the multi-argument unnest).
+    SELECT unnest($1::text[])::uuid AS id,
+           unnest($2::text[])::uuid AS token
+), extended AS (
+    UPDATE pginbox_receipts r
+    SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+    FROM (
+        SELECT l.id
+        FROM pginbox_receipts l
+        JOIN held ON l.id = held.id AND l.claim_token = held.token
+        WHERE l.status = 'PROCESSING'
+        FOR UPDATE OF l SKIP LOCKED
+    ) AS owned
+    WHERE r.id = owned.id
+    RETURNING r.id
+)
+SELECT held.id AS lost_id
+FROM held
+WHERE NOT EXISTS (
+    SELECT 1
+    FROM pginbox_receipts r
+    WHERE r.id = held.id AND r.claim_token = held.token AND r.status = 'PROCESSING'
+)
 `
 
 type ReceiptHeartbeatParams struct {
-	LeaseMs    int64
-	ID         inboxtype.ID
-	ClaimToken inboxtype.ID
+	Ids     []string
+	Tokens  []string
+	LeaseMs int64
 }
 
-// Extends a lease; zero rows means the lease is gone (recovered or re-claimed).
-func (q *Queries) ReceiptHeartbeat(ctx context.Context, arg ReceiptHeartbeatParams) (int64, error) {
-	result, err := q.db.Exec(ctx, receiptHeartbeat, arg.LeaseMs, arg.ID, arg.ClaimToken)
+// Extends the leases of every receipt a worker holds in one statement and returns
+// the IDs whose claim is gone (recovered or re-claimed elsewhere). A row locked by
+// this worker's own completion or failure update is skipped, not waited for. IDs
+// travel as text so the statement works under the simple protocol too.
+func (q *Queries) ReceiptHeartbeat(ctx context.Context, arg ReceiptHeartbeatParams) ([]inboxtype.ID, error) {
+	rows, err := q.db.Query(ctx, receiptHeartbeat, arg.Ids, arg.Tokens, arg.LeaseMs)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []inboxtype.ID{}
+	for rows.Next() {
+		var lost_id inboxtype.ID
+		if err := rows.Scan(&lost_id); err != nil {
+			return nil, err
+		}
+		items = append(items, lost_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

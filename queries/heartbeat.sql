@@ -1,5 +1,30 @@
--- name: ReceiptHeartbeat :execrows
--- Extends a lease; zero rows means the lease is gone (recovered or re-claimed).
-UPDATE pginbox_receipts
-SET lease_expires_at = now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond'
-WHERE id = @id AND claim_token = @claim_token AND status = 'PROCESSING';
+-- name: ReceiptHeartbeat :many
+-- Extends the leases of every receipt a worker holds in one statement and returns
+-- the IDs whose claim is gone (recovered or re-claimed elsewhere). A row locked by
+-- this worker's own completion or failure update is skipped, not waited for. IDs
+-- travel as text so the statement works under the simple protocol too.
+WITH held AS (
+    -- Set-returning functions in one select list advance in lockstep, zipping
+    -- the arrays (sqlc cannot analyze the multi-argument unnest).
+    SELECT unnest(sqlc.arg(ids)::text[])::uuid AS id,
+           unnest(sqlc.arg(tokens)::text[])::uuid AS token
+), extended AS (
+    UPDATE pginbox_receipts r
+    SET lease_expires_at = now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond'
+    FROM (
+        SELECT l.id
+        FROM pginbox_receipts l
+        JOIN held ON l.id = held.id AND l.claim_token = held.token
+        WHERE l.status = 'PROCESSING'
+        FOR UPDATE OF l SKIP LOCKED
+    ) AS owned
+    WHERE r.id = owned.id
+    RETURNING r.id
+)
+SELECT held.id AS lost_id
+FROM held
+WHERE NOT EXISTS (
+    SELECT 1
+    FROM pginbox_receipts r
+    WHERE r.id = held.id AND r.claim_token = held.token AND r.status = 'PROCESSING'
+);
