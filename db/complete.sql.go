@@ -20,7 +20,7 @@ SET status = 'COMPLETED',
     completed_at = now(),
     updated_at = now(),
     version = version + 1
-WHERE id = $1 AND claim_token = $2 AND status = 'PROCESSING'
+WHERE id = $1 AND claim_token = $2
 `
 
 type ReceiptCompleteParams struct {
@@ -30,6 +30,9 @@ type ReceiptCompleteParams struct {
 
 // Runs inside the handler's transaction. Zero rows means the claim was lost, and the
 // caller must roll back the handler's writes with it.
+// The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
+// Adding "status = 'PROCESSING'" would let the planner scan a partial index of
+// all PROCESSING rows instead of the primary key.
 func (q *Queries) ReceiptComplete(ctx context.Context, arg ReceiptCompleteParams) (int64, error) {
 	result, err := q.db.Exec(ctx, receiptComplete, arg.ID, arg.ClaimToken)
 	if err != nil {

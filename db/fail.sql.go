@@ -22,7 +22,7 @@ SET status = CASE WHEN $1::boolean OR attempts >= max_attempts
     lease_expires_at = NULL,
     updated_at = now(),
     version = version + 1
-WHERE id = $4 AND claim_token = $5 AND status = 'PROCESSING'
+WHERE id = $4 AND claim_token = $5
 RETURNING status, available_at
 `
 
@@ -41,6 +41,9 @@ type ReceiptFailRow struct {
 
 // Records a failed attempt after the handler's transaction rolled back: DEAD when
 // @dead is set or the attempts are spent, otherwise RETRYABLE after @delay_ms.
+// The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
+// Adding "status = 'PROCESSING'" would let the planner scan a partial index of
+// all PROCESSING rows instead of the primary key.
 func (q *Queries) ReceiptFail(ctx context.Context, arg ReceiptFailParams) (ReceiptFailRow, error) {
 	row := q.db.QueryRow(ctx, receiptFail,
 		arg.Dead,

@@ -24,7 +24,6 @@ WITH held AS (
         SELECT l.id
         FROM pginbox_receipts l
         JOIN held ON l.id = held.id AND l.claim_token = held.token
-        WHERE l.status = 'PROCESSING'
         FOR UPDATE OF l SKIP LOCKED
     ) AS owned
     WHERE r.id = owned.id
@@ -35,7 +34,7 @@ FROM held
 WHERE NOT EXISTS (
     SELECT 1
     FROM pginbox_receipts r
-    WHERE r.id = held.id AND r.claim_token = held.token AND r.status = 'PROCESSING'
+    WHERE r.id = held.id AND r.claim_token = held.token
 )
 `
 
@@ -46,7 +45,8 @@ type ReceiptHeartbeatParams struct {
 }
 
 // Extends the leases of every receipt a worker holds in one statement and returns
-// the IDs whose claim is gone (recovered or re-claimed elsewhere). A row locked by
+// the IDs whose claim is gone (recovered or re-claimed elsewhere). A matching
+// token means PROCESSING (a CHECK ties them). A row locked by
 // this worker's own completion or failure update is skipped, not waited for. IDs
 // travel as text so the statement works under the simple protocol too.
 func (q *Queries) ReceiptHeartbeat(ctx context.Context, arg ReceiptHeartbeatParams) ([]inboxtype.ID, error) {

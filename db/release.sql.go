@@ -19,7 +19,7 @@ SET status = CASE WHEN attempts <= 1 THEN 'PENDING' ELSE 'RETRYABLE' END,
     lease_expires_at = NULL,
     updated_at = now(),
     version = version + 1
-WHERE id = $1 AND claim_token = $2 AND status = 'PROCESSING'
+WHERE id = $1 AND claim_token = $2
 `
 
 type ReceiptReleaseParams struct {
@@ -29,6 +29,9 @@ type ReceiptReleaseParams struct {
 
 // Hands back a claim that never reached its handler (shutdown), without spending
 // an attempt, so it does not wait for lease expiry.
+// The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
+// Adding "status = 'PROCESSING'" would let the planner scan a partial index of
+// all PROCESSING rows instead of the primary key.
 func (q *Queries) ReceiptRelease(ctx context.Context, arg ReceiptReleaseParams) (int64, error) {
 	result, err := q.db.Exec(ctx, receiptRelease, arg.ID, arg.ClaimToken)
 	if err != nil {

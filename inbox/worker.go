@@ -117,9 +117,6 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 	if max := int(pool.Config().MaxConns); max < cfg.Concurrency+2 {
 		return nil, fmt.Errorf("pginbox: NewWorker: pool MaxConns %d is below Concurrency %d + 2 (listener, claims and heartbeats): raise pool_max_conns or lower Concurrency", max, cfg.Concurrency)
 	}
-	// The transaction's own timeouts end a handler that ignores its context.
-	ms := cfg.HandlerTimeout.Milliseconds() + 1000
-	begin := fmt.Sprintf("BEGIN; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d", ms, ms)
 	hctx, cancel := context.WithCancelCause(context.Background())
 	return &Worker{
 		pool:          pool,
@@ -129,13 +126,27 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		owned:         append([]string(nil), owned...),
 		ownedSet:      ownedSet,
 		log:           cfg.Logger,
-		beginQuery:    begin,
+		beginQuery:    beginQuery(cfg.HandlerTimeout, 1),
 		handlerCtx:    hctx,
 		cancelHandler: cancel,
 		wake:          make(chan struct{}, 1),
 		slotFreed:     make(chan struct{}, 1),
 		leases:        map[inboxtype.ID]*lease{},
 	}, nil
+}
+
+// beginQuery starts a handler transaction whose own timeouts end it, even if a
+// handler ignores its context, shortly after the deadline of its last message.
+func beginQuery(timeout time.Duration, messages int) string {
+	ms := timeout.Milliseconds()*int64(messages) + 1000
+	return fmt.Sprintf("BEGIN; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d", ms, ms)
+}
+
+func (w *Worker) beginQueryFor(messages int) string {
+	if messages == 1 {
+		return w.beginQuery
+	}
+	return beginQuery(w.cfg.HandlerTimeout, messages)
 }
 
 // Consumers returns the consumers this worker owns.
@@ -159,7 +170,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.stoppedDone = make(chan struct{})
 	// Up to ClaimBatch receipts wait beyond the running ones, so one claim feeds
 	// many handlers; their leases are extended while they wait.
-	w.ready = make(chan *lease, w.cfg.Concurrency+w.cfg.ClaimBatch)
+	w.ready = make(chan *lease, w.cfg.Concurrency*w.cfg.MessagesPerTx+w.cfg.ClaimBatch)
 	for range w.cfg.Concurrency {
 		w.inflight.Add(1)
 		go w.handlerLoop()
@@ -282,7 +293,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 	defer w.loops.Done()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	capacity := w.cfg.Concurrency + w.cfg.ClaimBatch
+	capacity := w.cfg.Concurrency*w.cfg.MessagesPerTx + w.cfg.ClaimBatch
 	for {
 		held := int(w.held.Load())
 		free := capacity - held
@@ -326,10 +337,27 @@ func (w *Worker) claimLoop(ctx context.Context) {
 func (w *Worker) handlerLoop() {
 	defer w.inflight.Done()
 	for l := range w.ready {
-		w.running.Add(1)
+		batch := []*lease{l}
+	fill:
+		for len(batch) < w.cfg.MessagesPerTx {
+			select {
+			case next, ok := <-w.ready:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, next)
+			default:
+				break fill
+			}
+		}
+		w.running.Add(int64(len(batch)))
 		w.signal(w.slotFreed) // the queue shrank
-		w.process(l)
-		w.running.Add(-1)
+		if len(batch) == 1 {
+			w.process(l)
+		} else {
+			w.processBatch(batch)
+		}
+		w.running.Add(-int64(len(batch)))
 		w.signal(w.slotFreed)
 	}
 }
@@ -418,6 +446,9 @@ func (w *Worker) extendLeases(ctx context.Context) error {
 		tokens = append(tokens, l.row.ClaimToken.UUIDString())
 	}
 	w.leasesMu.Unlock()
+	// A heartbeat stuck on a dead connection must not outlive its interval.
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatInterval)
+	defer cancel()
 	lost, err := w.q.ReceiptHeartbeat(ctx, db.ReceiptHeartbeatParams{
 		Ids: ids, Tokens: tokens, LeaseMs: w.cfg.Lease.Milliseconds(),
 	})
@@ -511,20 +542,36 @@ func (w *Worker) listen(ctx context.Context) error {
 	}
 }
 
-// process runs one claimed receipt to an outcome.
-func (w *Worker) process(l *lease) {
-	defer w.done(l)
+// job is a claimed receipt ready for its handler.
+type job struct {
+	l      *lease
+	fn     handler.Func
+	msg    *handler.Msg
+	log    *slog.Logger
+	ctx    context.Context // the handler's context
+	cancel func()
+	err    error // why the attempt failed; nil once completed
+}
+
+// prepare readies a claimed receipt for its handler. It returns nil when the
+// receipt already reached an outcome here (released at shutdown, or DEAD because
+// nothing can handle it).
+func (w *Worker) prepare(l *lease) *job {
 	r := l.row
 	log := w.log.With("receipt_id", r.ID, "consumer", r.Consumer, "event_type", r.EventType, "attempt", r.Attempts)
 	if w.stopping.Load() {
 		w.release(r, log)
-		return
+		return nil
 	}
 	key := handler.Key{Consumer: r.Consumer, EventType: r.EventType, SchemaVersion: int(r.SchemaVersion)}
 	fn, ok := w.reg.Lookup(key)
 	if !ok {
 		w.fail(r, handler.Permanent(fmt.Errorf("no handler for %s: register one and requeue the receipt", key)), log)
-		return
+		return nil
+	}
+	if r.Payload == nil {
+		w.fail(r, handler.Permanent(errors.New("payload was purged: nothing to handle")), log)
+		return nil
 	}
 	msg := &handler.Msg{
 		ReceiptID:     r.ID,
@@ -536,89 +583,194 @@ func (w *Worker) process(l *lease) {
 		SchemaVersion: int(r.SchemaVersion),
 		Attempt:       int(r.Attempts),
 		MaxAttempts:   int(r.MaxAttempts),
+		Payload:       json.RawMessage(*r.Payload),
 	}
-	if r.Payload == nil {
-		w.fail(r, handler.Permanent(errors.New("payload was purged: nothing to handle")), log)
-		return
-	}
-	msg.Payload = json.RawMessage(*r.Payload)
 	if r.Metadata != "" {
 		if err := json.Unmarshal([]byte(r.Metadata), &msg.Metadata); err != nil {
 			w.fail(r, handler.Permanent(fmt.Errorf("decoding metadata: %w", err)), log)
-			return
+			return nil
 		}
 	}
-
-	hctx, cancelTimeout := context.WithTimeoutCause(w.handlerCtx, w.cfg.HandlerTimeout, ErrHandlerTimeout)
-	defer cancelTimeout()
-	hctx, cancel := context.WithCancelCause(hctx)
-	defer cancel(nil)
+	hctx, cancel := context.WithCancelCause(w.handlerCtx)
 	// A lease lost while the receipt waited or runs cancels the handler.
-	defer context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })()
+	stopAfter := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+	return &job{l: l, fn: fn, msg: msg, log: log, ctx: hctx, cancel: func() {
+		stopAfter()
+		cancel(nil)
+	}}
+}
 
-	herr := w.runHandler(hctx, r, fn, msg, log)
-	if herr == nil {
+// startClock starts the handler's deadline; in a batch, each message's clock
+// starts when its own handler does.
+func (j *job) startClock(timeout time.Duration) {
+	ctx, cancel := context.WithTimeoutCause(j.ctx, timeout, ErrHandlerTimeout)
+	prev := j.cancel
+	j.ctx, j.cancel = ctx, func() { cancel(); prev() }
+}
+
+// settle records a failed attempt after its transaction rolled back.
+func (w *Worker) settle(j *job) {
+	if j.err == nil {
 		return
 	}
-	switch cause := context.Cause(hctx); {
+	r := j.l.row
+	switch cause := context.Cause(j.ctx); {
 	case errors.Is(cause, ErrLeaseLost):
-		log.Warn("pginbox worker: lease lost, handler writes rolled back", "error", herr)
+		j.log.Warn("pginbox worker: lease lost, handler writes rolled back", "error", j.err)
 	case errors.Is(cause, ErrWorkerShutdown):
-		log.Info("pginbox worker: handler interrupted by shutdown, releasing the receipt")
-		w.release(r, log)
+		j.log.Info("pginbox worker: handler interrupted by shutdown, releasing the receipt")
+		w.release(r, j.log)
 	default:
+		herr := j.err
 		if errors.Is(cause, ErrHandlerTimeout) && !errors.Is(herr, ErrHandlerTimeout) {
 			// Past the deadline the handler's error is usually its symptom (a
 			// statement timeout, a cancelled query): record the cause with it.
 			herr = fmt.Errorf("%w: %w", ErrHandlerTimeout, herr)
 		}
-		w.fail(r, herr, log)
+		w.fail(r, herr, j.log)
 	}
 }
 
-// runHandler runs fn and the completion in one transaction. It returns nil when
-// that transaction committed (or its commit outcome is unknown), otherwise the
-// error to record after the rollback.
-func (w *Worker) runHandler(hctx context.Context, r db.ReceiptClaimRow, fn handler.Func, msg *handler.Msg, log *slog.Logger) error {
-	tx, err := w.pool.BeginTx(hctx, pgx.TxOptions{BeginQuery: w.beginQuery})
+// process runs one claimed receipt to an outcome in its own transaction.
+func (w *Worker) process(l *lease) {
+	defer w.done(l)
+	j := w.prepare(l)
+	if j == nil {
+		return
+	}
+	defer func() { j.cancel() }() // startClock replaces it
+	j.err = w.runHandler(j)
+	w.settle(j)
+}
+
+// runHandler runs the handler and the completion in one transaction. It returns
+// nil when that transaction committed (or its commit outcome is unknown, or the
+// lease was lost), otherwise the error to record after the rollback.
+func (w *Worker) runHandler(j *job) error {
+	j.startClock(w.cfg.HandlerTimeout)
+	tx, err := w.pool.BeginTx(j.ctx, pgx.TxOptions{BeginQuery: w.beginQuery})
 	if err != nil {
 		return fmt.Errorf("starting the handler transaction: %w", err)
 	}
 	// Rollback after Commit is a no-op; it must not use the handler's context.
-	defer tx.Rollback(context.WithoutCancel(hctx))
+	defer tx.Rollback(context.WithoutCancel(j.ctx))
 
-	msg.Tx = tx
-	herr := callHandler(hctx, fn, msg)
-	if herr == nil && hctx.Err() != nil {
-		herr = context.Cause(hctx) // returned, but too late to commit
-	}
-	if herr != nil {
-		return herr
-	}
-
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(hctx), 30*time.Second)
-	defer cancel()
-	n, err := db.New(tx).ReceiptComplete(fctx, db.ReceiptCompleteParams{ID: r.ID, ClaimToken: r.ClaimToken})
-	if err != nil {
-		return fmt.Errorf("completing the receipt: %w", err)
-	}
-	if n == 0 {
-		log.Warn("pginbox worker: lease lost before commit, handler writes rolled back")
-		return nil // someone else owns the receipt now: record nothing
+	completed, err := w.handleAndComplete(tx, j)
+	if err != nil || !completed {
+		return err
 	}
 	if testHookBeforeCommit != nil {
-		testHookBeforeCommit(r.ID)
+		testHookBeforeCommit(j.l.row.ID)
 	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(j.ctx), 30*time.Second)
+	defer cancel()
 	if err := tx.Commit(fctx); err != nil {
-		if hctx.Err() == nil && isServerError(err) {
-			return fmt.Errorf("committing: %w", err)
-		}
-		// Unknown outcome: if it did not commit, the lease expires and recovery
-		// retries the receipt.
-		log.Error("pginbox worker: commit outcome unknown; lease recovery will retry if it did not commit", "error", err)
-		return nil
+		return w.commitFailed(j, err)
 	}
 	return nil
+}
+
+// handleAndComplete runs the handler on tx, then the token-fenced completion.
+// completed is false when the lease turned out lost (nothing to record).
+func (w *Worker) handleAndComplete(tx pgx.Tx, j *job) (completed bool, err error) {
+	j.msg.Tx = tx
+	herr := callHandler(j.ctx, j.fn, j.msg)
+	if herr == nil && j.ctx.Err() != nil {
+		herr = context.Cause(j.ctx) // returned, but too late to commit
+	}
+	if herr != nil {
+		return false, herr
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(j.ctx), 30*time.Second)
+	defer cancel()
+	n, err := db.New(tx).ReceiptComplete(fctx, db.ReceiptCompleteParams{ID: j.l.row.ID, ClaimToken: j.l.row.ClaimToken})
+	if err != nil {
+		return false, fmt.Errorf("completing the receipt: %w", err)
+	}
+	if n == 0 {
+		j.log.Warn("pginbox worker: lease lost before commit, handler writes rolled back")
+		return false, nil // someone else owns the receipt now: record nothing
+	}
+	return true, nil
+}
+
+// commitFailed turns a failed COMMIT into the error to record: a server error
+// rolled back, so the attempt failed; any other failure has an unknown outcome,
+// and if it did not commit, the lease expires and recovery retries it.
+func (w *Worker) commitFailed(j *job, err error) error {
+	if j.ctx.Err() == nil && isServerError(err) {
+		return fmt.Errorf("committing: %w", err)
+	}
+	j.log.Error("pginbox worker: commit outcome unknown; lease recovery will retry if it did not commit", "error", err)
+	return nil
+}
+
+// processBatch runs several claimed receipts in one transaction, each handler
+// in its own savepoint: a failure rolls back only that message, and one commit
+// (one disk flush) completes the rest.
+func (w *Worker) processBatch(ls []*lease) {
+	jobs := make([]*job, 0, len(ls))
+	for _, l := range ls {
+		defer w.done(l)
+		if j := w.prepare(l); j != nil {
+			defer func() { j.cancel() }() // startClock replaces it
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	ctx := context.WithoutCancel(jobs[0].ctx)
+	tx, err := w.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: w.beginQueryFor(len(jobs))})
+	if err != nil {
+		for _, j := range jobs {
+			j.err = fmt.Errorf("starting the handler transaction: %w", err)
+			w.settle(j)
+		}
+		return
+	}
+	defer tx.Rollback(ctx)
+
+	var completed []*job
+	for _, j := range jobs {
+		j.startClock(w.cfg.HandlerTimeout)
+		sp, err := tx.Begin(j.ctx) // SAVEPOINT
+		if err != nil {
+			j.err = fmt.Errorf("starting the message's savepoint: %w", err)
+			continue
+		}
+		ok, err := w.handleAndComplete(sp, j)
+		j.err = err
+		if !ok {
+			if rerr := sp.Rollback(ctx); rerr != nil && j.err == nil {
+				j.err = fmt.Errorf("rolling back the message's savepoint: %w", rerr)
+			}
+			continue
+		}
+		if err := sp.Commit(ctx); err != nil { // RELEASE SAVEPOINT
+			j.err = fmt.Errorf("releasing the message's savepoint: %w", err)
+			continue
+		}
+		completed = append(completed, j)
+	}
+	if len(completed) > 0 {
+		if testHookBeforeCommit != nil {
+			for _, j := range completed {
+				testHookBeforeCommit(j.l.row.ID)
+			}
+		}
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := tx.Commit(fctx)
+		cancel()
+		if err != nil {
+			for _, j := range completed {
+				j.err = w.commitFailed(j, err)
+			}
+		}
+	}
+	for _, j := range jobs {
+		w.settle(j)
+	}
 }
 
 func callHandler(ctx context.Context, fn handler.Func, msg *handler.Msg) (err error) {

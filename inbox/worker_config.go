@@ -43,6 +43,14 @@ type WorkerConfig struct {
 	// more than the free handler slots. Defaults to DefaultClaimBatch.
 	ClaimBatch int
 
+	// MessagesPerTx is the most messages one handler transaction carries. Above
+	// 1, a handler takes up to this many queued receipts and runs each in its
+	// own savepoint of one transaction: a failing message rolls back alone, and
+	// one commit completes the others, saving a disk flush per message. The
+	// messages of a batch wait for each other's handlers before committing.
+	// Defaults to 1.
+	MessagesPerTx int
+
 	// PollInterval is how often the worker looks for due work when no
 	// notification arrives (retries come due without one). Defaults to
 	// DefaultPollInterval.
@@ -111,6 +119,9 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	}
 	if c.ClaimBatch <= 0 {
 		c.ClaimBatch = DefaultClaimBatch
+	}
+	if c.MessagesPerTx <= 0 {
+		c.MessagesPerTx = 1
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval

@@ -9,4 +9,7 @@ SET status = 'COMPLETED',
     completed_at = now(),
     updated_at = now(),
     version = version + 1
-WHERE id = @id AND claim_token = @claim_token AND status = 'PROCESSING';
+-- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
+-- Adding "status = 'PROCESSING'" would let the planner scan a partial index of
+-- all PROCESSING rows instead of the primary key.
+WHERE id = @id AND claim_token = @claim_token;

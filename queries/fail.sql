@@ -10,5 +10,8 @@ SET status = CASE WHEN sqlc.arg(dead)::boolean OR attempts >= max_attempts
     lease_expires_at = NULL,
     updated_at = now(),
     version = version + 1
-WHERE id = @id AND claim_token = @claim_token AND status = 'PROCESSING'
+-- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
+-- Adding "status = 'PROCESSING'" would let the planner scan a partial index of
+-- all PROCESSING rows instead of the primary key.
+WHERE id = @id AND claim_token = @claim_token
 RETURNING status, available_at;

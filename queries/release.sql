@@ -8,4 +8,7 @@ SET status = CASE WHEN attempts <= 1 THEN 'PENDING' ELSE 'RETRYABLE' END,
     lease_expires_at = NULL,
     updated_at = now(),
     version = version + 1
-WHERE id = @id AND claim_token = @claim_token AND status = 'PROCESSING';
+-- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
+-- Adding "status = 'PROCESSING'" would let the planner scan a partial index of
+-- all PROCESSING rows instead of the primary key.
+WHERE id = @id AND claim_token = @claim_token;

@@ -16,6 +16,11 @@ ALTER TABLE pginbox_receipts
     ),
     ADD CONSTRAINT pginbox_receipts_purge_check CHECK (
         (payload IS NULL) = (payload_purged_at IS NOT NULL)
+    ),
+    -- Only a claimed receipt has a claim token, so the token alone fences the
+    -- completion and failure updates.
+    ADD CONSTRAINT pginbox_receipts_claim_check CHECK (
+        (claim_token IS NOT NULL) = (status = 'PROCESSING')
     );
 
 -- Scope is always explicit from v2 on.
@@ -84,6 +89,7 @@ DROP INDEX pginbox_receipts_due;
 DROP INDEX pginbox_receipts_identity;
 
 ALTER TABLE pginbox_receipts
+    DROP CONSTRAINT pginbox_receipts_claim_check,
     DROP CONSTRAINT pginbox_receipts_purge_check,
     DROP CONSTRAINT pginbox_receipts_scope_check,
     DROP COLUMN payload_purged_at,

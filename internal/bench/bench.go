@@ -34,13 +34,14 @@ const (
 	ScenarioAcceptGroup    = "accept-group"
 	ScenarioAcceptBatch    = "accept-batch"
 	ScenarioDrain          = "drain" // one result per DrainConcurrency, named drain-c<N>
+	ScenarioDrainBatched   = "drain-batched"
 	ScenarioRetained1M     = "retained-1m"
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.
 var Scenarios = []string{
 	ScenarioAcceptFresh, ScenarioAcceptRetained, ScenarioAcceptDup90,
-	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioRetained1M,
+	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M,
 }
 
 // Options configures a run. Zero fields take the defaults noted.
@@ -69,6 +70,7 @@ type Options struct {
 
 	DrainMessages    int   // receipts per drain phase; default Calls
 	DrainConcurrency []int // worker concurrencies; default 4 and 16
+	DrainBatch       int   // messages per handler transaction in drain-batched (Concurrency 4); default 10
 
 	RetainedRows int // COMPLETED receipts in retained-1m; default 1,000,000
 
@@ -94,6 +96,9 @@ func (o Options) withDefaults() Options {
 	def(&o.Batches, 200)
 	def(&o.DrainMessages, o.Calls)
 	def(&o.RetainedRows, 1_000_000)
+	if o.DrainBatch <= 0 {
+		o.DrainBatch = 10
+	}
 	if len(o.DrainConcurrency) == 0 {
 		o.DrainConcurrency = []int{4, 16}
 	}
@@ -253,9 +258,11 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 	case ScenarioDrain:
 		var out []*Result
 		for _, c := range s.o.DrainConcurrency {
-			out = append(out, s.drain(ctx, c))
+			out = append(out, s.drain(ctx, c, 1))
 		}
 		return out
+	case ScenarioDrainBatched:
+		return []*Result{s.drain(ctx, 4, s.o.DrainBatch)}
 	case ScenarioRetained1M:
 		return []*Result{s.retained1M(ctx)}
 	}

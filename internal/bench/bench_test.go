@@ -102,7 +102,7 @@ func TestBenchRunsEveryScenarioAndChecksCounts(t *testing.T) {
 			}
 		}
 	}
-	is.Equal(got, []string{"accept-fresh", "accept-retained", "accept-dup90", "accept-group", "accept-batch", "drain-c2", "drain-c5", "retained-1m"})
+	is.Equal(got, []string{"accept-fresh", "accept-retained", "accept-dup90", "accept-group", "accept-batch", "drain-c2", "drain-c5", "drain-batched-c4", "retained-1m"})
 }
 
 func TestBenchTableAndRefusals(t *testing.T) {

@@ -46,6 +46,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Batches, "batches", 200, "accept-batch calls per phase")
 	fs.IntVar(&o.DrainMessages, "drain-messages", 0, "receipts per drain phase (default --calls)")
 	fs.StringVar(&drainConcur, "drain-concurrency", "4,16", "comma-separated worker concurrencies for drain")
+	fs.IntVar(&o.DrainBatch, "drain-batch", 10, "messages per handler transaction in drain-batched (worker concurrency 4)")
 	fs.IntVar(&o.RetainedRows, "retained-rows", 1_000_000, "COMPLETED receipts in retained-1m")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: inbox bench [flags]\n\n"+

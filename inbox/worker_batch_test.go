@@ -1,0 +1,108 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// With MessagesPerTx, several messages commit in one transaction, yet each one
+// still reaches its own outcome: a failing handler rolls back only its message.
+func TestBatchedTransactionsKeepPerMessageOutcomes(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	setupEffects(t, pool)
+	c := newClient(t, pool, inbox.Config{})
+
+	const n = 60
+	for i := range n {
+		_, err := c.Accept(ctx, orderMsg(fmt.Sprintf("evt-%02d", i), map[string]int{"n": i}))
+		is.NoErr(err)
+	}
+	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		if err := writeEffect(ctx, m, "w"); err != nil {
+			return err
+		}
+		if strings.HasSuffix(m.MessageID, "5") { // 6 of 60 fail after writing
+			return errors.New("rejected by downstream")
+		}
+		return nil
+	})
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 2, MessagesPerTx: 10, ClaimBatch: 20, PollInterval: 50 * time.Millisecond})
+	is.NoErr(w.Start(ctx))
+	waitFor(t, 20*time.Second, func() bool { return countRows(t, pool, "status IN ('PENDING', 'PROCESSING')") == 0 })
+	is.NoErr(w.Stop(ctx))
+
+	is.Equal(countRows(t, pool, "status = 'COMPLETED'"), n-6)
+	is.Equal(countRows(t, pool, "status = 'RETRYABLE' AND last_error = 'rejected by downstream'"), 6)
+	is.Equal(effectCount(t, pool, "message_id LIKE '%5'"), 0) // rolled back to their savepoints
+	is.Equal(effectCount(t, pool, "true"), n-6)
+
+	// Completions share transactions: completed_at is now(), the start time of
+	// the transaction, so one batch shares one value.
+	var txs int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(DISTINCT completed_at) FROM pginbox_receipts WHERE status = 'COMPLETED'").Scan(&txs))
+	if txs >= n-6 || txs < (n-6)/10 {
+		t.Fatalf("%d completed receipts in %d transactions: want batches of up to 10", n-6, txs)
+	}
+	t.Logf("%d completed receipts committed in %d transactions", n-6, txs)
+}
+
+// A lease lost in the middle of a batch rolls back that message alone.
+func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	setupEffects(t, pool)
+	c := newClient(t, pool, inbox.Config{})
+	for i := range 3 {
+		_, err := c.Accept(ctx, orderMsg(fmt.Sprintf("evt-%d", i), map[string]int{"n": i}))
+		is.NoErr(err)
+	}
+	var stolen atomic.Bool
+	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		if err := writeEffect(ctx, m, "w"); err != nil {
+			return err
+		}
+		if m.MessageID == "evt-1" && stolen.CompareAndSwap(false, true) {
+			// Another worker took this receipt over while it ran.
+			_, err := pool.Exec(ctx, "UPDATE pginbox_receipts SET claim_token = gen_random_uuid() WHERE id = $1", m.ReceiptID)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 3, ClaimBatch: 3})
+	is.NoErr(w.Start(ctx))
+	waitFor(t, 10*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 2 })
+	is.NoErr(w.Stop(ctx))
+
+	is.True(stolen.Load())
+	is.Equal(effectCount(t, pool, "message_id = 'evt-1'"), 0) // the stolen one's write rolled back
+	is.Equal(effectCount(t, pool, "message_id <> 'evt-1'"), 2)
+	var status string
+	is.NoErr(pool.QueryRow(ctx, "SELECT status FROM pginbox_receipts WHERE message_id = 'evt-1'").Scan(&status))
+	is.Equal(status, "PROCESSING") // owned by the (simulated) other worker, untouched here
+}
+
+func waitFor(t testing.TB, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %v", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
