@@ -21,7 +21,10 @@ INSERT INTO pginbox_receipts (
 )
 ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
 DO NOTHING
-RETURNING id, status, (pg_notify('pginbox_receipt', consumer) IS NOT NULL)::boolean AS notified
+RETURNING id, status,
+    CASE WHEN $13::boolean
+         THEN pg_notify('pginbox_receipt', consumer) IS NOT NULL
+         ELSE false END AS notified
 `
 
 type ReceiptAcceptParams struct {
@@ -37,6 +40,7 @@ type ReceiptAcceptParams struct {
 	Payload       *string
 	Metadata      string
 	MaxAttempts   int32
+	Notify        bool
 }
 
 type ReceiptAcceptRow struct {
@@ -45,9 +49,9 @@ type ReceiptAcceptRow struct {
 	Notified bool
 }
 
-// Inserts a new PENDING receipt, or nothing when the identity already exists. The
-// wake-up notify rides in the same statement, so a fresh accept outside a caller's
-// transaction is one round trip and one commit; a duplicate writes nothing.
+// Inserts a new PENDING receipt, or nothing when the identity already exists. With
+// @notify the wake-up rides in the same statement, so a fresh accept is one round
+// trip and one commit; a duplicate writes nothing and notifies nobody.
 func (q *Queries) ReceiptAccept(ctx context.Context, arg ReceiptAcceptParams) (ReceiptAcceptRow, error) {
 	row := q.db.QueryRow(ctx, receiptAccept,
 		arg.ID,
@@ -62,6 +66,7 @@ func (q *Queries) ReceiptAccept(ctx context.Context, arg ReceiptAcceptParams) (R
 		arg.Payload,
 		arg.Metadata,
 		arg.MaxAttempts,
+		arg.Notify,
 	)
 	var i ReceiptAcceptRow
 	err := row.Scan(&i.ID, &i.Status, &i.Notified)
@@ -105,4 +110,15 @@ func (q *Queries) ReceiptByIdentity(ctx context.Context, arg ReceiptByIdentityPa
 	var i ReceiptByIdentityRow
 	err := row.Scan(&i.ID, &i.Status, &i.Fingerprint)
 	return i, err
+}
+
+const receiptNotify = `-- name: ReceiptNotify :exec
+SELECT pg_notify('pginbox_receipt', c.name)
+FROM unnest($1::text[]) AS c (name)
+`
+
+// Wakes the workers of the given consumers at once (coalesced wake-ups).
+func (q *Queries) ReceiptNotify(ctx context.Context, consumers []string) error {
+	_, err := q.db.Exec(ctx, receiptNotify, consumers)
+	return err
 }

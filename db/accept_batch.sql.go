@@ -37,7 +37,9 @@ WITH inserted AS (
 woken AS (
     SELECT count(*) AS n
     FROM (SELECT DISTINCT i.consumer FROM inserted i) c
-    WHERE pg_notify('pginbox_receipt', c.consumer) IS NOT NULL
+    WHERE CASE WHEN $13::boolean
+               THEN pg_notify('pginbox_receipt', c.consumer) IS NOT NULL
+               ELSE false END
 )
 SELECT inserted.id FROM inserted, woken
 `
@@ -55,12 +57,13 @@ type ReceiptAcceptBatchParams struct {
 	Payloads       []string
 	Metadatas      []string
 	MaxAttempts    int32
+	Notify         bool
 }
 
 // Inserts many receipts in one statement (one commit outside a caller's
 // transaction). Identities that already exist are skipped; the caller reads them
-// with ReceiptsByIdentities. The wake-up notify is sent once per distinct consumer
-// that got a new receipt, not once per row. The set-returning functions in one
+// with ReceiptsByIdentities. With @notify the wake-up is sent once per distinct
+// consumer that got a new receipt, not once per row. The set-returning functions in one
 // select list advance in lockstep, zipping the arrays (sqlc cannot analyze the
 // multi-argument unnest). IDs and JSON travel as text[], which encodes in every
 // pgx exec mode, the simple protocol included.
@@ -78,6 +81,7 @@ func (q *Queries) ReceiptAcceptBatch(ctx context.Context, arg ReceiptAcceptBatch
 		arg.Payloads,
 		arg.Metadatas,
 		arg.MaxAttempts,
+		arg.Notify,
 	)
 	if err != nil {
 		return nil, err

@@ -35,7 +35,12 @@ func (c *Client) Accept(ctx context.Context, msg Message) (AcceptResult, error) 
 		return AcceptResult{}, fmt.Errorf("pginbox: accept: acquiring a connection: %w", err)
 	}
 	defer conn.Release()
-	return c.accept(ctx, db.New(conn), p, true)
+	p.Notify = c.wakeups.inline()
+	res, err := c.accept(ctx, db.New(conn), p, true)
+	if err == nil && res.Outcome == Accepted && !p.Notify {
+		c.wakeups.later(p.Consumer)
+	}
+	return res, err
 }
 
 // AcceptTx is Accept inside the caller's transaction: the receipt commits or rolls
@@ -45,6 +50,7 @@ func (c *Client) AcceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptRe
 	if err != nil {
 		return AcceptResult{}, err
 	}
+	p.Notify = true // inside the caller's transaction: a rollback must not wake anyone
 	return c.accept(ctx, db.New(tx), p, false)
 }
 

@@ -178,12 +178,20 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, entries []batch
 		arg.Payloads[j] = *p.Payload
 		arg.Metadatas[j] = p.Metadata
 	}
+	// Inside a caller's transaction the wake-up must roll back with it; on its
+	// own, the batch's wake-up may be coalesced with other accepts'.
+	arg.Notify = !autocommit || c.wakeups.inline()
 	inserted, err := q.ReceiptAcceptBatch(ctx, arg)
 	if err != nil {
 		if autocommit {
 			return commitError(ctx, err)
 		}
 		return dbError("accept batch", err)
+	}
+	if !arg.Notify && len(inserted) > 0 {
+		for _, i := range distinct {
+			c.wakeups.later(entries[i].p.Consumer)
+		}
 	}
 
 	holders := make(map[identityKey]holder, n)

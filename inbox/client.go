@@ -22,6 +22,7 @@ type Client struct {
 	declared map[string]bool
 	limits   canonjson.Limits
 	group    *groupCommitter // nil unless Config.GroupCommit
+	wakeups  *wakeups
 }
 
 // NewClient returns a Client on pool. It does not touch the database; the first
@@ -32,9 +33,10 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Client{
-		pool:   pool,
-		cfg:    cfg,
-		limits: canonjson.Limits{MaxDepth: cfg.MaxPayloadDepth, MaxBytes: cfg.MaxPayloadBytes},
+		pool:    pool,
+		cfg:     cfg,
+		limits:  canonjson.Limits{MaxDepth: cfg.MaxPayloadDepth, MaxBytes: cfg.MaxPayloadBytes},
+		wakeups: newWakeups(pool, cfg.Logger),
 	}
 	if cfg.GroupCommit {
 		c.group = newGroupCommitter(c)

@@ -144,8 +144,9 @@ type Result struct {
 
 	// Raw is the ceiling: the same statements from a plain pgx loop.
 	Raw Measure `json:"raw"`
-	// RawPlain, when measured, is the raw loop without the pg_notify wake-up.
-	RawPlain *Measure `json:"raw_plain,omitempty"`
+	// RawNotify, when measured, is the raw loop with pg_notify in every accept
+	// statement: what per-accept NOTIFY costs.
+	RawNotify *Measure `json:"raw_notify,omitempty"`
 	// Ratio is CallsPerSec / Raw.CallsPerSec.
 	Ratio float64 `json:"ratio"`
 

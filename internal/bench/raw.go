@@ -5,8 +5,10 @@ package bench
 // queries/accept_batch.sql, queries/complete.sql), written out here so the raw
 // side cannot silently pick up a change to them: keep them in step by hand.
 
-// rawAcceptSQL is pginbox's single accept statement (ReceiptAccept).
-const rawAcceptSQL = `INSERT INTO pginbox_receipts (
+// rawNotifyAcceptSQL is the accept insert with the wake-up notify in the
+// statement, as every accept would send it without coalescing: shown to measure
+// what per-accept NOTIFY costs.
+const rawNotifyAcceptSQL = `INSERT INTO pginbox_receipts (
     id, scope_kind, scope_id, source, consumer, message_id,
     event_type, schema_version, fingerprint, payload, metadata, max_attempts
 ) VALUES (
@@ -15,11 +17,12 @@ const rawAcceptSQL = `INSERT INTO pginbox_receipts (
 )
 ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
 DO NOTHING
-RETURNING id, status, (pg_notify('pginbox_receipt', consumer) IS NOT NULL)::boolean AS notified`
+RETURNING id, status, pg_notify('pginbox_receipt', consumer) IS NOT NULL AS notified`
 
-// rawPlainAcceptSQL is the same insert without the wake-up notify: the plain
-// single-statement ceiling, to show what NOTIFY costs.
-const rawPlainAcceptSQL = `INSERT INTO pginbox_receipts (
+// rawAcceptSQL is pginbox's single accept statement (ReceiptAccept) as most
+// accepts send it: the plain insert, its wake-up coalesced with others'. It is
+// the single-statement ceiling.
+const rawAcceptSQL = `INSERT INTO pginbox_receipts (
     id, scope_kind, scope_id, source, consumer, message_id,
     event_type, schema_version, fingerprint, payload, metadata, max_attempts
 ) VALUES (
@@ -40,7 +43,8 @@ WHERE scope_kind = $1
   AND message_id = $5
   AND replay_of IS NULL`
 
-// rawBatchSQL is pginbox's multi-row accept (ReceiptAcceptBatch).
+// rawBatchSQL is pginbox's multi-row accept (ReceiptAcceptBatch) as most batches
+// send it: without the inline wake-up, which is coalesced with other accepts'.
 const rawBatchSQL = `WITH inserted AS (
     INSERT INTO pginbox_receipts (
         id, scope_kind, scope_id, source, consumer, message_id,
@@ -62,13 +66,8 @@ const rawBatchSQL = `WITH inserted AS (
     ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
     DO NOTHING
     RETURNING id, consumer
-),
-woken AS (
-    SELECT count(*) AS n
-    FROM (SELECT DISTINCT i.consumer FROM inserted i) c
-    WHERE pg_notify('pginbox_receipt', c.consumer) IS NOT NULL
 )
-SELECT inserted.id FROM inserted, woken`
+SELECT inserted.id FROM inserted`
 
 // rawEffectSQL is the drain handler's business write.
 const rawEffectSQL = `INSERT INTO ` + effectsTable + ` (receipt_id, message_id) VALUES ($1, $2)`

@@ -48,9 +48,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 		fmt.Fprintf(w, "%s: %s\n", r.Scenario, r.Description)
 		fmt.Fprintf(w, "  target: %s\n", r.Target)
 		fmt.Fprintf(w, "  raw: %s\n", r.Raw.Description)
-		if r.RawPlain != nil {
-			fmt.Fprintf(w, "  raw without pg_notify: %s/s, p95 %s ms (pginbox = %.2f x this)\n",
-				rate(r.RawPlain.CallsPerSec), latency(r.RawPlain.P95Ms), ratioOf(r.CallsPerSec, r.RawPlain.CallsPerSec))
+		if r.RawNotify != nil {
+			fmt.Fprintf(w, "  raw with pg_notify in every statement: %s/s, p95 %s ms (pginbox = %.2f x this)\n",
+				rate(r.RawNotify.CallsPerSec), latency(r.RawNotify.P95Ms), ratioOf(r.CallsPerSec, r.RawNotify.CallsPerSec))
 		}
 		if len(r.Extra) > 0 {
 			var parts []string
