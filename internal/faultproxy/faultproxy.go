@@ -171,12 +171,12 @@ func (p *Proxy) acceptLoop() {
 		}
 		p.accepted.Add(1)
 		p.mu.Lock()
-		refusing, closed, gen := p.refusing, p.closed, p.cutGen
-		if !closed {
-			p.wg.Add(1)
+		refuse, gen := p.refusing || p.closed, p.cutGen
+		if !refuse {
+			p.wg.Add(1) // under mu: Close cannot be waiting yet
 		}
 		p.mu.Unlock()
-		if refusing || closed {
+		if refuse {
 			c.Close()
 			continue
 		}

@@ -216,7 +216,7 @@ func TestBlackholeHoldsTrafficUntilResume(t *testing.T) {
 	roundTrip(t, c, r, "before")
 
 	p.Blackhole()
-	p.Blackhole() // idempotent
+	p.Blackhole()        // idempotent
 	send(t, c, "during") // the write succeeds: it is buffered
 	expectSilence(t, c, r, 200*time.Millisecond)
 	eventually(t, "the write to be held", func() bool { return p.Held() == 1 })
