@@ -27,7 +27,7 @@ func jcsDir() string {
 	if d := os.Getenv("PGINBOX_JCS_DIR"); d != "" {
 		return d
 	}
-	return filepath.Join("..", "..", "..", "shared", "conformance", "jcs")
+	return filepath.Join("..", "..", "testdata", "jcs")
 }
 
 // jcsInputs returns the conformance input files, failing the test when the
