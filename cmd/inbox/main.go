@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/term"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -68,7 +69,7 @@ type env struct {
 
 // run executes the command line args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv, tty: isTerminal(stdout)}
+	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv, tty: term.IsTerminal(stdout)}
 	return e.run(ctx, args)
 }
 
@@ -186,15 +187,4 @@ func parseFlags(e *env, cmd *command, fs *flag.FlagSet, args []string) ([]string
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-}
-
-// isTerminal reports whether w is a character device (a terminal), without
-// anything beyond the standard library.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

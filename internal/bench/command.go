@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/pginbox/pginbox/internal/term"
 )
 
 // Command is `inbox bench`: it parses args, runs the suite and writes the
@@ -81,7 +83,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if !quiet {
 		o.Progress = stderr
-		o.TTY = isTerminal(stderr)
+		o.TTY = term.IsTerminal(stderr)
 	}
 	if o.DatabaseURL != "" && !fsync {
 		fmt.Fprintln(stderr, "inbox bench: --fsync=false applies to the ephemeral cluster only; the server's own settings are used and reported")
@@ -115,15 +117,6 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func writeJSONFile(path string, rep *Report) error {
