@@ -39,8 +39,10 @@ type WorkerConfig struct {
 	// DefaultConcurrency.
 	Concurrency int
 
-	// ClaimBatch is the most receipts claimed by one query; a claim never takes
-	// more than the free handler slots. Defaults to DefaultClaimBatch.
+	// ClaimBatch is the most receipts claimed by one query, and how many
+	// claimed receipts may wait for a handler beyond the running ones (their
+	// leases are extended while they wait). Defaults to DefaultClaimBatch, or
+	// MessagesPerTx when that is larger.
 	ClaimBatch int
 
 	// MessagesPerTx is the most messages one handler transaction carries. Above
@@ -117,11 +119,11 @@ func (c WorkerConfig) withDefaults() WorkerConfig {
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.ClaimBatch <= 0 {
-		c.ClaimBatch = DefaultClaimBatch
-	}
 	if c.MessagesPerTx <= 0 {
 		c.MessagesPerTx = 1
+	}
+	if c.ClaimBatch <= 0 {
+		c.ClaimBatch = max(DefaultClaimBatch, c.MessagesPerTx)
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval
