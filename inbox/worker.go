@@ -28,6 +28,7 @@ var (
 	ErrWorkerShutdown = errors.New("pginbox: worker shutting down")
 	errWorkerNotIdle  = errors.New("pginbox: worker is running: Drain is for a worker that was not started")
 	errWorkerStarted  = errors.New("pginbox: worker already started")
+	errBatchBroken    = errors.New("pginbox: another message of the batch broke its transaction")
 )
 
 // Test hooks for crash tests (set only by tests, through export_test.go).
@@ -368,10 +369,19 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
 	if ctx.Err() != nil {
 		return nil, nil
 	}
+	// Waiting for a connection may end with ctx; nothing was sent yet.
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, dbError("claim", err)
+	}
+	defer conn.Release()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	var rows []db.ReceiptClaimRow
-	err := pgx.BeginTxFunc(cctx, w.pool, asyncCommit, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(cctx, conn, asyncCommit, func(tx pgx.Tx) error {
 		var err error
 		rows, err = db.New(tx).ReceiptClaim(cctx, db.ReceiptClaimParams{
 			LeaseMs:   w.cfg.Lease.Milliseconds(),
@@ -401,7 +411,11 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
 // done forgets a lease once its receipt reached an outcome (or was handed back).
 func (w *Worker) done(l *lease) {
 	w.leasesMu.Lock()
-	delete(w.leases, l.row.ID)
+	// The same receipt may have been recovered and claimed again meanwhile:
+	// forget only this lease, never its successor.
+	if w.leases[l.row.ID] == l {
+		delete(w.leases, l.row.ID)
+	}
 	w.leasesMu.Unlock()
 	w.held.Add(-1)
 	l.lose(nil)
@@ -733,6 +747,12 @@ func (w *Worker) processBatch(ls []*lease) {
 
 	var completed []*job
 	for _, j := range jobs {
+		// pgx closes a connection whose query's context ends mid-statement, so a
+		// message that timed out or lost its lease can take the transaction down.
+		if tx.Conn().IsClosed() {
+			j.err = errBatchBroken
+			continue
+		}
 		j.startClock(w.cfg.HandlerTimeout)
 		sp, err := tx.Begin(j.ctx) // SAVEPOINT
 		if err != nil {
@@ -753,6 +773,12 @@ func (w *Worker) processBatch(ls []*lease) {
 		}
 		completed = append(completed, j)
 	}
+	if len(completed) > 0 && tx.Conn().IsClosed() {
+		for _, j := range completed {
+			j.err = errBatchBroken // COMMIT was never sent: certainly not committed
+		}
+		completed = nil
+	}
 	if len(completed) > 0 {
 		if testHookBeforeCommit != nil {
 			for _, j := range completed {
@@ -769,6 +795,12 @@ func (w *Worker) processBatch(ls []*lease) {
 		}
 	}
 	for _, j := range jobs {
+		if errors.Is(j.err, errBatchBroken) {
+			// Not this message's failure: hand it back without spending its attempt.
+			j.log.Warn("pginbox worker: another message broke the batch's transaction, releasing this one")
+			w.release(j.l.row, j.log)
+			continue
+		}
 		w.settle(j)
 	}
 }
