@@ -52,6 +52,3 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	}
 	return c, nil
 }
-
-// Pool returns the pool the client was built on.
-func (c *Client) Pool() *pgxpool.Pool { return c.pool }
