@@ -380,11 +380,5 @@ func TestAcceptBatchLostReplyIsUncertainThenReconciles(t *testing.T) {
 
 func waitForRows(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for countRows(t, pool, "true") != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("want %d receipts, have %d", n, countRows(t, pool, "true"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually(t, 10*time.Second, fmt.Sprintf("%d receipts", n), func() bool { return countRows(t, pool, "true") == n })
 }

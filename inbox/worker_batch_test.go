@@ -40,7 +40,7 @@ func TestBatchedTransactionsKeepPerMessageOutcomes(t *testing.T) {
 	})
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 2, MessagesPerTx: 10, ClaimBatch: 20, PollInterval: 50 * time.Millisecond})
 	is.NoErr(w.Start(ctx))
-	waitFor(t, 20*time.Second, func() bool { return countRows(t, pool, "status IN ('PENDING', 'PROCESSING')") == 0 })
+	eventually(t, 20*time.Second, "no receipt left PENDING or PROCESSING", func() bool { return countRows(t, pool, "status IN ('PENDING', 'PROCESSING')") == 0 })
 	is.NoErr(w.Stop(ctx))
 
 	is.Equal(countRows(t, pool, "status = 'COMPLETED'"), n-6)
@@ -85,7 +85,7 @@ func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
 	})
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 3, ClaimBatch: 3})
 	is.NoErr(w.Start(ctx))
-	waitFor(t, 10*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 2 })
+	eventually(t, 10*time.Second, "2 receipts COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 2 })
 	is.NoErr(w.Stop(ctx))
 
 	is.True(stolen.Load())
@@ -94,15 +94,4 @@ func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
 	var status string
 	is.NoErr(pool.QueryRow(ctx, "SELECT status FROM pginbox_receipts WHERE message_id = 'evt-1'").Scan(&status))
 	is.Equal(status, "PROCESSING") // owned by the (simulated) other worker, untouched here
-}
-
-func waitFor(t testing.TB, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

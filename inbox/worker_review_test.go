@@ -59,7 +59,7 @@ func TestReclaimedReceiptKeepsItsNewLease(t *testing.T) {
 	is.NoErr(pool.QueryRow(ctx, "SELECT lease_expires_at > now() FROM pginbox_receipts WHERE id = $1", res.ID).Scan(&alive))
 	is.True(alive) // the second attempt's lease is still being extended
 	close(finishSecond)
-	waitFor(t, 10*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 1 })
+	eventually(t, 10*time.Second, "the receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 1 })
 	is.Equal(effectCount(t, pool, "true"), 1)
 }
 
@@ -91,7 +91,7 @@ func TestBatchSurvivesOneMessageTimingOutMidStatement(t *testing.T) {
 	})
 	is.NoErr(w.Start(ctx))
 	defer w.Stop(ctx)
-	waitFor(t, 15*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 })
+	eventually(t, 15*time.Second, "3 receipts COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 })
 
 	is.True(slept.Load())
 	is.Equal(effectCount(t, pool, "true"), 3)
