@@ -2,7 +2,8 @@
 
 GO        ?= go
 SQLC      := $(GO) tool -modfile=tools.mod sqlc
-STATICCHECK := $(GO) tool -modfile=tools.mod staticcheck
+STATICCHECK := $(CURDIR)/bin/staticcheck
+EACH      := bash scripts/each-module
 FUZZTIME  ?= 15s
 
 .PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz
@@ -19,9 +20,10 @@ generate:
 	$(SQLC) generate
 	$(GO) generate ./...
 
-## test: the whole test suite with the race detector.
+## test: the whole test suite with the race detector, in the root module and
+## in every nested module (integrations with their own go.mod).
 test:
-	$(GO) test -race -count=1 ./...
+	$(EACH) $(GO) test -race -count=1 ./...
 
 ## check: formatting, vet, staticcheck, generated-code drift, dependency hygiene,
 ## the race-enabled tests and a short fuzz run.
@@ -32,10 +34,13 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
-	$(GO) vet ./...
+	$(EACH) $(GO) vet ./...
 
-staticcheck:
-	$(STATICCHECK) ./...
+$(STATICCHECK): tools.mod tools.sum
+	$(GO) build -modfile=tools.mod -o $@ honnef.co/go/tools/cmd/staticcheck
+
+staticcheck: $(STATICCHECK)
+	$(EACH) $(STATICCHECK) ./...
 
 ## check-generated: fails when committed generated code differs from a fresh run
 ## of its generators (stale extra files included).
