@@ -20,6 +20,7 @@ import (
 )
 
 func TestAcceptBatchResolvesEveryItem(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -98,6 +99,7 @@ func TestAcceptBatchResolvesEveryItem(t *testing.T) {
 }
 
 func TestAcceptBatchStoresWhatAcceptStores(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -124,6 +126,7 @@ func TestAcceptBatchStoresWhatAcceptStores(t *testing.T) {
 }
 
 func TestAcceptBatchWithNothingToStore(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -141,6 +144,7 @@ func TestAcceptBatchWithNothingToStore(t *testing.T) {
 }
 
 func TestAcceptBatchNotifiesOncePerConsumer(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, dsn := newPool(t)
@@ -179,6 +183,7 @@ func TestAcceptBatchNotifiesOncePerConsumer(t *testing.T) {
 }
 
 func TestAcceptBatchTxCommitsWithTheCaller(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -221,6 +226,7 @@ func TestAcceptBatchTxCommitsWithTheCaller(t *testing.T) {
 // Batches that overlap, each listing the identities in another order, must not
 // deadlock, and each identity ends up with exactly one receipt.
 func TestConcurrentOverlappingBatchesConverge(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -280,6 +286,7 @@ func TestConcurrentOverlappingBatchesConverge(t *testing.T) {
 }
 
 func TestAcceptBatchInEveryExecMode(t *testing.T) {
+	t.Parallel()
 	for name, mode := range map[string]pgx.QueryExecMode{
 		"cache statement": pgx.QueryExecModeCacheStatement,
 		"exec":            pgx.QueryExecModeExec,
@@ -357,6 +364,7 @@ func losingPool(t *testing.T, marker string, armed *atomic.Bool) *pgxpool.Pool {
 }
 
 func TestAcceptBatchLostReplyIsUncertainThenReconciles(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	var armed atomic.Bool

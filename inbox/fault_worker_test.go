@@ -19,6 +19,7 @@ import (
 // whose reply is lost, failed claims and failed completions must all end in
 // exactly one business row per receipt, every receipt COMPLETED.
 func TestFaultWorkerDrainsBacklogThroughCuts(t *testing.T) {
+	t.Parallel()
 	const (
 		messages = 200
 		cuts     = 10
@@ -111,6 +112,7 @@ func attemptSummary(t testing.TB, pool *pgxpool.Pool) string {
 // reaches the server and is refused by the claim token: A's business write
 // rolls back and exactly one business row remains.
 func TestFaultBlackholeDuringHandlerFencesStaleWorker(t *testing.T) {
+	t.Parallel()
 	const lease = time.Second
 	ctx := context.Background()
 	p, dsn, direct := faultDB(t)

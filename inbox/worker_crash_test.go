@@ -91,21 +91,21 @@ func childAccept(t *testing.T, pool *pgxpool.Pool) {
 // childCrashingWorker drains with a hook that stops the worker at the crash
 // point, and waits there to be killed.
 func childCrashingWorker(t *testing.T, pool *pgxpool.Pool, mode string) {
+	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		return writeEffect(ctx, m, "child")
+	}), inbox.WorkerConfig{Concurrency: 2, Lease: childLease})
 	switch mode {
 	case "claim":
-		inbox.SetTestHooks(func(n int) {
+		inbox.SetTestHooks(w, func(n int) {
 			mark("claimed %d", n)
 			blockUntilKilled()
 		}, nil)
 	case "commit":
-		inbox.SetTestHooks(nil, func(id inbox.ID) {
+		inbox.SetTestHooks(w, nil, func(id inbox.ID) {
 			mark("committing %s", id)
 			blockUntilKilled()
 		})
 	}
-	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
-		return writeEffect(ctx, m, "child")
-	}), inbox.WorkerConfig{Concurrency: 2, Lease: childLease})
 	n, err := w.Drain(context.Background())
 	t.Fatalf("Drain returned (%d, %v) without reaching the crash point", n, err)
 }
@@ -245,6 +245,7 @@ func recoverAll(t *testing.T, pool *pgxpool.Pool, w *inbox.Worker) int {
 }
 
 func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{"accept", "claim", "commit"} {
 		t.Run(mode, func(t *testing.T) {
 			is := is.New(t)
@@ -319,6 +320,7 @@ func TestCrashRecovery(t *testing.T) {
 }
 
 func TestSIGTERMDrainsGracefully(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pool, dsn := newPool(t)
 	setupEffects(t, pool)

@@ -96,6 +96,7 @@ func stateOf(t testing.TB, pool *pgxpool.Pool, id inbox.ID) receiptState {
 }
 
 func TestHandlerErrorRollsBackBusinessWriteAndCompletion(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -151,6 +152,7 @@ func TestHandlerErrorRollsBackBusinessWriteAndCompletion(t *testing.T) {
 }
 
 func TestFailuresThatGoDead(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cases := map[string]struct {
 		msg     inbox.Message
@@ -230,6 +232,7 @@ func TestFailuresThatGoDead(t *testing.T) {
 }
 
 func TestHandlerSeesMessageContext(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -258,6 +261,7 @@ func TestHandlerSeesMessageContext(t *testing.T) {
 }
 
 func TestNewWorkerValidatesOwnership(t *testing.T) {
+	t.Parallel()
 	pool, _ := newPool(t)
 	reg := registry(t, func(context.Context, *handler.Msg) error { return nil })
 	_, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{"orders.projection.v1", "billing.v1"}})

@@ -3,7 +3,6 @@ package inbox_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 )
 
 func TestStaleWorkerCommitIsRefused(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	poolA, dsn := newPool(t)
@@ -31,7 +31,8 @@ func TestStaleWorkerCommitIsRefused(t *testing.T) {
 	})
 	logA, recA := newLogRecorder(t)
 	// A never heartbeats: a worker stalled by a long pause or a partition.
-	wA := newWorker(t, poolA, regA, inbox.WorkerConfig{Lease: time.Second, HeartbeatInterval: time.Hour, Logger: logA})
+	wA := newWorker(t, poolA, regA, inbox.WorkerConfig{Lease: time.Second, Logger: logA})
+	inbox.StallHeartbeat(wA)
 	doneA := make(chan error, 1)
 	go func() {
 		_, err := wA.Drain(ctx)
@@ -77,6 +78,7 @@ func TestStaleWorkerCommitIsRefused(t *testing.T) {
 }
 
 func TestHeartbeatKeepsLongHandlerOwned(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pool, dsn := newPool(t)
 	setupEffects(t, pool)
@@ -114,6 +116,7 @@ func TestHeartbeatKeepsLongHandlerOwned(t *testing.T) {
 }
 
 func TestLeaseStolenMidRunCancelsHandler(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -167,35 +170,54 @@ func TestLeaseStolenMidRunCancelsHandler(t *testing.T) {
 	is.True(lastError == nil)
 }
 
-func TestRecoveryOfExpiredLeases(t *testing.T) {
+// A worker that claims a receipt again after its first claim was recovered must
+// keep heartbeating the new claim when the stale attempt finishes.
+func TestReclaimedReceiptKeepsItsNewLease(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
 	setupEffects(t, pool)
-	ids := acceptAll(t, newClient(t, pool, inbox.Config{}),
-		orderMsg("evt-live", raw(`{"orderId":"o-1"}`)),
-		orderMsg("evt-spent", raw(`{"orderId":"o-2"}`)))
-	live, spent := ids[0], ids[1]
-	// As a crashed worker leaves them: claimed, lease in the past.
-	const expire = `UPDATE pginbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(),
-		lease_expires_at = now() - interval '1 second', attempts = %s WHERE id = $1`
-	_, err := pool.Exec(ctx, strings.Replace(expire, "%s", "1", 1), live)
-	is.NoErr(err)
-	_, err = pool.Exec(ctx, strings.Replace(expire, "%s", "max_attempts", 1), spent)
+	c := newClient(t, pool, inbox.Config{})
+	res, err := c.Accept(ctx, orderMsg("evt-1", map[string]string{"orderId": "o-1"}))
 	is.NoErr(err)
 
-	startWorker(t, newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
-		return writeEffect(ctx, m, "w")
-	}), inbox.WorkerConfig{Lease: time.Second}))
+	secondRunning, finishFirst, finishSecond := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		switch m.Attempt {
+		case 1:
+			// Recovery takes the receipt away while this attempt runs...
+			if _, err := pool.Exec(ctx, `UPDATE pginbox_receipts SET status = 'RETRYABLE', claim_token = NULL,
+				lease_expires_at = NULL, available_at = now() WHERE id = $1`, m.ReceiptID); err != nil {
+				return err
+			}
+			<-finishFirst // ...and this worker claims it again before this attempt ends.
+			return nil
+		default:
+			close(secondRunning)
+			<-finishSecond
+			return writeEffect(ctx, m, "w")
+		}
+	})
+	const lease = 1500 * time.Millisecond
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{
+		Concurrency: 2, Lease: lease, HeartbeatInterval: 250 * time.Millisecond,
+		PollOnly: true, PollInterval: 50 * time.Millisecond,
+	})
+	is.NoErr(w.Start(ctx))
+	defer w.Stop(ctx)
 
-	st := waitStatus(t, pool, live, "COMPLETED", 10*time.Second)
-	is.Equal(st.Attempts, 2)
-	is.Equal(effectCount(t, pool, "message_id = 'evt-live'"), 1)
-
-	st = waitStatus(t, pool, spent, "DEAD", 10*time.Second)
-	is.Equal(st.Attempts, inbox.DefaultMaxAttempts) // recovery itself spends no attempt
-	if st.LastError == nil || !strings.Contains(*st.LastError, "lease expired") {
-		t.Fatalf("last_error = %s, want a lease expiry", deref(st.LastError))
+	select {
+	case <-secondRunning:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receipt was not claimed a second time")
 	}
-	is.Equal(effectCount(t, pool, "message_id = 'evt-spent'"), 0)
+	close(finishFirst) // the stale attempt ends; its completion is refused
+	time.Sleep(2 * lease)
+	var alive bool
+	is.NoErr(pool.QueryRow(ctx, "SELECT lease_expires_at > now() FROM pginbox_receipts WHERE id = $1", res.ID).Scan(&alive))
+	is.True(alive) // the second attempt's lease is still being extended
+	close(finishSecond)
+	eventually(t, 10*time.Second, "the receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 1 })
+	is.Equal(effectCount(t, pool, "true"), 1)
 }

@@ -18,6 +18,7 @@ import (
 // With MessagesPerTx, several messages commit in one transaction, yet each one
 // still reaches its own outcome: a failing handler rolls back only its message.
 func TestBatchedTransactionsKeepPerMessageOutcomes(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -60,6 +61,7 @@ func TestBatchedTransactionsKeepPerMessageOutcomes(t *testing.T) {
 
 // A lease lost in the middle of a batch rolls back that message alone.
 func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -94,4 +96,47 @@ func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
 	var status string
 	is.NoErr(pool.QueryRow(ctx, "SELECT status FROM pginbox_receipts WHERE message_id = 'evt-1'").Scan(&status))
 	is.Equal(status, "PROCESSING") // owned by the (simulated) other worker, untouched here
+}
+
+// In a batched transaction, a message whose deadline ends mid-statement breaks
+// the shared connection; the other messages are handed back without spending
+// an attempt, and only the slow one is charged.
+func TestBatchSurvivesOneMessageTimingOutMidStatement(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	setupEffects(t, pool)
+	c := newClient(t, pool, inbox.Config{})
+	for _, id := range []string{"evt-1", "evt-2", "evt-3"} {
+		_, err := c.Accept(ctx, orderMsg(id, map[string]string{"orderId": id}))
+		is.NoErr(err)
+	}
+	var slept atomic.Bool
+	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		if m.MessageID == "evt-2" && slept.CompareAndSwap(false, true) {
+			if _, err := m.Tx.Exec(ctx, "SELECT pg_sleep(5)"); err != nil {
+				return err
+			}
+		}
+		return writeEffect(ctx, m, "w")
+	})
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{
+		Concurrency: 1, MessagesPerTx: 3, ClaimBatch: 3, HandlerTimeout: 300 * time.Millisecond,
+		Backoff: func(int) time.Duration { return 10 * time.Millisecond }, PollInterval: 50 * time.Millisecond,
+	})
+	is.NoErr(w.Start(ctx))
+	defer w.Stop(ctx)
+	eventually(t, 15*time.Second, "3 receipts COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 })
+
+	is.True(slept.Load())
+	is.Equal(effectCount(t, pool, "true"), 3)
+	attempts := func(id string) int {
+		var n int
+		is.NoErr(pool.QueryRow(ctx, "SELECT attempts FROM pginbox_receipts WHERE message_id = $1", id).Scan(&n))
+		return n
+	}
+	is.Equal(attempts("evt-2"), 2) // charged for its timeout
+	is.Equal(attempts("evt-1"), 1) // released, not charged
+	is.Equal(attempts("evt-3"), 1)
 }
