@@ -20,12 +20,8 @@ import (
 // event: only a consumer that declared the event compiles as its target.
 func ExampleAcceptOrderCreated() {
 	ctx := context.Background()
-	pool, done := exampleShop()
+	_, client, done := exampleShop()
 	defer done()
-	client, err := inbox.NewClient(pool, inbox.Config{Consumers: shop.ConsumerNames()})
-	if err != nil {
-		panic(err)
-	}
 
 	d := shop.Delivery{Scope: inbox.Tenant("acme"), Source: "checkout", MessageID: "evt-1"}
 	order := shop.OrderCreated{OrderID: "o-1", CustomerID: "c-1", TotalCents: 1250}
@@ -36,7 +32,7 @@ func ExampleAcceptOrderCreated() {
 
 	// OrderCreated.Validate rejects a negative total before anything is stored.
 	d.MessageID = "evt-2"
-	_, err = shop.AcceptOrderCreated(ctx, client, shop.BillingV1, d, shop.OrderCreated{OrderID: "o-2", TotalCents: -1})
+	_, err := shop.AcceptOrderCreated(ctx, client, shop.BillingV1, d, shop.OrderCreated{OrderID: "o-2", TotalCents: -1})
 	fmt.Println(inbox.ActionFor(err), err)
 
 	// Output:
@@ -50,12 +46,8 @@ func ExampleAcceptOrderCreated() {
 // to the transaction that also completes the receipt.
 func ExampleRegisterOrdersProjectionV1() {
 	ctx := context.Background()
-	pool, done := exampleShop()
+	pool, client, done := exampleShop()
 	defer done()
-	client, err := inbox.NewClient(pool, inbox.Config{Consumers: shop.ConsumerNames()})
-	if err != nil {
-		panic(err)
-	}
 	d := shop.Delivery{Scope: inbox.Tenant("acme"), Source: "checkout", MessageID: "evt-1"}
 	if _, err := shop.AcceptOrderCreated(ctx, client, shop.OrdersProjectionV1, d, shop.OrderCreated{OrderID: "o-1", CustomerID: "c-1", TotalCents: 1250}); err != nil {
 		panic(err)
@@ -66,7 +58,7 @@ func ExampleRegisterOrdersProjectionV1() {
 		panic(err)
 	}
 	// A second registration of the consumer changes nothing.
-	err = shop.RegisterOrdersProjectionV1(reg, shop.Projection{})
+	err := shop.RegisterOrdersProjectionV1(reg, shop.Projection{})
 	fmt.Println("registered twice:", errors.Is(err, handler.ErrDuplicateHandler))
 
 	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{
@@ -101,12 +93,8 @@ func ExampleRegisterOrdersProjectionV1() {
 // commit, so an error (or a crash) leaves neither stored.
 func ExampleOrderCreatedMessage() {
 	ctx := context.Background()
-	pool, done := exampleShop()
+	_, client, done := exampleShop()
 	defer done()
-	client, err := inbox.NewClient(pool, inbox.Config{Consumers: shop.ConsumerNames()})
-	if err != nil {
-		panic(err)
-	}
 
 	d := shop.Delivery{Scope: inbox.Tenant("acme"), Source: "checkout", MessageID: "evt-1"}
 	order := shop.OrderCreated{OrderID: "o-1", CustomerID: "c-1", TotalCents: 990}
@@ -132,8 +120,9 @@ func ExampleOrderCreatedMessage() {
 }
 
 // exampleShop returns a pool on a fresh database with pginbox's schema and
-// the shop's tables. Examples get no *testing.T, so they cannot use pgtest.DB.
-func exampleShop() (*pgxpool.Pool, func()) {
+// the shop's tables, and a client for the shop's consumers. Examples get no
+// *testing.T, so they cannot use pgtest.DB.
+func exampleShop() (*pgxpool.Pool, *inbox.Client, func()) {
 	ctx := context.Background()
 	dsn, drop, err := pgtest.NewDatabase(ctx)
 	if err != nil {
@@ -155,7 +144,11 @@ func exampleShop() (*pgxpool.Pool, func()) {
 	if _, err := pool.Exec(ctx, string(ddl)); err != nil {
 		panic(err)
 	}
-	return pool, func() {
+	client, err := inbox.NewClient(pool, inbox.Config{Consumers: shop.ConsumerNames()})
+	if err != nil {
+		panic(err)
+	}
+	return pool, client, func() {
 		pool.Close()
 		drop()
 	}
