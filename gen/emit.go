@@ -57,20 +57,9 @@ import (
 {{- end}}{{end}}
 )
 
-// Delivery is one delivery of an event to accept: its identity without the
-// consumer, which the accept functions take as a typed value.
-type Delivery struct {
-	// Scope is inbox.Tenant(id), with the ID taken from authenticated context,
-	// or inbox.Global().
-	Scope inbox.Scope
-	// Source is the producer system.
-	Source string
-	// MessageID is the producer's event ID, stable across redeliveries.
-	MessageID string
-	// Metadata (trace headers, correlation and causation IDs) is stored with
-	// the receipt but not fingerprinted.
-	Metadata map[string]string
-}
+// Delivery is one delivery of an event: its identity without the consumer,
+// which the accept functions take as a typed value.
+type Delivery = inbox.Delivery
 
 // ConsumerNames returns the consumers declared in this package, sorted, for
 // inbox.Config.Consumers and inbox.WorkerConfig.Consumers.
@@ -99,20 +88,22 @@ type {{.Ident}}Handler interface {
 {{- end}}
 }
 
-// Register{{.Ident}} registers h for every event consumer {{quote .Name}}
-// declared. If any of them is registered already, it registers none and
-// returns an error matching handler.ErrDuplicateHandler.
+// Register{{.Ident}} registers h for every event {{.Ident}} declared, all or
+// none: see handler.Registry.RegisterAll.
 func Register{{.Ident}}(reg *handler.Registry, h {{.Ident}}Handler) error {
-	return inboxgenRegister(reg, {{quote .Name}}, h, []inboxgenEntry{
+	if h == nil {
+		return fmt.Errorf("pginbox: registering consumer %q: %w: pass an implementation of {{.Ident}}Handler", {{quote .Name}}, handler.ErrNilHandler)
+	}
+	return reg.RegisterAll(
 {{- range .Events}}
-		{
-			key: handler.Key{Consumer: {{quote $c.Name}}, EventType: {{quote .Type}}, SchemaVersion: {{.Version}}},
-			fn: handler.Typed(handler.DecodeOptions{ {{- if .AllowUnknown}}AllowUnknownFields: true{{end -}} }, func(ctx context.Context, m *handler.Msg, p {{.GoType}}) error {
+		handler.Entry{
+			Key: handler.Key{Consumer: {{quote $c.Name}}, EventType: {{quote .Type}}, SchemaVersion: {{.Version}}},
+			Func: handler.Typed(handler.DecodeOptions{ {{- if .AllowUnknown}}AllowUnknownFields: true{{end -}} }, func(ctx context.Context, m *handler.Msg, p {{.GoType}}) error {
 				return h.Handle{{.Name}}(ctx, m, {{with $.Queries}}{{.Qual}}New(m.Tx), {{end}}p)
 			}),
 		},
 {{- end}}
-	})
+	)
 }
 {{end}}
 {{- range .Events}}
@@ -124,9 +115,10 @@ type {{.Name}}Consumer interface {
 }
 
 // {{.Name}}Message returns the message delivering p to consumer to, for
-// callers that accept in batches. It rejects p if its Validate method fails.
+// inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
+// inbox.NewEventMessage.
 func {{.Name}}Message(to {{.Name}}Consumer, d Delivery, p {{.GoType}}) (inbox.Message, error) {
-	return inboxgenMessage(to, {{quote .Type}}, {{.Version}}, d, p)
+	return inbox.NewEventMessage(to, {{quote .Type}}, {{.Version}}, d, p)
 }
 
 // Accept{{.Name}} accepts {{.Type}} v{{.Version}} for consumer to: see
@@ -149,52 +141,4 @@ func Accept{{.Name}}Tx(ctx context.Context, c *inbox.Client, tx pgx.Tx, to {{.Na
 	return c.AcceptTx(ctx, tx, msg)
 }
 {{end}}
-// inboxgenMessage builds the message for p. It runs p's Validate method first,
-// so an invalid event is rejected before anything is stored.
-func inboxgenMessage[T any](to interface{ Name() string }, eventType string, version int, d Delivery, p T) (inbox.Message, error) {
-	if to == nil {
-		return inbox.Message{}, &inbox.ValidationError{Field: "consumer", Rule: inbox.RuleRequired, Detail: "pass one of the generated consumer values"}
-	}
-	if v, ok := any(&p).(handler.Validator); ok {
-		if err := v.Validate(); err != nil {
-			return inbox.Message{}, &inbox.ValidationError{Field: "payload", Rule: inbox.RuleValidate, Detail: err.Error()}
-		}
-	}
-	return inbox.Message{
-		Identity: inbox.Identity{
-			Scope:     d.Scope,
-			Source:    d.Source,
-			Consumer:  to.Name(),
-			MessageID: d.MessageID,
-		},
-		EventType:     eventType,
-		SchemaVersion: version,
-		Payload:       p,
-		Metadata:      d.Metadata,
-	}, nil
-}
-
-type inboxgenEntry struct {
-	key handler.Key
-	fn  handler.Func
-}
-
-// inboxgenRegister registers all entries or none, so a failed registration
-// leaves the registry as it was.
-func inboxgenRegister(reg *handler.Registry, consumer string, h any, entries []inboxgenEntry) error {
-	if reg == nil || h == nil {
-		return fmt.Errorf("pginbox: registering consumer %q: registry and handler are required", consumer)
-	}
-	for _, e := range entries {
-		if _, dup := reg.Lookup(e.key); dup {
-			return fmt.Errorf("pginbox: registering %s: %w", e.key, handler.ErrDuplicateHandler)
-		}
-	}
-	for _, e := range entries {
-		if err := reg.Register(e.key, e.fn); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 `))

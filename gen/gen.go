@@ -37,9 +37,10 @@
 // # Validation
 //
 // When the event type (or its pointer) has a `Validate() error` method, the
-// generated accept functions call it and reject a failing event with an
-// *inbox.ValidationError (rule "validate", field "payload"); handling calls it
-// again after decoding, and a failure there is permanent.
+// generated accept functions call it (through inbox.NewEventMessage) and
+// reject a failing event with an *inbox.ValidationError (rule "validate",
+// field "payload"); handling calls it again after decoding, and a failure
+// there is permanent.
 //
 // # Output
 //
@@ -49,7 +50,13 @@
 // version an interface of the consumers that declared it (OrderCreatedConsumer),
 // a message builder (OrderCreatedMessage) and accept functions
 // (AcceptOrderCreated, AcceptOrderCreatedTx). With -queries, every handler
-// method also receives the sqlc *Queries bound to the message's transaction.
+// method also receives the sqlc *Queries bound to the message's transaction;
+// the package must be sqlc output for pgx/v5 (`sql_package: pgx/v5` in
+// sqlc.yaml), since handlers get a pgx.Tx.
+//
+// The output only declares types and wires them to the library
+// (inbox.NewEventMessage, handler.Registry.RegisterAll), so a library upgrade
+// fixes generated code without regenerating it.
 package gen
 
 import (

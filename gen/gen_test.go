@@ -159,22 +159,22 @@ func TestErrors(t *testing.T) {
 		{
 			name:  "event type too long",
 			files: map[string]string{"e.go": "package p\n\n//inbox:event type=" + long + " version=1 consumers=b\n" + struct1},
-			want:  []string{"e.go:3:1", "event type", "is 256 bytes long: at most 255 allowed"},
+			want:  []string{"e.go:3:1", "event type", "256 bytes: at most 255 allowed"},
 		},
 		{
 			name:  "event type with a control character",
 			files: map[string]string{"e.go": "package p\n\n//inbox:event type=\"a\\tb\" version=1 consumers=b\n" + struct1},
-			want:  []string{"e.go:3:1", `event type "a\tb" contains control character U+0009 at byte 1`},
+			want:  []string{"e.go:3:1", `event type "a\tb": control character U+0009 at byte 1`},
 		},
 		{
 			name:  "consumer with invalid UTF-8",
 			files: map[string]string{"e.go": "package p\n\n//inbox:event type=a version=1 consumers=\"b\\xff\"\n" + struct1},
-			want:  []string{"e.go:3:1", `consumer "b\xff" is not valid UTF-8`},
+			want:  []string{"e.go:3:1", `consumer "b\xff": invalid UTF-8 at byte 1`},
 		},
 		{
 			name:  "empty consumer",
 			files: map[string]string{"e.go": "package p\n\n//inbox:event type=a version=1 consumers=b,\n" + struct1},
-			want:  []string{"e.go:3:1", `consumer "" is empty`},
+			want:  []string{"e.go:3:1", `consumer "": must not be empty`},
 		},
 		{
 			name:  "consumer listed twice",
@@ -300,6 +300,34 @@ func TestQueriesWithoutNew(t *testing.T) {
 
 	_, _, err = gen.Generate(gen.Config{Dir: dir, Queries: "github.com/pginbox/pginbox/testdata/gen/errqueries/notsqlc", Origin: "events.go:3"})
 	is.True(strings.HasPrefix(err.Error(), "events.go:3: -queries "))
+}
+
+// A -queries package whose DBTX a pgx.Tx does not satisfy would make
+// inbox_gen.go fail to compile; inboxgen says which sqlc setting fixes it.
+func TestQueriesNotForPgx(t *testing.T) {
+	cases := []struct {
+		pkg  string
+		want string
+	}{
+		{"stdsql", "package stdsql was generated for database/sql (its DBTX has ExecContext and QueryContext, not pgx's Exec and Query)"},
+		{"pgxv4", "package pgxv4 was generated for pgx/v4 (the file declaring DBTX imports github.com/jackc/pgx/v4)"},
+		{"fewmethods", "package fewmethods is not sqlc's pgx/v5 output (its DBTX lacks Query, QueryRow)"},
+		{"nodbtx", "package nodbtx declares New(Conn), but Conn is not sqlc's DBTX interface"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.pkg, func(t *testing.T) {
+			t.Parallel()
+			path := "github.com/pginbox/pginbox/testdata/gen/errqueries/" + tc.pkg
+			_, _, err := gen.Generate(gen.Config{Dir: filepath.Join(fixtures, "errqueries"), Queries: path, Origin: "events.go:3"})
+			if err == nil {
+				t.Fatal("Generate succeeded; want an error")
+			}
+			want := "events.go:3: -queries " + path + ": " + tc.want + "; handlers get the message's pgx.Tx, so set `sql_package: pgx/v5` in sqlc.yaml and run sqlc generate again"
+			if err.Error() != want {
+				t.Errorf("error:\n%v\nwant:\n%s", err, want)
+			}
+		})
+	}
 }
 
 func TestQueriesNotFound(t *testing.T) {

@@ -14,11 +14,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-)
 
-// maxIdentityBytes mirrors inbox.MaxIdentityBytes; checking at generation time
-// turns a bad declaration into a build error instead of a runtime rejection.
-const maxIdentityBytes = 255
+	"github.com/pginbox/pginbox/inboxtype"
+)
 
 // model is what the template renders.
 type model struct {
@@ -251,7 +249,7 @@ func parseEvent(fset *token.FileSet, ts *ast.TypeSpec, c *ast.Comment, errs *Err
 		switch a.key {
 		case "type":
 			if p := identityProblem(a.val); p != "" {
-				errs.add(pos, "//inbox:event: event type %q %s", a.val, p)
+				errs.add(pos, "//inbox:event: event type %q: %s", a.val, p)
 			}
 			ev.Type = a.val
 		case "version":
@@ -264,7 +262,7 @@ func parseEvent(fset *token.FileSet, ts *ast.TypeSpec, c *ast.Comment, errs *Err
 			dup := map[string]bool{}
 			for _, name := range strings.Split(a.val, ",") {
 				if p := identityProblem(name); p != "" {
-					errs.add(pos, "//inbox:event: consumer %q %s", name, p)
+					errs.add(pos, "//inbox:event: consumer %q: %s", name, p)
 					continue
 				}
 				if dup[name] {
@@ -363,21 +361,12 @@ func splitArgs(s string) ([]arg, error) {
 	}
 }
 
-// identityProblem applies SPEC's identity string rules and says what is wrong,
-// or returns "".
+// identityProblem applies the runtime's identity string rules, so a bad
+// declaration fails generation instead of every accept. It returns "" when s
+// is valid.
 func identityProblem(s string) string {
-	switch {
-	case s == "":
-		return "is empty"
-	case len(s) > maxIdentityBytes:
-		return fmt.Sprintf("is %d bytes long: at most %d allowed", len(s), maxIdentityBytes)
-	case !utf8.ValidString(s):
-		return "is not valid UTF-8"
-	}
-	for i, r := range s {
-		if unicode.IsControl(r) {
-			return fmt.Sprintf("contains control character %U at byte %d", r, i)
-		}
+	if rule, detail := inboxtype.CheckIdentityString(s); rule != "" {
+		return detail
 	}
 	return ""
 }

@@ -141,18 +141,7 @@ func NewRegistry() *Registry {
 // Register adds fn for k. Registering a key twice is an error, caught at start-up
 // rather than by whichever handler happens to win.
 func (r *Registry) Register(k Key, fn Func) error {
-	if fn == nil {
-		return fmt.Errorf("pginbox: registering %s: handler is nil", k)
-	}
-	if k.Consumer == "" || k.EventType == "" || k.SchemaVersion < 1 {
-		return fmt.Errorf("pginbox: registering %s: consumer, event type and a schema version >= 1 are required", k)
-	}
-	if _, dup := r.handlers[k]; dup {
-		return fmt.Errorf("pginbox: registering %s: %w", k, ErrDuplicateHandler)
-	}
-	r.handlers[k] = fn
-	r.consumers[k.Consumer] = true
-	return nil
+	return r.RegisterAll(Entry{Key: k, Func: fn})
 }
 
 // Lookup returns the handler for k.

@@ -3,8 +3,6 @@ package inbox
 import (
 	"fmt"
 	"math"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/pginbox/pginbox/inboxtype"
 )
@@ -132,21 +130,8 @@ func validateSchemaVersion(v int) error {
 // validateString applies the identity string rules: 1..255 bytes of valid UTF-8
 // without control characters.
 func validateString(field, s string) error {
-	if s == "" {
-		return &ValidationError{Field: field, Rule: RuleRequired, Detail: "must not be empty"}
-	}
-	if len(s) > MaxIdentityBytes {
-		return &ValidationError{Field: field, Rule: RuleTooLong, Detail: fmt.Sprintf("%d bytes: at most %d allowed", len(s), MaxIdentityBytes)}
-	}
-	for i, r := range s {
-		if r == utf8.RuneError {
-			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
-				return &ValidationError{Field: field, Rule: RuleInvalidUTF8, Detail: fmt.Sprintf("invalid UTF-8 at byte %d", i)}
-			}
-		}
-		if unicode.IsControl(r) {
-			return &ValidationError{Field: field, Rule: RuleControlChar, Detail: fmt.Sprintf("control character %U at byte %d", r, i)}
-		}
+	if rule, detail := inboxtype.CheckIdentityString(s); rule != "" {
+		return &ValidationError{Field: field, Rule: Rule(rule), Detail: detail}
 	}
 	return nil
 }

@@ -79,3 +79,23 @@ func TestRunFlags(t *testing.T) {
 		t.Errorf("positional argument: exit %d, want 2", code)
 	}
 }
+
+// A -queries package sqlc generated for database/sql fails the run with the
+// setting that fixes it, before any code is written.
+func TestRunRefusesDatabaseSQLQueries(t *testing.T) {
+	const dir = "../../testdata/gen/errqueries"
+	t.Setenv("GOFILE", "events.go")
+	t.Setenv("GOLINE", "3")
+	var stderr bytes.Buffer
+	if code := run([]string{"-dir", dir, "-queries", "github.com/pginbox/pginbox/testdata/gen/errqueries/stdsql"}, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
+	}
+	for _, want := range []string{"events.go:3: -queries ", "generated for database/sql", "set `sql_package: pgx/v5` in sqlc.yaml"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr does not mention %q:\n%s", want, stderr.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "inbox_gen.go")); !os.IsNotExist(err) {
+		t.Error("a failed run wrote output")
+	}
+}

@@ -14,20 +14,9 @@ import (
 	"github.com/pginbox/pginbox/examples/shop/shopdb"
 )
 
-// Delivery is one delivery of an event to accept: its identity without the
-// consumer, which the accept functions take as a typed value.
-type Delivery struct {
-	// Scope is inbox.Tenant(id), with the ID taken from authenticated context,
-	// or inbox.Global().
-	Scope inbox.Scope
-	// Source is the producer system.
-	Source string
-	// MessageID is the producer's event ID, stable across redeliveries.
-	MessageID string
-	// Metadata (trace headers, correlation and causation IDs) is stored with
-	// the receipt but not fingerprinted.
-	Metadata map[string]string
-}
+// Delivery is one delivery of an event: its identity without the consumer,
+// which the accept functions take as a typed value.
+type Delivery = inbox.Delivery
 
 // ConsumerNames returns the consumers declared in this package, sorted, for
 // inbox.Config.Consumers and inbox.WorkerConfig.Consumers.
@@ -58,24 +47,26 @@ type BillingV1Handler interface {
 	HandleOrderCreatedV2(ctx context.Context, m *handler.Msg, q *shopdb.Queries, p OrderCreatedV2) error
 }
 
-// RegisterBillingV1 registers h for every event consumer "billing.v1"
-// declared. If any of them is registered already, it registers none and
-// returns an error matching handler.ErrDuplicateHandler.
+// RegisterBillingV1 registers h for every event BillingV1 declared, all or
+// none: see handler.Registry.RegisterAll.
 func RegisterBillingV1(reg *handler.Registry, h BillingV1Handler) error {
-	return inboxgenRegister(reg, "billing.v1", h, []inboxgenEntry{
-		{
-			key: handler.Key{Consumer: "billing.v1", EventType: "order.created", SchemaVersion: 1},
-			fn: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderCreated) error {
+	if h == nil {
+		return fmt.Errorf("pginbox: registering consumer %q: %w: pass an implementation of BillingV1Handler", "billing.v1", handler.ErrNilHandler)
+	}
+	return reg.RegisterAll(
+		handler.Entry{
+			Key: handler.Key{Consumer: "billing.v1", EventType: "order.created", SchemaVersion: 1},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderCreated) error {
 				return h.HandleOrderCreated(ctx, m, shopdb.New(m.Tx), p)
 			}),
 		},
-		{
-			key: handler.Key{Consumer: "billing.v1", EventType: "order.created", SchemaVersion: 2},
-			fn: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderCreatedV2) error {
+		handler.Entry{
+			Key: handler.Key{Consumer: "billing.v1", EventType: "order.created", SchemaVersion: 2},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderCreatedV2) error {
 				return h.HandleOrderCreatedV2(ctx, m, shopdb.New(m.Tx), p)
 			}),
 		},
-	})
+	)
 }
 
 // OrdersProjectionV1 is the consumer "orders.projection.v1".
@@ -105,30 +96,32 @@ type OrdersProjectionV1Handler interface {
 	HandleOrderCreatedV2(ctx context.Context, m *handler.Msg, q *shopdb.Queries, p OrderCreatedV2) error
 }
 
-// RegisterOrdersProjectionV1 registers h for every event consumer "orders.projection.v1"
-// declared. If any of them is registered already, it registers none and
-// returns an error matching handler.ErrDuplicateHandler.
+// RegisterOrdersProjectionV1 registers h for every event OrdersProjectionV1 declared, all or
+// none: see handler.Registry.RegisterAll.
 func RegisterOrdersProjectionV1(reg *handler.Registry, h OrdersProjectionV1Handler) error {
-	return inboxgenRegister(reg, "orders.projection.v1", h, []inboxgenEntry{
-		{
-			key: handler.Key{Consumer: "orders.projection.v1", EventType: "order.cancelled", SchemaVersion: 1},
-			fn: handler.Typed(handler.DecodeOptions{AllowUnknownFields: true}, func(ctx context.Context, m *handler.Msg, p OrderCancelled) error {
+	if h == nil {
+		return fmt.Errorf("pginbox: registering consumer %q: %w: pass an implementation of OrdersProjectionV1Handler", "orders.projection.v1", handler.ErrNilHandler)
+	}
+	return reg.RegisterAll(
+		handler.Entry{
+			Key: handler.Key{Consumer: "orders.projection.v1", EventType: "order.cancelled", SchemaVersion: 1},
+			Func: handler.Typed(handler.DecodeOptions{AllowUnknownFields: true}, func(ctx context.Context, m *handler.Msg, p OrderCancelled) error {
 				return h.HandleOrderCancelled(ctx, m, shopdb.New(m.Tx), p)
 			}),
 		},
-		{
-			key: handler.Key{Consumer: "orders.projection.v1", EventType: "order.created", SchemaVersion: 1},
-			fn: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderCreated) error {
+		handler.Entry{
+			Key: handler.Key{Consumer: "orders.projection.v1", EventType: "order.created", SchemaVersion: 1},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderCreated) error {
 				return h.HandleOrderCreated(ctx, m, shopdb.New(m.Tx), p)
 			}),
 		},
-		{
-			key: handler.Key{Consumer: "orders.projection.v1", EventType: "order.created", SchemaVersion: 2},
-			fn: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderCreatedV2) error {
+		handler.Entry{
+			Key: handler.Key{Consumer: "orders.projection.v1", EventType: "order.created", SchemaVersion: 2},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderCreatedV2) error {
 				return h.HandleOrderCreatedV2(ctx, m, shopdb.New(m.Tx), p)
 			}),
 		},
-	})
+	)
 }
 
 // OrderCancelledConsumer is a consumer that declared order.cancelled v1 (OrderCancelled):
@@ -139,9 +132,10 @@ type OrderCancelledConsumer interface {
 }
 
 // OrderCancelledMessage returns the message delivering p to consumer to, for
-// callers that accept in batches. It rejects p if its Validate method fails.
+// inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
+// inbox.NewEventMessage.
 func OrderCancelledMessage(to OrderCancelledConsumer, d Delivery, p OrderCancelled) (inbox.Message, error) {
-	return inboxgenMessage(to, "order.cancelled", 1, d, p)
+	return inbox.NewEventMessage(to, "order.cancelled", 1, d, p)
 }
 
 // AcceptOrderCancelled accepts order.cancelled v1 for consumer to: see
@@ -172,9 +166,10 @@ type OrderCreatedConsumer interface {
 }
 
 // OrderCreatedMessage returns the message delivering p to consumer to, for
-// callers that accept in batches. It rejects p if its Validate method fails.
+// inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
+// inbox.NewEventMessage.
 func OrderCreatedMessage(to OrderCreatedConsumer, d Delivery, p OrderCreated) (inbox.Message, error) {
-	return inboxgenMessage(to, "order.created", 1, d, p)
+	return inbox.NewEventMessage(to, "order.created", 1, d, p)
 }
 
 // AcceptOrderCreated accepts order.created v1 for consumer to: see
@@ -205,9 +200,10 @@ type OrderCreatedV2Consumer interface {
 }
 
 // OrderCreatedV2Message returns the message delivering p to consumer to, for
-// callers that accept in batches. It rejects p if its Validate method fails.
+// inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
+// inbox.NewEventMessage.
 func OrderCreatedV2Message(to OrderCreatedV2Consumer, d Delivery, p OrderCreatedV2) (inbox.Message, error) {
-	return inboxgenMessage(to, "order.created", 2, d, p)
+	return inbox.NewEventMessage(to, "order.created", 2, d, p)
 }
 
 // AcceptOrderCreatedV2 accepts order.created v2 for consumer to: see
@@ -228,53 +224,4 @@ func AcceptOrderCreatedV2Tx(ctx context.Context, c *inbox.Client, tx pgx.Tx, to 
 		return inbox.AcceptResult{}, err
 	}
 	return c.AcceptTx(ctx, tx, msg)
-}
-
-// inboxgenMessage builds the message for p. It runs p's Validate method first,
-// so an invalid event is rejected before anything is stored.
-func inboxgenMessage[T any](to interface{ Name() string }, eventType string, version int, d Delivery, p T) (inbox.Message, error) {
-	if to == nil {
-		return inbox.Message{}, &inbox.ValidationError{Field: "consumer", Rule: inbox.RuleRequired, Detail: "pass one of the generated consumer values"}
-	}
-	if v, ok := any(&p).(handler.Validator); ok {
-		if err := v.Validate(); err != nil {
-			return inbox.Message{}, &inbox.ValidationError{Field: "payload", Rule: inbox.RuleValidate, Detail: err.Error()}
-		}
-	}
-	return inbox.Message{
-		Identity: inbox.Identity{
-			Scope:     d.Scope,
-			Source:    d.Source,
-			Consumer:  to.Name(),
-			MessageID: d.MessageID,
-		},
-		EventType:     eventType,
-		SchemaVersion: version,
-		Payload:       p,
-		Metadata:      d.Metadata,
-	}, nil
-}
-
-type inboxgenEntry struct {
-	key handler.Key
-	fn  handler.Func
-}
-
-// inboxgenRegister registers all entries or none, so a failed registration
-// leaves the registry as it was.
-func inboxgenRegister(reg *handler.Registry, consumer string, h any, entries []inboxgenEntry) error {
-	if reg == nil || h == nil {
-		return fmt.Errorf("pginbox: registering consumer %q: registry and handler are required", consumer)
-	}
-	for _, e := range entries {
-		if _, dup := reg.Lookup(e.key); dup {
-			return fmt.Errorf("pginbox: registering %s: %w", e.key, handler.ErrDuplicateHandler)
-		}
-	}
-	for _, e := range entries {
-		if err := reg.Register(e.key, e.fn); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -292,10 +293,32 @@ func TestRegisterTwice(t *testing.T) {
 	err := shop.RegisterBillingV1(reg, shop.Billing{})
 	is.True(errors.Is(err, handler.ErrDuplicateHandler))
 
-	// All or nothing: OrdersProjectionV1 shares no key with BillingV1, so it
-	// registers; a nil handler registers nothing.
-	is.True(shop.RegisterOrdersProjectionV1(reg, nil) != nil)
+	// A nil handler registers nothing; OrdersProjectionV1 shares no key with
+	// BillingV1, so a real one registers.
+	err = shop.RegisterOrdersProjectionV1(reg, nil)
+	is.True(errors.Is(err, handler.ErrNilHandler))
+	is.Equal(err.Error(), `pginbox: registering consumer "orders.projection.v1": handler is nil: pass an implementation of OrdersProjectionV1Handler`)
 	is.True(!reg.HasConsumer(shop.OrdersProjectionV1.Name()))
 	is.NoErr(shop.RegisterOrdersProjectionV1(reg, shop.Projection{}))
 	is.Equal(reg.Consumers(), shop.ConsumerNames())
+}
+
+// A consumer is registered whole or not at all: one of its keys taken by
+// another handler keeps the others out too.
+func TestRegisterIsAllOrNothing(t *testing.T) {
+	is := is.New(t)
+	reg := handler.NewRegistry()
+	taken := handler.Key{Consumer: "orders.projection.v1", EventType: "order.created", SchemaVersion: 2}
+	is.NoErr(reg.Register(taken, func(context.Context, *handler.Msg) error { return nil }))
+
+	err := shop.RegisterOrdersProjectionV1(reg, shop.Projection{})
+	is.True(errors.Is(err, handler.ErrDuplicateHandler))
+	is.True(strings.Contains(err.Error(), taken.String()))
+	for _, k := range []handler.Key{
+		{Consumer: "orders.projection.v1", EventType: "order.cancelled", SchemaVersion: 1},
+		{Consumer: "orders.projection.v1", EventType: "order.created", SchemaVersion: 1},
+	} {
+		_, ok := reg.Lookup(k)
+		is.True(!ok)
+	}
 }

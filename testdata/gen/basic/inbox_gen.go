@@ -12,20 +12,9 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 )
 
-// Delivery is one delivery of an event to accept: its identity without the
-// consumer, which the accept functions take as a typed value.
-type Delivery struct {
-	// Scope is inbox.Tenant(id), with the ID taken from authenticated context,
-	// or inbox.Global().
-	Scope inbox.Scope
-	// Source is the producer system.
-	Source string
-	// MessageID is the producer's event ID, stable across redeliveries.
-	MessageID string
-	// Metadata (trace headers, correlation and causation IDs) is stored with
-	// the receipt but not fingerprinted.
-	Metadata map[string]string
-}
+// Delivery is one delivery of an event: its identity without the consumer,
+// which the accept functions take as a typed value.
+type Delivery = inbox.Delivery
 
 // ConsumerNames returns the consumers declared in this package, sorted, for
 // inbox.Config.Consumers and inbox.WorkerConfig.Consumers.
@@ -51,18 +40,20 @@ type Consumer2faResetHandler interface {
 	HandleUserDeleted(ctx context.Context, m *handler.Msg, p userDeleted) error
 }
 
-// RegisterConsumer2faReset registers h for every event consumer "2fa reset"
-// declared. If any of them is registered already, it registers none and
-// returns an error matching handler.ErrDuplicateHandler.
+// RegisterConsumer2faReset registers h for every event Consumer2faReset declared, all or
+// none: see handler.Registry.RegisterAll.
 func RegisterConsumer2faReset(reg *handler.Registry, h Consumer2faResetHandler) error {
-	return inboxgenRegister(reg, "2fa reset", h, []inboxgenEntry{
-		{
-			key: handler.Key{Consumer: "2fa reset", EventType: "user deleted", SchemaVersion: 3},
-			fn: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p userDeleted) error {
+	if h == nil {
+		return fmt.Errorf("pginbox: registering consumer %q: %w: pass an implementation of Consumer2faResetHandler", "2fa reset", handler.ErrNilHandler)
+	}
+	return reg.RegisterAll(
+		handler.Entry{
+			Key: handler.Key{Consumer: "2fa reset", EventType: "user deleted", SchemaVersion: 3},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p userDeleted) error {
 				return h.HandleUserDeleted(ctx, m, p)
 			}),
 		},
-	})
+	)
 }
 
 // CrmSyncV2 is the consumer "crm.sync.v2".
@@ -91,30 +82,32 @@ type CrmSyncV2Handler interface {
 	HandleUserSignedUpV2(ctx context.Context, m *handler.Msg, p UserSignedUpV2) error
 }
 
-// RegisterCrmSyncV2 registers h for every event consumer "crm.sync.v2"
-// declared. If any of them is registered already, it registers none and
-// returns an error matching handler.ErrDuplicateHandler.
+// RegisterCrmSyncV2 registers h for every event CrmSyncV2 declared, all or
+// none: see handler.Registry.RegisterAll.
 func RegisterCrmSyncV2(reg *handler.Registry, h CrmSyncV2Handler) error {
-	return inboxgenRegister(reg, "crm.sync.v2", h, []inboxgenEntry{
-		{
-			key: handler.Key{Consumer: "crm.sync.v2", EventType: "user deleted", SchemaVersion: 3},
-			fn: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p userDeleted) error {
+	if h == nil {
+		return fmt.Errorf("pginbox: registering consumer %q: %w: pass an implementation of CrmSyncV2Handler", "crm.sync.v2", handler.ErrNilHandler)
+	}
+	return reg.RegisterAll(
+		handler.Entry{
+			Key: handler.Key{Consumer: "crm.sync.v2", EventType: "user deleted", SchemaVersion: 3},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p userDeleted) error {
 				return h.HandleUserDeleted(ctx, m, p)
 			}),
 		},
-		{
-			key: handler.Key{Consumer: "crm.sync.v2", EventType: "user.signed_up", SchemaVersion: 1},
-			fn: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p UserSignedUp) error {
+		handler.Entry{
+			Key: handler.Key{Consumer: "crm.sync.v2", EventType: "user.signed_up", SchemaVersion: 1},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p UserSignedUp) error {
 				return h.HandleUserSignedUp(ctx, m, p)
 			}),
 		},
-		{
-			key: handler.Key{Consumer: "crm.sync.v2", EventType: "user.signed_up", SchemaVersion: 2},
-			fn: handler.Typed(handler.DecodeOptions{AllowUnknownFields: true}, func(ctx context.Context, m *handler.Msg, p UserSignedUpV2) error {
+		handler.Entry{
+			Key: handler.Key{Consumer: "crm.sync.v2", EventType: "user.signed_up", SchemaVersion: 2},
+			Func: handler.Typed(handler.DecodeOptions{AllowUnknownFields: true}, func(ctx context.Context, m *handler.Msg, p UserSignedUpV2) error {
 				return h.HandleUserSignedUpV2(ctx, m, p)
 			}),
 		},
-	})
+	)
 }
 
 // WelcomeMailer is the consumer "welcome.mailer".
@@ -135,18 +128,20 @@ type WelcomeMailerHandler interface {
 	HandleUserSignedUp(ctx context.Context, m *handler.Msg, p UserSignedUp) error
 }
 
-// RegisterWelcomeMailer registers h for every event consumer "welcome.mailer"
-// declared. If any of them is registered already, it registers none and
-// returns an error matching handler.ErrDuplicateHandler.
+// RegisterWelcomeMailer registers h for every event WelcomeMailer declared, all or
+// none: see handler.Registry.RegisterAll.
 func RegisterWelcomeMailer(reg *handler.Registry, h WelcomeMailerHandler) error {
-	return inboxgenRegister(reg, "welcome.mailer", h, []inboxgenEntry{
-		{
-			key: handler.Key{Consumer: "welcome.mailer", EventType: "user.signed_up", SchemaVersion: 1},
-			fn: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p UserSignedUp) error {
+	if h == nil {
+		return fmt.Errorf("pginbox: registering consumer %q: %w: pass an implementation of WelcomeMailerHandler", "welcome.mailer", handler.ErrNilHandler)
+	}
+	return reg.RegisterAll(
+		handler.Entry{
+			Key: handler.Key{Consumer: "welcome.mailer", EventType: "user.signed_up", SchemaVersion: 1},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p UserSignedUp) error {
 				return h.HandleUserSignedUp(ctx, m, p)
 			}),
 		},
-	})
+	)
 }
 
 // UserDeletedConsumer is a consumer that declared user deleted v3 (userDeleted):
@@ -157,9 +152,10 @@ type UserDeletedConsumer interface {
 }
 
 // UserDeletedMessage returns the message delivering p to consumer to, for
-// callers that accept in batches. It rejects p if its Validate method fails.
+// inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
+// inbox.NewEventMessage.
 func UserDeletedMessage(to UserDeletedConsumer, d Delivery, p userDeleted) (inbox.Message, error) {
-	return inboxgenMessage(to, "user deleted", 3, d, p)
+	return inbox.NewEventMessage(to, "user deleted", 3, d, p)
 }
 
 // AcceptUserDeleted accepts user deleted v3 for consumer to: see
@@ -190,9 +186,10 @@ type UserSignedUpConsumer interface {
 }
 
 // UserSignedUpMessage returns the message delivering p to consumer to, for
-// callers that accept in batches. It rejects p if its Validate method fails.
+// inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
+// inbox.NewEventMessage.
 func UserSignedUpMessage(to UserSignedUpConsumer, d Delivery, p UserSignedUp) (inbox.Message, error) {
-	return inboxgenMessage(to, "user.signed_up", 1, d, p)
+	return inbox.NewEventMessage(to, "user.signed_up", 1, d, p)
 }
 
 // AcceptUserSignedUp accepts user.signed_up v1 for consumer to: see
@@ -223,9 +220,10 @@ type UserSignedUpV2Consumer interface {
 }
 
 // UserSignedUpV2Message returns the message delivering p to consumer to, for
-// callers that accept in batches. It rejects p if its Validate method fails.
+// inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
+// inbox.NewEventMessage.
 func UserSignedUpV2Message(to UserSignedUpV2Consumer, d Delivery, p UserSignedUpV2) (inbox.Message, error) {
-	return inboxgenMessage(to, "user.signed_up", 2, d, p)
+	return inbox.NewEventMessage(to, "user.signed_up", 2, d, p)
 }
 
 // AcceptUserSignedUpV2 accepts user.signed_up v2 for consumer to: see
@@ -246,53 +244,4 @@ func AcceptUserSignedUpV2Tx(ctx context.Context, c *inbox.Client, tx pgx.Tx, to 
 		return inbox.AcceptResult{}, err
 	}
 	return c.AcceptTx(ctx, tx, msg)
-}
-
-// inboxgenMessage builds the message for p. It runs p's Validate method first,
-// so an invalid event is rejected before anything is stored.
-func inboxgenMessage[T any](to interface{ Name() string }, eventType string, version int, d Delivery, p T) (inbox.Message, error) {
-	if to == nil {
-		return inbox.Message{}, &inbox.ValidationError{Field: "consumer", Rule: inbox.RuleRequired, Detail: "pass one of the generated consumer values"}
-	}
-	if v, ok := any(&p).(handler.Validator); ok {
-		if err := v.Validate(); err != nil {
-			return inbox.Message{}, &inbox.ValidationError{Field: "payload", Rule: inbox.RuleValidate, Detail: err.Error()}
-		}
-	}
-	return inbox.Message{
-		Identity: inbox.Identity{
-			Scope:     d.Scope,
-			Source:    d.Source,
-			Consumer:  to.Name(),
-			MessageID: d.MessageID,
-		},
-		EventType:     eventType,
-		SchemaVersion: version,
-		Payload:       p,
-		Metadata:      d.Metadata,
-	}, nil
-}
-
-type inboxgenEntry struct {
-	key handler.Key
-	fn  handler.Func
-}
-
-// inboxgenRegister registers all entries or none, so a failed registration
-// leaves the registry as it was.
-func inboxgenRegister(reg *handler.Registry, consumer string, h any, entries []inboxgenEntry) error {
-	if reg == nil || h == nil {
-		return fmt.Errorf("pginbox: registering consumer %q: registry and handler are required", consumer)
-	}
-	for _, e := range entries {
-		if _, dup := reg.Lookup(e.key); dup {
-			return fmt.Errorf("pginbox: registering %s: %w", e.key, handler.ErrDuplicateHandler)
-		}
-	}
-	for _, e := range entries {
-		if err := reg.Register(e.key, e.fn); err != nil {
-			return err
-		}
-	}
-	return nil
 }

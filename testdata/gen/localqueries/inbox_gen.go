@@ -12,20 +12,9 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 )
 
-// Delivery is one delivery of an event to accept: its identity without the
-// consumer, which the accept functions take as a typed value.
-type Delivery struct {
-	// Scope is inbox.Tenant(id), with the ID taken from authenticated context,
-	// or inbox.Global().
-	Scope inbox.Scope
-	// Source is the producer system.
-	Source string
-	// MessageID is the producer's event ID, stable across redeliveries.
-	MessageID string
-	// Metadata (trace headers, correlation and causation IDs) is stored with
-	// the receipt but not fingerprinted.
-	Metadata map[string]string
-}
+// Delivery is one delivery of an event: its identity without the consumer,
+// which the accept functions take as a typed value.
+type Delivery = inbox.Delivery
 
 // ConsumerNames returns the consumers declared in this package, sorted, for
 // inbox.Config.Consumers and inbox.WorkerConfig.Consumers.
@@ -52,18 +41,20 @@ type WarehouseV1Handler interface {
 	HandleStockReserved(ctx context.Context, m *handler.Msg, q *Queries, p StockReserved) error
 }
 
-// RegisterWarehouseV1 registers h for every event consumer "warehouse.v1"
-// declared. If any of them is registered already, it registers none and
-// returns an error matching handler.ErrDuplicateHandler.
+// RegisterWarehouseV1 registers h for every event WarehouseV1 declared, all or
+// none: see handler.Registry.RegisterAll.
 func RegisterWarehouseV1(reg *handler.Registry, h WarehouseV1Handler) error {
-	return inboxgenRegister(reg, "warehouse.v1", h, []inboxgenEntry{
-		{
-			key: handler.Key{Consumer: "warehouse.v1", EventType: "stock.reserved", SchemaVersion: 1},
-			fn: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p StockReserved) error {
+	if h == nil {
+		return fmt.Errorf("pginbox: registering consumer %q: %w: pass an implementation of WarehouseV1Handler", "warehouse.v1", handler.ErrNilHandler)
+	}
+	return reg.RegisterAll(
+		handler.Entry{
+			Key: handler.Key{Consumer: "warehouse.v1", EventType: "stock.reserved", SchemaVersion: 1},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p StockReserved) error {
 				return h.HandleStockReserved(ctx, m, New(m.Tx), p)
 			}),
 		},
-	})
+	)
 }
 
 // StockReservedConsumer is a consumer that declared stock.reserved v1 (StockReserved):
@@ -74,9 +65,10 @@ type StockReservedConsumer interface {
 }
 
 // StockReservedMessage returns the message delivering p to consumer to, for
-// callers that accept in batches. It rejects p if its Validate method fails.
+// inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
+// inbox.NewEventMessage.
 func StockReservedMessage(to StockReservedConsumer, d Delivery, p StockReserved) (inbox.Message, error) {
-	return inboxgenMessage(to, "stock.reserved", 1, d, p)
+	return inbox.NewEventMessage(to, "stock.reserved", 1, d, p)
 }
 
 // AcceptStockReserved accepts stock.reserved v1 for consumer to: see
@@ -97,53 +89,4 @@ func AcceptStockReservedTx(ctx context.Context, c *inbox.Client, tx pgx.Tx, to S
 		return inbox.AcceptResult{}, err
 	}
 	return c.AcceptTx(ctx, tx, msg)
-}
-
-// inboxgenMessage builds the message for p. It runs p's Validate method first,
-// so an invalid event is rejected before anything is stored.
-func inboxgenMessage[T any](to interface{ Name() string }, eventType string, version int, d Delivery, p T) (inbox.Message, error) {
-	if to == nil {
-		return inbox.Message{}, &inbox.ValidationError{Field: "consumer", Rule: inbox.RuleRequired, Detail: "pass one of the generated consumer values"}
-	}
-	if v, ok := any(&p).(handler.Validator); ok {
-		if err := v.Validate(); err != nil {
-			return inbox.Message{}, &inbox.ValidationError{Field: "payload", Rule: inbox.RuleValidate, Detail: err.Error()}
-		}
-	}
-	return inbox.Message{
-		Identity: inbox.Identity{
-			Scope:     d.Scope,
-			Source:    d.Source,
-			Consumer:  to.Name(),
-			MessageID: d.MessageID,
-		},
-		EventType:     eventType,
-		SchemaVersion: version,
-		Payload:       p,
-		Metadata:      d.Metadata,
-	}, nil
-}
-
-type inboxgenEntry struct {
-	key handler.Key
-	fn  handler.Func
-}
-
-// inboxgenRegister registers all entries or none, so a failed registration
-// leaves the registry as it was.
-func inboxgenRegister(reg *handler.Registry, consumer string, h any, entries []inboxgenEntry) error {
-	if reg == nil || h == nil {
-		return fmt.Errorf("pginbox: registering consumer %q: registry and handler are required", consumer)
-	}
-	for _, e := range entries {
-		if _, dup := reg.Lookup(e.key); dup {
-			return fmt.Errorf("pginbox: registering %s: %w", e.key, handler.ErrDuplicateHandler)
-		}
-	}
-	for _, e := range entries {
-		if err := reg.Register(e.key, e.fn); err != nil {
-			return err
-		}
-	}
-	return nil
 }
