@@ -20,6 +20,12 @@ import (
 // must go through Tx: the worker adds the completion update to the same
 // transaction and commits both together, or neither.
 type Msg struct {
+	// Tx is the message's transaction. It does everything a pgx.Tx does (Exec,
+	// Query, QueryRow, CopyFrom, SendBatch, nested savepoints through Begin, an
+	// application's sqlc Queries) except end the transaction: the worker owns
+	// the commit. Commit and Rollback return ErrTxOwnedByWorker, and the
+	// receipt goes DEAD, because a handler that commits by itself would apply
+	// its writes again on every retry.
 	Tx pgx.Tx
 
 	ReceiptID     inboxtype.ID
@@ -33,7 +39,8 @@ type Msg struct {
 	Attempt     int
 	MaxAttempts int
 	Metadata    map[string]string
-	// Payload is the canonical JSON stored at accept.
+	// Payload is the canonical JSON stored at accept, byte for byte: the text
+	// the fingerprint covers (RFC 8785 key order, exact numbers).
 	Payload json.RawMessage
 }
 
@@ -52,6 +59,10 @@ type Key struct {
 func (k Key) String() string {
 	return fmt.Sprintf("%s <- %s v%d", k.Consumer, k.EventType, k.SchemaVersion)
 }
+
+// ErrTxOwnedByWorker is what Msg.Tx's Commit and Rollback return. Return nil
+// from the handler to commit, or an error to roll back.
+var ErrTxOwnedByWorker = errors.New("pginbox: the worker owns the handler's transaction: return nil to commit it with the completion, or an error to roll it back; do not call Commit or Rollback on m.Tx")
 
 // ErrPermanent matches errors wrapped with Permanent.
 var ErrPermanent = errors.New("permanent failure")

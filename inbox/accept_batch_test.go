@@ -95,7 +95,7 @@ func TestAcceptBatchResolvesEveryItem(t *testing.T) {
 	is.Equal(rowSnapshot(t, pool, kept.ID), before) // a conflict changes nothing
 	var payload string
 	is.NoErr(pool.QueryRow(ctx, "SELECT payload::text FROM pginbox_receipts WHERE id = $1", items[4].ID).Scan(&payload))
-	is.Equal(payload, `{"n": 20}`)
+	is.Equal(payload, `{"n":20}`) // the canonical text, as stored
 }
 
 func TestAcceptBatchStoresWhatAcceptStores(t *testing.T) {
@@ -120,7 +120,7 @@ func TestAcceptBatchStoresWhatAcceptStores(t *testing.T) {
 	var payload, md string
 	var maxAttempts int
 	is.NoErr(pool.QueryRow(ctx, "SELECT payload::text, metadata::text, max_attempts FROM pginbox_receipts WHERE id = $1", items[0].ID).Scan(&payload, &md, &maxAttempts))
-	is.Equal(payload, `{"big": 9007199254740993, "orderId": "o-1"}`)
+	is.Equal(payload, `{"big":9007199254740993,"orderId":"o-1"}`)
 	is.Equal(md, `{"traceparent": "00-abc-01"}`)
 	is.Equal(maxAttempts, 3)
 }

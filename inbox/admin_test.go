@@ -288,7 +288,7 @@ func TestAdminConcurrentReplaysCreateOneReceipt(t *testing.T) {
 	newID := won[0].NewID
 	is.Equal(won[0].OriginalVersion, int64(4))
 	var fpSame, payloadSame, metadataSame bool
-	is.NoErr(pool.QueryRow(ctx, `SELECT n.fingerprint = o.fingerprint, n.payload = o.payload, n.metadata = o.metadata
+	is.NoErr(pool.QueryRow(ctx, `SELECT n.fingerprint = o.fingerprint, n.payload::text = o.payload::text, n.metadata = o.metadata
 		FROM pginbox_receipts n JOIN pginbox_receipts o ON o.id = n.replay_of WHERE n.id = $1`, newID).
 		Scan(&fpSame, &payloadSame, &metadataSame))
 	is.True(fpSame && payloadSame && metadataSame)
@@ -298,7 +298,7 @@ func TestAdminConcurrentReplaysCreateOneReceipt(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(o.Status, inbox.StatusCompleted)
 	is.Equal(o.Version, int64(4))
-	is.Equal(string(o.Payload), `{"total": 12.5, "orderId": "o-1"}`)
+	is.Equal(string(o.Payload), `{"orderId":"o-1","total":12.5}`)
 	is.Equal(len(o.Replays), 1)
 	is.Equal(o.Replays[0].ID, newID)
 	is.Equal(o.Replays[0].Status, inbox.StatusPending)

@@ -61,8 +61,13 @@ func (w *Worker) claimLoop(ctx context.Context, wg *sync.WaitGroup) {
 	defer wg.Done()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	capacity := w.cfg.Concurrency*w.cfg.MessagesPerTx + w.cfg.ClaimBatch
 	for {
+		// Slots whose handler hung take no work until it returns.
+		alive := w.cfg.Concurrency - int(w.abandonedSlots.Load())
+		capacity := 0
+		if alive > 0 {
+			capacity = alive*w.cfg.MessagesPerTx + w.cfg.ClaimBatch
+		}
 		held := w.leases.count()
 		free := capacity - held
 		queued := held - int(w.running.Load())

@@ -3,7 +3,7 @@ package inbox
 // SetTestHooks installs crash-test hooks on w: afterClaim runs when a claim
 // returned rows, beforeCommit after the completion update and before COMMIT.
 func SetTestHooks(w *Worker, afterClaim func(claimed int), beforeCommit func(id ID)) {
-	w.hooks = testHooks{afterClaim: afterClaim, beforeCommit: beforeCommit}
+	w.hooks.afterClaim, w.hooks.beforeCommit = afterClaim, beforeCommit
 }
 
 // StallHeartbeat makes w stop extending its leases, as a worker stalled by a

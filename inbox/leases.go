@@ -15,8 +15,8 @@ type claimed struct {
 	Identity      Identity
 	EventType     string
 	SchemaVersion int
-	Payload       *string // nil when purged
-	Metadata      string
+	Payload       *string // nil when purged; loaded after the claim
+	Metadata      string  // loaded after the claim
 	Attempt       int
 	MaxAttempts   int
 	CreatedAt     time.Time
@@ -29,8 +29,6 @@ func claimedFromRow(r db.ReceiptClaimRow) claimed {
 		Identity:      identityOf(r.ScopeKind, r.ScopeID, r.Source, r.Consumer, r.MessageID),
 		EventType:     r.EventType,
 		SchemaVersion: int(r.SchemaVersion),
-		Payload:       r.Payload,
-		Metadata:      r.Metadata,
 		Attempt:       int(r.Attempts),
 		MaxAttempts:   int(r.MaxAttempts),
 		CreatedAt:     r.CreatedAt,

@@ -42,6 +42,11 @@ type Worker struct {
 	queue    *readyQueue
 	running  atomic.Int64 // receipts in a handler slot now
 	stopping atomic.Bool
+	// abandonedSlots counts handler slots whose handler hung: they take no
+	// work until it returns.
+	abandonedSlots atomic.Int64
+	active         activeRuns
+	beginQuery     string
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).
@@ -110,7 +115,11 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		ownedSet[c] = true
 	}
 	hctx, cancel := context.WithCancelCause(context.Background())
+	// The transaction's own timeouts end it shortly after its handler's
+	// deadline, even if the handler ignores its context and never returns.
+	ms := cfg.HandlerTimeout.Milliseconds() + 1000
 	return &Worker{
+		beginQuery:     fmt.Sprintf("BEGIN; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d", ms, ms),
 		pool:           pool,
 		reg:            reg,
 		cfg:            cfg,
@@ -161,9 +170,17 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
+// stopReleaseWait is how long Stop waits for cancelled handlers to return and
+// release their receipts, even when its ctx is already done, so a caller that
+// closes the pool right after Stop leaves nothing to lease expiry.
+const stopReleaseWait = 2 * time.Second
+
 // Stop stops claiming, lets running handlers finish within ShutdownGrace, then
-// cancels the rest (their receipts are released for another attempt). It returns
-// once every handler has returned, or with ctx's error if ctx ends first.
+// cancels the rest: their receipts are released for another attempt. A handler
+// that ignores the cancellation is abandoned (its attempt recorded as failed)
+// so Stop returns anyway, with an error saying so. When ctx ends before the
+// grace period, the handlers are cancelled at once. Stop stops the heartbeat
+// before it returns in every case.
 func (w *Worker) Stop(ctx context.Context) error {
 	w.mu.Lock()
 	if !w.started {
@@ -181,33 +198,67 @@ func (w *Worker) Stop(ctx context.Context) error {
 		}
 	}
 	w.mu.Unlock()
+	defer close(r.stopped)
+	defer r.stopHeartbeat()
 
 	r.stopLoops()
-	r.loops.Wait()
+	// A claim stuck on a dead connection must not hold Stop past ctx; what it
+	// claims later is handed back (the queue refuses it).
+	wait(&r.loops, ctx.Done())
 	w.queue.close() // handler slots release what is still queued, then exit
-	done := make(chan struct{})
+	slotsDone := make(chan struct{})
 	go func() {
 		r.slots.Wait()
-		r.stopHeartbeat()
-		close(done)
-		close(r.stopped) // also for a later Stop when this one gave up early
+		close(slotsDone)
 	}()
 	grace := time.NewTimer(w.cfg.ShutdownGrace)
 	defer grace.Stop()
 	select {
-	case <-done:
-	case <-grace.C:
-		w.log.Warn("pginbox worker: shutdown grace elapsed, cancelling running handlers", "grace", w.cfg.ShutdownGrace)
-		w.cancelHandlers(ErrWorkerShutdown)
-	case <-ctx.Done():
-		w.cancelHandlers(ErrWorkerShutdown)
-	}
-	select {
-	case <-done:
+	case <-slotsDone:
 		w.log.Info("pginbox worker stopped")
 		return nil
+	case <-grace.C:
+		w.log.Warn("pginbox worker: shutdown grace elapsed, cancelling running handlers", "grace", w.cfg.ShutdownGrace)
 	case <-ctx.Done():
-		return fmt.Errorf("pginbox: worker stop: handlers still running: %w", ctx.Err())
+		w.log.Warn("pginbox worker: stop deadline reached, cancelling running handlers")
+	}
+	w.cancelHandlers(ErrWorkerShutdown)
+	release := time.NewTimer(stopReleaseWait)
+	defer release.Stop()
+	select {
+	case <-slotsDone:
+		w.log.Info("pginbox worker stopped")
+		return ctx.Err()
+	case <-release.C:
+	}
+	// What is still running ignores its context: give up on it.
+	abandoned := make(chan struct{})
+	go func() {
+		w.active.abandonAll(errors.New("handler did not return after the worker was stopped and its context cancelled"))
+		w.releaseQueued()
+		close(abandoned)
+	}()
+	select {
+	case <-abandoned:
+	case <-ctx.Done():
+	}
+	err := fmt.Errorf("pginbox: worker stop: %d handler slots did not return after cancellation; their receipts were recorded as failed attempts", w.abandonedSlots.Load())
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w: %w", err, ctx.Err())
+	}
+	return err
+}
+
+// wait waits for wg, or until done is closed.
+func wait(wg *sync.WaitGroup, done <-chan struct{}) {
+	ch := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(ch)
+	}()
+	select {
+	case <-ch:
+	case <-done:
 	}
 }
 
@@ -245,11 +296,19 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 		if len(leases) == 0 {
 			return total, nil
 		}
-		var wg sync.WaitGroup
-		for _, l := range leases {
-			wg.Go(func() { w.process(l) })
+		runs := make([]*run, len(leases))
+		for i, l := range leases {
+			r := w.newRun([]*lease{l})
+			runs[i] = r
+			go func() {
+				if !r.execute() {
+					w.abandonedSlots.Add(-1)
+				}
+			}()
 		}
-		wg.Wait()
+		for _, r := range runs {
+			<-r.over // returned, or abandoned by the hung-handler watchdog
+		}
 		total += len(leases)
 	}
 }

@@ -257,7 +257,7 @@ func TestHandlerSeesMessageContext(t *testing.T) {
 	is.Equal(got.Attempt, 1)
 	is.Equal(got.MaxAttempts, inbox.DefaultMaxAttempts)
 	is.Equal(got.Metadata["correlation-id"], "c-1")
-	is.Equal(string(got.Payload), `{"orderId": "o-1"}`)
+	is.Equal(string(got.Payload), `{"orderId":"o-1"}`) // canonical JSON, byte for byte
 }
 
 func TestNewWorkerValidatesOwnership(t *testing.T) {

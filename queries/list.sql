@@ -5,7 +5,7 @@
 -- filters match everything; callers fetch one row more than they show to know
 -- whether another page exists.
 SELECT id, source, consumer, message_id, event_type, schema_version, fingerprint,
-    NULL::jsonb AS payload, '{}'::jsonb AS metadata, status, attempts, max_attempts,
+    NULL::json AS payload, '{}'::jsonb AS metadata, status, attempts, max_attempts,
     available_at, claim_token, lease_expires_at, last_error, created_at, updated_at,
     completed_at, scope_kind, scope_id, version, replay_of, payload_purged_at
 FROM pginbox_receipts r
