@@ -43,7 +43,7 @@ func TestAcceptThenDuplicate(t *testing.T) {
 
 	var md, payload string
 	is.NoErr(pool.QueryRow(ctx, "SELECT metadata::text, payload::text FROM pginbox_receipts WHERE id = $1", first.ID).Scan(&md, &payload))
-	is.Equal(md, `{"traceparent": "00-abc-01"}`) // the first delivery's metadata
+	is.Equal(md, `{"traceparent": "00-abc-01"}`)        // the first delivery's metadata
 	is.Equal(payload, `{"orderId":"o-1","total":12.5}`) // canonical: sorted keys, no spaces
 }
 

@@ -77,8 +77,8 @@ type job struct {
 // run is the receipts one slot took together, through every transaction they
 // need. A watchdog abandons it when a handler hangs.
 type run struct {
-	w    *Worker
-	jobs []*job
+	w       *Worker
+	jobs    []*job
 	n       int  // leases the run took
 	slotted bool // a handler slot runs it (counted in Worker.running)
 	// state is runIdle, runInHandler or runAbandoned.

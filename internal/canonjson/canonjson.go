@@ -191,11 +191,11 @@ type parser struct {
 	// expansion is how many bytes longer the numbers written so far are in
 	// plain decimal than in canonical form; it counts against maxBytes.
 	expansion int64
-	stack    []frame
-	members  []member
-	arena    []byte   // decoded keys that contained escapes
-	scratch  []byte   // used when reordering object members
-	tmp      []member // used when sorting members
+	stack     []frame
+	members   []member
+	arena     []byte   // decoded keys that contained escapes
+	scratch   []byte   // used when reordering object members
+	tmp       []member // used when sorting members
 }
 
 var parserPool = sync.Pool{New: func() any { return new(parser) }}
