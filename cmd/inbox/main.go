@@ -15,7 +15,7 @@ import (
 	"syscall"
 
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/internal/term"
+	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
 	"github.com/pginbox/pginbox/schema"
 )
 

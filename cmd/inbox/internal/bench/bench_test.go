@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
-	"github.com/pginbox/pginbox/internal/bench"
+	"github.com/pginbox/pginbox/cmd/inbox/internal/bench"
 	"github.com/pginbox/pginbox/internal/pgtest"
 	"github.com/pginbox/pginbox/schema"
 )
