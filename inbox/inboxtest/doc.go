@@ -21,9 +21,9 @@
 //
 // # Databases
 //
-// [Database] and [Pool] clone a template database that is migrated once per
-// test binary (pginbox's schema, then the [SetMigrate] function), which takes
-// milliseconds. [EmptyDatabase] has no schema, for migration tests.
+// [Database] and [Pool] clone, in milliseconds, a template database migrated
+// once per test binary (pginbox's schema, then the [SetMigrate] function).
+// [EmptyDatabase] has no schema, for migration tests.
 // [NewDatabase] serves runnable examples, which get no testing.TB.
 //
 // By default the databases live on a throwaway cluster that the kit starts
