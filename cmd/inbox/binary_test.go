@@ -17,7 +17,8 @@ import (
 
 	"github.com/matryer/is"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/pgcluster"
 )
 
 // TestBinary runs the inbox binary the way a user does: built once, run as a
@@ -90,7 +91,7 @@ func (r result) expect(t *testing.T, code int, stdout, stderr []string) {
 }
 
 func testBinaryMigrate(t *testing.T, bin string) {
-	env := cleanEnv("DATABASE_URL=" + pgtest.EmptyDB(t))
+	env := cleanEnv("DATABASE_URL=" + inboxtest.EmptyDatabase(t))
 
 	// A database without the schema: every admin command says what to do.
 	for _, args := range [][]string{{"stats"}, {"list"}, {"show", "01J0000000000000000000000A"}} {
@@ -176,7 +177,7 @@ var demoSummary = []string{
 var readyLine = regexp.MustCompile(`PostgreSQL ready in \S+ at (\S+)`)
 
 func needServerBinaries(t *testing.T) {
-	if _, err := pgtest.FindBinDir(); err != nil {
+	if _, err := pgcluster.FindBinDir(); err != nil {
 		t.Skipf("the demo starts its own PostgreSQL: %v", err)
 	}
 }
@@ -264,7 +265,7 @@ func testBinaryDemoInterrupted(t *testing.T, bin string) {
 }
 
 func testBinaryDemoDatabaseURL(t *testing.T, bin string) {
-	env := cleanEnv("DATABASE_URL=" + pgtest.EmptyDB(t))
+	env := cleanEnv("DATABASE_URL=" + inboxtest.EmptyDatabase(t))
 	// Not migrated and not asked to: refused with the two ways out.
 	runBin(t, bin, env, "demo").expect(t, exitNotMigrated, nil,
 		[]string{"schema not migrated", "run `inbox migrate up`", "inbox demo --migrate"})

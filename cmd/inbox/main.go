@@ -14,8 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/internal/term"
 	"github.com/pginbox/pginbox/schema"
 )
 

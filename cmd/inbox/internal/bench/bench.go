@@ -22,7 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
+	"github.com/pginbox/pginbox/internal/pgcluster"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -194,7 +194,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	dsn, target := o.DatabaseURL, "DATABASE_URL"
 	if dsn == "" {
 		prog.note("starting an ephemeral PostgreSQL cluster (fsync %s)", onOff(!o.NoFsync))
-		cluster, err := pgtest.Start(ctx, pgtest.Options{Fsync: !o.NoFsync})
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: !o.NoFsync})
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package pgtest
+package pgcluster
 
 import (
 	"errors"
@@ -28,19 +28,19 @@ func credentialFor(osUser string) (*credential, error) {
 	}
 	u, err := user.Lookup(osUser)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: running as root, and PostgreSQL refuses to run as root, but OS user %q was not found (%v): "+
+		return nil, fmt.Errorf("pgcluster: running as root, and PostgreSQL refuses to run as root, but OS user %q was not found (%v): "+
 			"create it (e.g. `useradd --system --user-group %s`, or install the postgresql package, which creates it), or run as a non-root user", osUser, err, osUser)
 	}
 	uid, err := strconv.ParseUint(u.Uid, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: user %q has non-numeric uid %q", osUser, u.Uid)
+		return nil, fmt.Errorf("pgcluster: user %q has non-numeric uid %q", osUser, u.Uid)
 	}
 	gid, err := strconv.ParseUint(u.Gid, 10, 32)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: user %q has non-numeric gid %q", osUser, u.Gid)
+		return nil, fmt.Errorf("pgcluster: user %q has non-numeric gid %q", osUser, u.Gid)
 	}
 	if uid == 0 {
-		return nil, fmt.Errorf("pgtest: OS user %q is root; PostgreSQL needs an unprivileged user", osUser)
+		return nil, fmt.Errorf("pgcluster: OS user %q is root; PostgreSQL needs an unprivileged user", osUser)
 	}
 	// An empty Groups slice (NoSetGroups false) drops root's supplementary
 	// groups.

@@ -1,4 +1,4 @@
-package pgtest
+package pgcluster
 
 import (
 	"bytes"
@@ -23,15 +23,15 @@ import (
 
 // Options configures [Start]. The zero value is what tests want.
 type Options struct {
-	// Fsync turns on durable writes. Default false: fsync,
+	// Fsync turns on durable writes. Defaults to false: fsync,
 	// synchronous_commit and full_page_writes are all off, which is much
 	// faster and fine for throwaway test data. Benchmarks should set it to
 	// true so they measure honest commit costs. Then all three settings are
 	// on, as in a default PostgreSQL install.
 	Fsync bool
 
-	// Logger receives lifecycle events (start, stop, timings). Default: none.
-	// The server's own log goes to a file in the cluster directory
+	// Logger receives lifecycle events (start, stop, timings). Defaults to
+	// none. The server's own log goes to a file in the cluster directory
 	// ([Cluster.LogPath]), and its tail is included in start errors.
 	Logger *slog.Logger
 
@@ -39,25 +39,25 @@ type Options struct {
 	// They override the defaults (see [Start]).
 	Settings map[string]string
 
-	// BinDir is the directory holding initdb and postgres. Default:
-	// [FindBinDir].
+	// BinDir is the directory holding initdb and postgres. Defaults to what
+	// [FindBinDir] finds.
 	BinDir string
 
 	// OSUser is the OS user the server runs as when the caller runs as root
-	// (PostgreSQL refuses to run as root). Default "postgres". Ignored
+	// (PostgreSQL refuses to run as root). Defaults to "postgres". Ignored
 	// when not root.
 	OSUser string
 
 	// BaseDir is where the cluster's temporary directory is created.
-	// Default: with Fsync off, /dev/shm when it is a tmpfs with at least
-	// 1 GiB free. File creation dominates initdb and CREATE DATABASE, and
-	// on ordinary disks they are many times slower. Otherwise
+	// Defaults to /dev/shm when Fsync is off and /dev/shm is a tmpfs with at
+	// least 1 GiB free (file creation dominates initdb and CREATE DATABASE,
+	// and on ordinary disks both are many times slower); otherwise to
 	// os.TempDir(), or /tmp when that is too long for a unix socket path or
 	// (when running as root) not traversable by OSUser.
 	BaseDir string
 
 	// StartTimeout bounds initdb plus waiting for the server to accept
-	// connections. Default 2 minutes.
+	// connections. Defaults to 2 minutes.
 	StartTimeout time.Duration
 }
 
@@ -106,7 +106,7 @@ type Cluster struct {
 // created is removed, and the error includes the tail of the server log.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if !supported {
-		return nil, errors.New("pgtest: running PostgreSQL clusters is only supported on unix systems")
+		return nil, errors.New("pgcluster: running PostgreSQL clusters is only supported on unix systems")
 	}
 	t0 := time.Now()
 	logger := opts.Logger
@@ -125,6 +125,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		if binDir, err = FindBinDir(); err != nil {
 			return nil, err
 		}
+	} else if !hasServerBinaries(binDir) {
+		return nil, fmt.Errorf("pgcluster: Options.BinDir %s does not hold the PostgreSQL server binaries (initdb, pg_ctl, postgres); "+
+			"point it at the server's bin directory (`pg_config --bindir` prints it) or leave it empty to search", binDir)
 	}
 	osUser := opts.OSUser
 	if osUser == "" {
@@ -143,7 +146,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 
 	dir, err := os.MkdirTemp(base, dirPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("pgtest: creating cluster directory: %w", err)
+		return nil, fmt.Errorf("pgcluster: creating cluster directory: %w", err)
 	}
 	c := &Cluster{
 		dir:     dir,
@@ -161,14 +164,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 	if l := len(c.socketPath()) + len(".lock"); l > maxSocketPath {
-		return nil, fmt.Errorf("pgtest: unix socket path %s is too long (%d bytes, limit %d); set Options.BaseDir or TMPDIR to a shorter directory", c.socketPath(), l, maxSocketPath)
+		return nil, fmt.Errorf("pgcluster: unix socket path %s is too long (%d bytes, limit %d); set Options.BaseDir or TMPDIR to a shorter directory", c.socketPath(), l, maxSocketPath)
 	}
 	// The marker lets a later Start know whose directory this was.
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())+"\n"+hostname()+"\n"), 0o644); err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
+		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
 	if err := chownFor(dir, cred); err != nil {
-		return nil, fmt.Errorf("pgtest: giving the cluster directory to OS user %q: %w", osUser, err)
+		return nil, fmt.Errorf("pgcluster: giving the cluster directory to OS user %q: %w", osUser, err)
 	}
 
 	if err := c.initdb(ctx, cred); err != nil {
@@ -181,14 +184,14 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.waitReady(ctx); err != nil {
 		return nil, err
 	}
-	logger.Info("pgtest: cluster started",
+	logger.Info("pgcluster: cluster started",
 		"dir", c.dir, "port", c.port, "fsync", opts.Fsync, "pid", c.proc.Pid,
 		"initdb", tInit.Round(time.Millisecond), "total", time.Since(t0).Round(time.Millisecond))
 	return c, nil
 }
 
 const (
-	dirPrefix = "pgtest-"
+	dirPrefix = "pgcluster-"
 	ownerFile = "owner.pid"
 	// Linux allows 108 bytes in sun_path and macOS 104. Stay well below.
 	maxSocketPath = 100
@@ -223,7 +226,7 @@ func (c *Cluster) initdb(ctx context.Context, cred *credential) error {
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pgtest: initdb failed: %w\n%s", err, tail(out.Bytes(), 40))
+		return fmt.Errorf("pgcluster: initdb failed: %w\n%s", err, tail(out.Bytes(), 40))
 	}
 	return nil
 }
@@ -267,7 +270,7 @@ func (c *Cluster) serverArgs(opts Options) []string {
 func (c *Cluster) run(opts Options, cred *credential) error {
 	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgcluster: %w", err)
 	}
 	cmd := exec.Command(filepath.Join(c.binDir, "postgres"), c.serverArgs(opts)...)
 	cmd.Dir = c.dir
@@ -292,7 +295,7 @@ func (c *Cluster) run(opts Options, cred *credential) error {
 		close(c.exited)
 	}()
 	if err := <-started; err != nil {
-		return fmt.Errorf("pgtest: starting postgres: %w", err)
+		return fmt.Errorf("pgcluster: starting postgres: %w", err)
 	}
 	c.proc = cmd.Process
 	return nil
@@ -310,9 +313,9 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		lastErr = err
 		select {
 		case <-c.exited:
-			return fmt.Errorf("pgtest: postgres exited during start-up (%v); server log %s:\n%s", c.waitErr, c.logPath, c.LogTail())
+			return fmt.Errorf("pgcluster: postgres exited during start-up (%v); server log %s:\n%s", c.waitErr, c.logPath, c.LogTail())
 		case <-ctx.Done():
-			return fmt.Errorf("pgtest: postgres not accepting connections on %s: %w (last error: %v); server log %s:\n%s",
+			return fmt.Errorf("pgcluster: postgres not accepting connections on %s: %w (last error: %v); server log %s:\n%s",
 				c.socketPath(), ctx.Err(), lastErr, c.logPath, c.LogTail())
 		case <-time.After(delay):
 		}
@@ -323,7 +326,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 // ConnString returns a pgx/libpq keyword/value connection string for
 // database dbname as the superuser, for example
 //
-//	host=/tmp/pgtest-123 port=41234 user=postgres dbname=app sslmode=disable
+//	host=/tmp/pgcluster-123 port=41234 user=postgres dbname=app sslmode=disable
 func (c *Cluster) ConnString(dbname string) string {
 	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable",
 		quoteConnValue(c.dir), c.port, Superuser, quoteConnValue(dbname))
@@ -385,19 +388,19 @@ func (c *Cluster) stop() error {
 	if c.proc != nil {
 		select {
 		case <-c.exited:
-			errs = append(errs, fmt.Errorf("pgtest: postgres had exited before Stop (%v); server log:\n%s", c.waitErr, c.LogTail()))
+			errs = append(errs, fmt.Errorf("pgcluster: postgres had exited before Stop (%v); server log:\n%s", c.waitErr, c.LogTail()))
 		default:
 			if !c.signalAndWait(sigFast, time.Minute) &&
 				!c.signalAndWait(sigImmediate, 10*time.Second) &&
 				!c.signalAndWait(os.Kill, 10*time.Second) {
-				errs = append(errs, fmt.Errorf("pgtest: postgres (pid %d) did not exit", c.proc.Pid))
+				errs = append(errs, fmt.Errorf("pgcluster: postgres (pid %d) did not exit", c.proc.Pid))
 			}
 		}
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
-		errs = append(errs, fmt.Errorf("pgtest: removing cluster directory: %w", err))
+		errs = append(errs, fmt.Errorf("pgcluster: removing cluster directory: %w", err))
 	}
-	c.log.Info("pgtest: cluster stopped", "dir", c.dir, "took", time.Since(t0).Round(time.Millisecond))
+	c.log.Info("pgcluster: cluster stopped", "dir", c.dir, "took", time.Since(t0).Round(time.Millisecond))
 	return errors.Join(errs...)
 }
 
@@ -416,179 +419,6 @@ func (c *Cluster) signalAndWait(sig os.Signal, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
-}
-
-// FindBinDir returns the directory containing the PostgreSQL server
-// binaries (initdb, pg_ctl, postgres). It looks, in order: initdb on PATH
-// (symlinks resolved), `pg_config --bindir`, and the newest
-// /usr/lib/postgresql/<version>/bin (Debian/Ubuntu layout, not on PATH by
-// default).
-func FindBinDir() (string, error) {
-	var tried []string
-	if p, err := exec.LookPath("initdb"); err == nil {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			p = real
-		}
-		if dir := filepath.Dir(p); hasServerBinaries(dir) {
-			return dir, nil
-		}
-		tried = append(tried, "PATH ("+p+")")
-	} else {
-		tried = append(tried, "PATH")
-	}
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		if dir := strings.TrimSpace(string(out)); hasServerBinaries(dir) {
-			return dir, nil
-		}
-		tried = append(tried, "pg_config --bindir ("+strings.TrimSpace(string(out))+")")
-	} else {
-		tried = append(tried, "pg_config --bindir")
-	}
-	const pattern = "/usr/lib/postgresql/*/bin"
-	dirs, _ := filepath.Glob(pattern)
-	// Newest major version first ("9.6" < "10" < "15"), compared numerically.
-	slices.SortFunc(dirs, func(a, b string) int {
-		return compareVersions(filepath.Base(filepath.Dir(b)), filepath.Base(filepath.Dir(a)))
-	})
-	for _, dir := range dirs {
-		if hasServerBinaries(dir) {
-			return dir, nil
-		}
-	}
-	tried = append(tried, pattern)
-	return "", fmt.Errorf("pgtest: PostgreSQL server binaries (initdb, pg_ctl, postgres) not found; looked in %s. "+
-		"Install the server: `apt-get install postgresql` (Debian/Ubuntu), `dnf install postgresql-server` (Fedora), "+
-		"`brew install postgresql` (macOS), or put its bin directory on PATH",
-		strings.Join(tried, ", "))
-}
-
-func hasServerBinaries(dir string) bool {
-	for _, name := range []string{"initdb", "pg_ctl", "postgres"} {
-		fi, err := os.Stat(filepath.Join(dir, name))
-		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// compareVersions compares dotted numeric versions like "9.6" and "15".
-func compareVersions(a, b string) int {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := range max(len(as), len(bs)) {
-		var x, y int
-		if i < len(as) {
-			x, _ = strconv.Atoi(as[i])
-		}
-		if i < len(bs) {
-			y, _ = strconv.Atoi(bs[i])
-		}
-		if x != y {
-			return x - y
-		}
-	}
-	return strings.Compare(a, b)
-}
-
-// defaultBaseDir picks where cluster directories go: see Options.BaseDir.
-func defaultBaseDir(otherUser, fsync bool) string {
-	if !fsync {
-		if dir := memoryBaseDir(); dir != "" {
-			return dir
-		}
-	}
-	base := os.TempDir()
-	// "/pgtest-" + up to 10 random digits + "/.s.PGSQL.NNNNN.lock"
-	if len(base)+len("/"+dirPrefix+"0123456789/.s.PGSQL.65535.lock") > maxSocketPath {
-		return "/tmp"
-	}
-	if otherUser && !traversableByOthers(base) {
-		return "/tmp"
-	}
-	return base
-}
-
-func traversableByOthers(dir string) bool {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return false
-	}
-	for {
-		fi, err := os.Stat(dir)
-		if err != nil || fi.Mode().Perm()&0o001 == 0 {
-			return false
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return true
-		}
-		dir = parent
-	}
-}
-
-// sweepStale removes cluster directories under base whose owning process
-// and server are both gone: the leftovers of processes that died without
-// calling Stop. The server itself is normally already dead thanks to the
-// parent-death signal. Directories whose server still runs are left alone.
-func sweepStale(base string, logger *slog.Logger) {
-	entries, err := os.ReadDir(base)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), dirPrefix) {
-			continue
-		}
-		dir := filepath.Join(base, e.Name())
-		owner, host, ok := readOwner(filepath.Join(dir, ownerFile))
-		if !ok || host != hostname() || processAlive(owner) {
-			// Not ours, still being set up, made on another host (a
-			// container sharing the directory: its pids mean nothing
-			// here), or still in use.
-			continue
-		}
-		pmFile := filepath.Join(dir, "data", "postmaster.pid")
-		if pm, ok := readPid(pmFile); ok {
-			if processAlive(pm) {
-				continue // an orphaned server still runs; don't pull its files away
-			}
-		} else if _, err := os.Stat(pmFile); !errors.Is(err, os.ErrNotExist) {
-			continue // present but unreadable: can't tell, leave it
-		}
-		if err := os.RemoveAll(dir); err == nil {
-			logger.Info("pgtest: removed stale cluster directory", "dir", dir, "owner_pid", owner)
-		}
-	}
-}
-
-// readOwner reads the owner file: pid and hostname lines.
-func readOwner(path string) (pid int, host string, ok bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, "", false
-	}
-	lines := strings.Split(string(b), "\n")
-	if len(lines) < 2 {
-		return 0, "", false
-	}
-	pid, err = strconv.Atoi(lines[0])
-	return pid, lines[1], err == nil && pid > 0
-}
-
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
-}
-
-// readPid reads the number on the first line of a pid file.
-func readPid(path string) (int, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	return pid, err == nil && pid > 0
 }
 
 // readTail returns up to the last n bytes of a file.

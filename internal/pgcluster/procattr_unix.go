@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package pgtest
+package pgcluster
 
 import "syscall"
 

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pginbox/pginbox/internal/term"
+	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
 )
 
 // Command is `inbox bench`: it parses args, runs the suite and writes the

@@ -11,14 +11,12 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
-	"github.com/pginbox/pginbox/internal/bench"
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/cmd/inbox/internal/bench"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 // tinyArgs runs every scenario at toy sizes: correctness, not speed.
@@ -35,7 +33,7 @@ func tinyArgs(dsn string) []string {
 
 func TestBenchRunsEveryScenarioAndChecksCounts(t *testing.T) {
 	is := is.New(t)
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 	var stdout, stderr bytes.Buffer
 	code := bench.Command(context.Background(), append(tinyArgs(dsn), "--json"), &stdout, &stderr)
 	is.Equal(code, 0) // every correctness check passed
@@ -108,7 +106,7 @@ func TestBenchRunsEveryScenarioAndChecksCounts(t *testing.T) {
 func TestBenchTableAndRefusals(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 
 	var stdout, stderr bytes.Buffer
 	args := append(tinyArgs(dsn), "--scenarios", "accept-dup90", "--rounds", "1")
@@ -139,7 +137,7 @@ func TestBenchTableAndRefusals(t *testing.T) {
 func TestBenchFailsLoudlyOnAMiscount(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 	conn, err := pgx.Connect(ctx, dsn)
 	is.NoErr(err)
 	defer conn.Close(ctx)

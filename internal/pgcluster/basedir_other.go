@@ -1,6 +1,6 @@
 //go:build !linux
 
-package pgtest
+package pgcluster
 
 // memoryBaseDir: see the Linux version. Elsewhere there is no standard
 // memory file system.
