@@ -166,7 +166,7 @@ var demoSummary = []string{
 	`unsupported currency "XXX" -> permanent failure, DEAD`,
 	"requeued ",
 	"status       COMPLETED",
-	"deliveries: 14 (accepted 10, duplicates 3, conflicts 1)",
+	"deliveries: 14 (10 accepted, 3 duplicates, 1 conflict)",
 	"handler: 14 attempts, 3 transient failures retried, 1 permanent failure fixed by requeue",
 	"receipts: 10 of 10 COMPLETED, 0 DEAD",
 	"projection: 10 rows for 10 orders in pginbox_demo_orders (one per order)",
