@@ -15,7 +15,7 @@ func init() {
 		Args:    "[command]",
 		Summary: "show this help, or a command's flags",
 		Run: func(ctx context.Context, e *env, args []string) error {
-			if len(args) == 0 {
+			if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 				printHelp(e.stdout)
 				return nil
 			}
