@@ -10,7 +10,7 @@ import (
 
 var listCmd = &command{
 	Name:    "list",
-	Args:    "[--status S,...] [--consumer C] [--source S] [--since T] [--until T] [--limit N] [--after ID]",
+	Args:    "[--status S,...] [--consumer NAME] [--source NAME] [--since T] [--until T] [--limit N] [--after ID]",
 	Summary: "list receipts, oldest first, a page at a time",
 	Help: `
 Receipts are listed in ID order, which is creation order. When more match than
@@ -40,9 +40,9 @@ func runList(ctx context.Context, e *env, args []string) error {
 	s.add(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	var statuses statusesFlag
-	fs.Var(&statuses, "status", "only these `STATUSES`, comma-separated: PENDING, PROCESSING, RETRYABLE, COMPLETED, DEAD")
-	consumer := fs.String("consumer", "", "only this consumer (`NAME`)")
-	source := fs.String("source", "", "only this source (`NAME`)")
+	fs.Var(&statuses, "status", "only receipts in statuses `S,...`: PENDING, PROCESSING, RETRYABLE, COMPLETED, DEAD (any case)")
+	consumer := fs.String("consumer", "", "only receipts of consumer `NAME`")
+	source := fs.String("source", "", "only receipts from source `NAME`")
 	now := time.Now()
 	since, until := &timeFlag{now: now}, &timeFlag{now: now}
 	fs.Var(since, "since", "only receipts created at or after `T`")

@@ -17,7 +17,7 @@ var versionCmd = &command{
 The pginbox version is the module version the binary was built from: a release
 tag (go install ...@v1.2.3), a pseudo-version for a commit, or (devel) for a
 local build without version control information. The schema version is what
-every command except migrate requires of the database; ` + "`inbox migrate status`" + `
+the commands that read receipts require of the database; ` + "`inbox migrate status`" + `
 shows the database's.`,
 }
 

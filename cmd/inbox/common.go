@@ -161,8 +161,8 @@ type changeFlags struct {
 func (c *changeFlags) add(fs *flag.FlagSet) {
 	c.version = numberVar(fs, "version", 0, 1, math.MaxInt64, "the receipt's current version `N`, as `inbox show` prints it (required)")
 	c.version.noun = "a receipt version"
-	fs.StringVar(&c.reason, "reason", "", "why, for the audit trail (`TEXT`, required)")
-	fs.StringVar(&c.actor, "actor", "", "who, for the audit trail (`NAME`; default $USER, else the login name of the process's user)")
+	fs.StringVar(&c.reason, "reason", "", fmt.Sprintf("why, for the audit trail: `TEXT` of at most %d bytes (required)", inbox.MaxReasonBytes))
+	fs.StringVar(&c.actor, "actor", "", "who, for the audit trail: `NAME` (default $USER, else the process's OS user)")
 }
 
 func (c *changeFlags) params(e *env) (inbox.ChangeParams, error) {
