@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 // TestMigrateDownToZero: a rollback to version 0 drops every pginbox table, so
@@ -33,7 +33,7 @@ func TestMigrateDownToZero(t *testing.T) {
 
 	// Step by step (on a database that version 1 can represent), the last
 	// step is refused too; with --yes exactly the tables named are dropped.
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 	pool, err := pgxpool.New(ctx, dsn)
 	is.NoErr(err)
 	defer pool.Close()
