@@ -151,29 +151,8 @@ func (r *rig) config(t testing.TB, url string) rabbitmq.Config {
 	}
 }
 
-// run starts c and returns a function that stops it and checks Run's result.
-func run(t testing.TB, c *rabbitmq.Consumer) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run returned %v after cancel, want nil", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("Run did not return within 30s of cancel")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
+// run starts c and returns a function that stops it.
+func run(t testing.TB, c *rabbitmq.Consumer) (stop func()) { return drill.Run(t, c.Run) }
 
 // logBuffer is a slog destination the test can read.
 type logBuffer struct {

@@ -6,6 +6,7 @@ package drill
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,4 +163,30 @@ func (l *Ledger) Report(t testing.TB, drill string, sent []string, acked int64) 
 	if lost != 0 || doubled != 0 || applied != len(sent) {
 		t.Fatalf("drill failed: %s", line)
 	}
+}
+
+// Run starts run (a consumer's Run) and returns a function that cancels its
+// context and checks that it returned nil within a minute. The test's
+// cleanup calls it too.
+func Run(t testing.TB, run func(context.Context) error) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run returned %v after cancel, want nil", err)
+				}
+			case <-time.After(time.Minute):
+				t.Errorf("Run did not return within a minute of cancel")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }

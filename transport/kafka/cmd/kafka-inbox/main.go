@@ -10,28 +10,19 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/program"
 	"github.com/pginbox/pginbox/transport/kafka"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "kafka-inbox:", err)
-		os.Exit(1)
-	}
-}
+func main() { program.Main("kafka-inbox", run) }
 
 func run() error {
 	brokers := flag.String("brokers", os.Getenv("KAFKA_BROKERS"), "seed brokers, comma separated (or $KAFKA_BROKERS)")
@@ -42,37 +33,22 @@ func run() error {
 	source := flag.String("source", "", "inbox source (the producing system)")
 	consumer := flag.String("consumer", "", "inbox consumer the records are for")
 	flag.Parse()
-	dsn := os.Getenv("DATABASE_URL")
-	switch {
-	case dsn == "":
-		return errors.New("DATABASE_URL is not set: point it at the database with the pginbox schema")
-	case *brokers == "" || *topic == "" || *group == "" || *source == "" || *consumer == "":
+	if *brokers == "" || *topic == "" || *group == "" || *source == "" || *consumer == "" {
 		return errors.New("-brokers, -topic, -group, -source and -consumer are required (see -h)")
 	}
 	if *dlq == "" {
 		*dlq = *topic + ".dead"
 	}
-	scope := inbox.Global()
-	if *tenant != "" {
-		scope = inbox.Tenant(*tenant)
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	defer pool.Close()
-	client, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{*consumer}})
+	ctx, client, done, err := program.Open(*consumer)
 	if err != nil {
 		return err
 	}
+	defer done()
 	c, err := kafka.NewConsumer(client, kafka.Config{
 		Brokers:         strings.Split(*brokers, ","),
 		Topics:          []string{*topic},
 		Group:           *group,
-		Scope:           scope,
+		Scope:           program.Scope(*tenant),
 		DeadLetterTopic: *dlq,
 		Decode: func(r *kgo.Record) (inbox.Message, error) {
 			id, typ := string(r.Key), ""

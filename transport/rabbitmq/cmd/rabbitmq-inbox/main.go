@@ -9,27 +9,18 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/program"
 	"github.com/pginbox/pginbox/transport/rabbitmq"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "rabbitmq-inbox:", err)
-		os.Exit(1)
-	}
-}
+func main() { program.Main("rabbitmq-inbox", run) }
 
 func run() error {
 	url := flag.String("url", envOr("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (or $AMQP_URL)")
@@ -40,36 +31,21 @@ func run() error {
 	source := flag.String("source", "", "inbox source (the producing system)")
 	consumer := flag.String("consumer", "", "inbox consumer the messages are for")
 	flag.Parse()
-	dsn := os.Getenv("DATABASE_URL")
-	switch {
-	case dsn == "":
-		return errors.New("DATABASE_URL is not set: point it at the database with the pginbox schema")
-	case *queue == "" || *source == "" || *consumer == "":
+	if *queue == "" || *source == "" || *consumer == "" {
 		return errors.New("-queue, -source and -consumer are required (see -h)")
 	}
 	if *dlx == "" {
 		*dlx = *queue + ".dlx"
 	}
-	scope := inbox.Global()
-	if *tenant != "" {
-		scope = inbox.Tenant(*tenant)
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	defer pool.Close()
-	client, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{*consumer}})
+	ctx, client, done, err := program.Open(*consumer)
 	if err != nil {
 		return err
 	}
+	defer done()
 	cfg := rabbitmq.Config{
 		URL:                *url,
 		Queue:              *queue,
-		Scope:              scope,
+		Scope:              program.Scope(*tenant),
 		DeadLetterExchange: *dlx,
 		Decode: func(d amqp.Delivery) (inbox.Message, error) {
 			if d.MessageId == "" {

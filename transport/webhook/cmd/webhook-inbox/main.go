@@ -13,26 +13,16 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/program"
 	"github.com/pginbox/pginbox/transport/webhook"
 )
 
-func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "webhook-inbox:", err)
-		os.Exit(1)
-	}
-}
+func main() { program.Main("webhook-inbox", run) }
 
 func run() error {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
@@ -44,32 +34,19 @@ func run() error {
 	idem := flag.Bool("idempotency", false, "require an Idempotency-Key header and use it as the message ID")
 	flag.Parse()
 
-	dsn := os.Getenv("DATABASE_URL")
 	secret := os.Getenv("WEBHOOK_SECRET")
 	switch {
-	case dsn == "":
-		return errors.New("DATABASE_URL is not set: point it at the database with the pginbox schema")
 	case secret == "":
 		return errors.New("WEBHOOK_SECRET is not set: the shared secret of -key-id")
 	case *keyID == "" || *source == "" || *consumer == "":
 		return errors.New("-key-id, -source and -consumer are required (see -h)")
 	}
-	scope := inbox.Global()
-	if *tenant != "" {
-		scope = inbox.Tenant(*tenant)
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
-	}
-	defer pool.Close()
-	client, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{*consumer}})
+	scope := program.Scope(*tenant)
+	ctx, client, done, err := program.Open(*consumer)
 	if err != nil {
 		return err
 	}
+	defer done()
 	h, err := webhook.NewHandler(client, webhook.Config{
 		Keys:           []webhook.Key{{ID: *keyID, Secret: []byte(secret), Scope: scope}},
 		Decode:         webhook.Envelope(*source, *consumer),
