@@ -3,16 +3,14 @@ package rabbitmq_test
 import (
 	"testing"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 // The only place this package's tests touch the test kit.
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 // testDSN is a fresh migrated database for t.
-func testDSN(t testing.TB) string { return pgtest.DB(t) }
+func testDSN(t testing.TB) string { return inboxtest.Database(t) }

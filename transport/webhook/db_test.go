@@ -6,19 +6,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 // The only place this package's tests touch the test kit.
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 // testDSN is a fresh migrated database for t.
-func testDSN(t testing.TB) string { return pgtest.DB(t) }
+func testDSN(t testing.TB) string { return inboxtest.Database(t) }
 
 // testPool is a pool on dsn, closed at test end.
 func testPool(t testing.TB, dsn string, configure func(*pgxpool.Config)) *pgxpool.Pool {
