@@ -152,7 +152,7 @@ func TestHostileValuesRenderInert(t *testing.T) {
 		`&#34;&gt;&lt;img src=x onerror=alert(2)&gt;`,
 		`&#39; onmouseover=&#39;alert(3)`,
 		`handler said: &lt;script&gt;`, // last error
-		`trace&#34;&gt;&lt;img`,         // a metadata key
+		`trace&#34;&gt;&lt;img`,        // a metadata key
 		`x-&lt;script&gt;alert(1)&lt;/script&gt;`,
 		"\n  &#34;&lt;script&gt;alert(1)&lt;/script&gt;&#34;: &#34;\\&#34;&gt;&lt;img", // pretty-printed JSON
 	)
