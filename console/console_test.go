@@ -110,8 +110,8 @@ func TestPagesAndStatusCodes(t *testing.T) {
 	}
 	// The overview counts what the fixture has: 2 DEAD, 1 PENDING due.
 	res = b.get("/")
-	wantBody(t, res, `<span class="card-n">2</span> <span class="card-l">dead</span>`,
-		`<span class="card-n">1</span> <span class="card-l">due now</span>`, `data-refresh="5"`,
+	wantBody(t, res, `<span class="card-n" id="n-dead">2</span> <span class="card-l">dead</span>`,
+		`<span class="card-n" id="n-due">1</span> <span class="card-l">due now</span>`, `data-refresh="5"`,
 		`<noscript><meta http-equiv="refresh" content="5"></noscript>`)
 	// A GET to an action is not an action.
 	wantCode(t, b.get("/receipts/"+f.dead.String()+"/requeue"), http.StatusNotFound)
@@ -353,12 +353,12 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("tenant-a changed tenant-b's receipt: %s v%d", st, v)
 	}
 	// The overview counts tenant-a only: one DEAD.
-	wantBody(t, b.get("/"), `<span class="card-n">1</span> <span class="card-l">dead</span>`)
+	wantBody(t, b.get("/"), `<span class="card-n" id="n-dead">1</span> <span class="card-l">dead</span>`)
 
 	// An operator sees both.
 	b.header.Set("X-Tenant", "*")
 	wantBody(t, b.get("/receipts/"+f.otherDead.String()), "tenant-b secret failure")
-	wantBody(t, b.get("/"), `<span class="card-n">2</span> <span class="card-l">dead</span>`)
+	wantBody(t, b.get("/"), `<span class="card-n" id="n-dead">2</span> <span class="card-l">dead</span>`)
 }
 
 func TestAuthenticateHookRefusals(t *testing.T) {

@@ -40,7 +40,7 @@ var assets = loadAssets()
 
 func loadAssets() map[string]asset {
 	out := map[string]asset{}
-	types := map[string]string{".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+	types := map[string]string{".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml"}
 	entries, err := fs.ReadDir(staticFS, "static")
 	if err != nil {
 		panic(err) // embedded at build time
