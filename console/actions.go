@@ -72,7 +72,7 @@ func (h *handler) change(w http.ResponseWriter, r *http.Request, s *session, act
 		h.log.Error("pginbox console: "+action, "receipt_id", id, "actor", s.Actor, "err", err)
 	}
 	p := h.newPage(s, "Receipt "+id.String(), "receipts")
-	p.ErrorTitle, p.Error = title, text
+	p.ErrorTitle, p.Error = title, forViewer(s, code, text)
 	h.showReceipt(w, r, s, id, code, p, reason)
 }
 

@@ -27,6 +27,7 @@ package console
 import (
 	"errors"
 	"fmt"
+	"html/template"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -180,7 +181,7 @@ type handler struct {
 	log    *slog.Logger
 	origin *http.CrossOriginProtection
 	mux    *http.ServeMux
-	pages  map[string]*pageTemplate
+	pages  map[string]*template.Template
 }
 
 func (h *handler) routes() {

@@ -99,10 +99,24 @@ func TestPagesAndStatusCodes(t *testing.T) {
 		wantCode(t, res, tc.code)
 		wantBody(t, res, tc.want)
 	}
-	res := b.get("/static/console.css")
-	if ct := res.Header.Get("Content-Type"); ct != "text/css; charset=utf-8" {
-		t.Errorf("css Content-Type %q", ct)
+	for file, ct := range map[string]string{"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8", "favicon.svg": "image/svg+xml"} {
+		res := b.get("/static/" + file)
+		if got := res.Header.Get("Content-Type"); got != ct {
+			t.Errorf("%s: Content-Type %q, want %q", file, got, ct)
+		}
+		// Revalidation by ETag answers 304 without the body.
+		req, _ := http.NewRequest(http.MethodGet, b.base+"/static/"+file, nil)
+		req.Header.Set("If-None-Match", res.Header.Get("ETag"))
+		again, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again.Body.Close()
+		if again.StatusCode != http.StatusNotModified {
+			t.Errorf("%s: revalidation %d, want 304", file, again.StatusCode)
+		}
 	}
+	res := b.get("/")
 	// A receipt page always carries the version its actions expect.
 	res = b.get("/receipts/" + f.dead.String())
 	if _, v := formValues(t, res.body); v != "3" {

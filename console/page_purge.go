@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -8,7 +9,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 )
 
-// DefaultPurgeAge is what the purge form proposes.
+// defaultPurgeAge is what the purge form proposes.
 const defaultPurgeAge = "30d"
 
 type purgeData struct {
@@ -74,7 +75,14 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request, s *session) {
 	h.log.Info("pginbox console: purge", "actor", s.Actor, "scope", s.Scope.String(), "cutoff", cutoff,
 		"purged", res.Purged, "batches", res.Batches, "err", err)
 	if err != nil {
-		h.fail(w, r, s, "purge", err)
+		code, title, text := describe(err)
+		if res.Purged > 0 {
+			text += fmt.Sprintf(" %d payloads were purged before that, in %d batches; run the purge again to finish.", res.Purged, res.Batches)
+		}
+		if code >= 500 {
+			h.log.Error("pginbox console: purge", "err", err, "actor", s.Actor)
+		}
+		h.message(w, r, s, code, title, forViewer(s, code, text))
 		return
 	}
 	d.Done, d.Result, d.Cutoff = true, res, cutoff

@@ -19,8 +19,6 @@ import (
 //go:embed templates
 var templateFS embed.FS
 
-type pageTemplate = template.Template
-
 // pageNames are the templates in templates/ besides the layout.
 var pageNames = []string{"overview", "list", "receipt", "dead", "purge", "message"}
 
@@ -29,7 +27,7 @@ func (h *handler) loadTemplates() error {
 	if err != nil {
 		return fmt.Errorf("console: templates: %w", err)
 	}
-	h.pages = map[string]*pageTemplate{}
+	h.pages = map[string]*template.Template{}
 	for _, name := range pageNames {
 		t, err := base.Clone()
 		if err == nil {
@@ -133,7 +131,17 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, s *session, what 
 	if code >= 500 && !errors.Is(err, context.Canceled) {
 		h.log.Error("pginbox console: "+what, "err", err, "actor", s.Actor, "scope", s.Scope.String())
 	}
-	h.message(w, r, s, code, title, text)
+	h.message(w, r, s, code, title, forViewer(s, code, text))
+}
+
+// forViewer keeps server-side error details (host, database, role names)
+// from users of one tenant or of the global scope; operators of every scope
+// see them, to fix the cause.
+func forViewer(s *session, code int, text string) string {
+	if code < 500 || (s != nil && s.Scope.kind == scopeAll) {
+		return text
+	}
+	return "The console could not reach its database; the details are in the server's log. Try again in a moment, or tell your operators."
 }
 
 // describe maps an admin error to a status code, a title and a text that
