@@ -3,6 +3,7 @@ package console
 import (
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -73,7 +74,22 @@ func (h *handler) change(w http.ResponseWriter, r *http.Request, s *session, act
 	}
 	p := h.newPage(s, "Receipt "+id.String(), "receipts")
 	p.ErrorTitle, p.Error = title, forViewer(s, code, text)
-	h.showReceipt(w, r, s, id, code, p, reason)
+	refused := refusal{reason: reason}
+	if errors.Is(err, inbox.ErrVersionConflict) {
+		// The status the page showed, to say what changed. Only a known
+		// status is repeated back.
+		if st := inbox.Status(r.PostFormValue("status")); slices.Contains(allStatuses, st) {
+			refused.seen = st
+		}
+	}
+	h.showReceipt(w, r, s, id, code, p, refused)
+}
+
+// refusal is what a refused action leaves for the receipt page: the reason
+// the user typed, and for a version conflict the status their page showed.
+type refusal struct {
+	reason string
+	seen   inbox.Status
 }
 
 // formError is a mistake in the submitted form.

