@@ -49,7 +49,7 @@ type ReceiptDeadGroupsRow struct {
 
 // DEAD receipts grouped by consumer and last error, largest group first, with
 // when the group's receipts died (their last update) and the newest few IDs. It
-// reads the pginbox_receipts_active partial index only, so COMPLETED history
+// finds them through the pginbox_receipts_active partial index, so COMPLETED history
 // does not slow it down. The scope predicate is the one every admin query uses.
 func (q *Queries) ReceiptDeadGroups(ctx context.Context, arg ReceiptDeadGroupsParams) ([]ReceiptDeadGroupsRow, error) {
 	rows, err := q.db.Query(ctx, receiptDeadGroups,

@@ -1,7 +1,7 @@
 -- name: ReceiptDeadGroups :many
 -- DEAD receipts grouped by consumer and last error, largest group first, with
 -- when the group's receipts died (their last update) and the newest few IDs. It
--- reads the pginbox_receipts_active partial index only, so COMPLETED history
+-- finds them through the pginbox_receipts_active partial index, so COMPLETED history
 -- does not slow it down. The scope predicate is the one every admin query uses.
 SELECT r.consumer,
     coalesce(r.last_error, '')::text AS last_error,
