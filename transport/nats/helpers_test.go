@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,7 +43,8 @@ func connect(t testing.TB, url string) *nats.Conn {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(50*time.Millisecond),
 		nats.RetryOnFailedConnect(true),
-		nats.Name("pginbox-test"))
+		nats.Name("pginbox-test"),
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {})) // drills cause them on purpose
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +111,13 @@ func randomID() string {
 // waits for the stream's acknowledgement, retrying while the server is away.
 func (e *env) publish(t testing.TB, id string, data string) {
 	t.Helper()
+	if err := e.tryPublish(id, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryPublish is publish for goroutines other than the test's.
+func (e *env) tryPublish(id string, data string) error {
 	m := &nats.Msg{Subject: e.subject, Header: nats.Header{}, Data: []byte(data)}
 	if id != "" {
 		m.Header.Set(jetstream.MsgIDHeader, id)
@@ -119,10 +128,10 @@ func (e *env) publish(t testing.TB, id string, data string) {
 		_, err := e.js.PublishMsg(ctx, m)
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("publishing %s: %v", id, err)
+			return fmt.Errorf("publishing %s: %w", id, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -335,14 +344,15 @@ func dbProxy(t testing.TB, dsn string) (*faultproxy.Proxy, *pgxpool.Pool) {
 }
 
 // tally is a drill's outcome: sent is what the broker acknowledged to the
-// publisher, acked what the consumer settled at the broker, applied the
-// distinct messages the handler applied, doubled those applied more than once.
-type tally struct{ sent, acked, applied, lost, doubled int }
+// publisher, acked what the consumer acked, dead what went to the
+// dead-letter subject, applied the distinct messages the handler applied,
+// lost those never applied, doubled those applied more than once.
+type tally struct{ sent, acked, dead, applied, lost, doubled int }
 
 // apply runs a worker over every accepted receipt; its handler counts each
-// application in the business table applied(message_id, n). It returns the
-// tally against the message IDs the test sent.
-func apply(t testing.TB, pool *pgxpool.Pool, sent []string, acked int) tally {
+// application in the business table applied(message_id, n). It fills the
+// tally's applied, lost and doubled for the message IDs that must apply.
+func (r *tally) apply(t testing.TB, pool *pgxpool.Pool, ids []string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS applied (message_id text PRIMARY KEY, n int NOT NULL)`); err != nil {
@@ -380,28 +390,32 @@ func apply(t testing.TB, pool *pgxpool.Pool, sent []string, acked int) tally {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	r := tally{sent: len(sent), acked: acked}
-	for _, id := range sent {
+	for _, id := range ids {
 		switch n := counts[id]; {
 		case n == 0:
 			r.lost++
 		case n > 1:
 			r.doubled++
-		}
-		if counts[id] > 0 {
+			r.applied++
+		default:
 			r.applied++
 		}
 	}
-	return r
+	for id, n := range counts { // applied but never meant to be
+		if !slices.Contains(ids, id) {
+			t.Errorf("message %s applied %d times, but it was not to be applied", id, n)
+		}
+	}
 }
 
 // check prints the drill's summary line and fails unless nothing was lost
-// or applied twice.
+// or applied twice and everything not dead-lettered was acked and applied.
 func (r tally) check(t testing.TB, drill string) {
 	t.Helper()
-	line := fmt.Sprintf("%s: sent=%d acked=%d applied=%d lost=%d doubled=%d", drill, r.sent, r.acked, r.applied, r.lost, r.doubled)
+	line := fmt.Sprintf("%s: sent=%d acked=%d dead-lettered=%d applied=%d lost=%d doubled=%d",
+		drill, r.sent, r.acked, r.dead, r.applied, r.lost, r.doubled)
 	fmt.Println(line)
-	if r.lost != 0 || r.doubled != 0 || r.applied != r.sent || r.acked != r.sent {
+	if r.lost != 0 || r.doubled != 0 || r.acked+r.dead != r.sent || r.applied != r.sent-r.dead {
 		t.Fatalf("drill failed: %s", line)
 	}
 }
