@@ -3,6 +3,7 @@ module github.com/pginbox/pginbox/transport/redisstream
 go 1.26.0
 
 require (
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pginbox/pginbox v0.0.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
@@ -11,7 +12,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect

@@ -1,0 +1,128 @@
+package redisstream
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// Defaults for Config fields left at their zero value.
+const (
+	DefaultIDField       = "message_id"
+	DefaultMaxDeliveries = 20
+	DefaultClaimIdle     = 30 * time.Second
+	DefaultBlock         = time.Second
+	DefaultBatchSize     = 10
+)
+
+// Config configures a Consumer.
+type Config struct {
+	// Stream is the stream to consume. Required.
+	Stream string
+
+	// Group is the consumer group. Run creates it at the start of the stream
+	// (so entries added before the first run are not skipped) when it does
+	// not exist. Required.
+	Group string
+
+	// Consumer is this instance's name in the group. Defaults to
+	// "<hostname>-<pid>".
+	Consumer string
+
+	// Decode maps an entry to the inbox message to accept. The scope (tenant)
+	// must come from configuration or authenticated context, never from the
+	// entry. When it leaves MessageID empty, the IDField field is used. An
+	// error from Decode dead-letters the entry. Required.
+	Decode func(redis.XMessage) (inbox.Message, error)
+
+	// IDField is the entry field holding the producer's message ID, used when
+	// Decode leaves MessageID empty. Defaults to DefaultIDField.
+	IDField string
+
+	// DeadLetterStream receives rejected and exhausted entries: their fields
+	// plus FieldCode, FieldReason, FieldStream, FieldEntryID and
+	// FieldDeliveries. In Redis Cluster it must hash to Stream's slot (use a
+	// hash tag, e.g. "{orders}" and "{orders}:dead"): the dead letter and the
+	// XACK are one MULTI. Required.
+	DeadLetterStream string
+
+	// MaxDeliveries is how many deliveries an entry gets before it is
+	// dead-lettered. Retries are for storage failures, so MaxDeliveries
+	// times ClaimIdle is about how long a database outage may last before
+	// entries are dead-lettered. Defaults to DefaultMaxDeliveries.
+	MaxDeliveries int64
+
+	// ClaimIdle is how long an entry stays pending (not acknowledged) before
+	// a Consumer claims it again: the retry delay, and how soon the entries
+	// of a crashed Consumer move on. It must exceed the longest accept.
+	// Defaults to DefaultClaimIdle.
+	ClaimIdle time.Duration
+
+	// Block is how long one XREADGROUP waits for new entries; Run notices a
+	// cancelled context within it. Defaults to DefaultBlock.
+	Block time.Duration
+
+	// BatchSize is how many entries are read, and accepted concurrently, at
+	// once. Defaults to DefaultBatchSize.
+	BatchSize int64
+
+	// Logger receives the consumer's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Consumer == "" {
+		host, _ := os.Hostname()
+		c.Consumer = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if c.IDField == "" {
+		c.IDField = DefaultIDField
+	}
+	if c.MaxDeliveries == 0 {
+		c.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if c.ClaimIdle == 0 {
+		c.ClaimIdle = DefaultClaimIdle
+	}
+	if c.Block == 0 {
+		c.Block = DefaultBlock
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Stream == "":
+		return errors.New("Stream is required: name the stream to consume")
+	case c.Group == "":
+		return errors.New("Group is required: name the consumer group")
+	case c.Decode == nil:
+		return errors.New("Decode is required: map an entry to an inbox.Message")
+	case c.DeadLetterStream == "":
+		return errors.New("DeadLetterStream is required: name the stream for rejected entries")
+	case c.DeadLetterStream == c.Stream:
+		return errors.New("DeadLetterStream must differ from Stream")
+	case c.MaxDeliveries < 1:
+		return fmt.Errorf("MaxDeliveries is %d: it must be at least 1", c.MaxDeliveries)
+	case c.ClaimIdle < 10*time.Millisecond:
+		return fmt.Errorf("ClaimIdle is %v: it must be at least 10ms", c.ClaimIdle)
+	case c.Block < time.Millisecond:
+		return fmt.Errorf("Block is %v: it must be at least 1ms", c.Block)
+	case c.BatchSize < 1:
+		return fmt.Errorf("BatchSize is %d: it must be at least 1", c.BatchSize)
+	}
+	return nil
+}
