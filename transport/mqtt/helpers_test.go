@@ -1,0 +1,417 @@
+package mqtt_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/brokertest"
+	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/transport/mqtt"
+)
+
+// Identity parts of every test message.
+const (
+	testTenant   = "tenant-a"
+	testSource   = "mqtt-test"
+	testConsumer = "orders.projection.v1"
+	testType     = "order.created"
+)
+
+// brokerURL is the shared broker's URL (skips or fails when it is missing).
+func brokerURL(t testing.TB) string { return brokertest.Require(t, brokertest.MQTT) }
+
+func randomID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// env is one test's topics and session name on the shared broker.
+type env struct {
+	url              string
+	topic, dead, cid string
+}
+
+// newEnv names the test's topics and consumer session; when the test ends
+// the session is resumed once more and ended (see leftovers).
+func newEnv(t testing.TB, url string) *env {
+	t.Helper()
+	id := randomID()
+	e := &env{url: url, topic: "pgi/" + id + "/orders", dead: "pgi/" + id + "/dead", cid: "pginbox-test-" + id}
+	t.Cleanup(func() { e.leftovers(t) })
+	return e
+}
+
+// connectRaw connects a plain paho client. received gets every message (acked
+// automatically).
+func connectRaw(t testing.TB, url string, connect *paho.Connect, received func(*paho.Publish)) *paho.Client {
+	t.Helper()
+	u := parseURL(t, url)
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := paho.ClientConfig{ClientID: connect.ClientID, Conn: conn}
+	if received != nil {
+		cfg.OnPublishReceived = []func(paho.PublishReceived) (bool, error){
+			func(pr paho.PublishReceived) (bool, error) { received(pr.Packet); return true, nil },
+		}
+	}
+	c := paho.NewClient(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Connect(ctx, connect); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(&paho.Disconnect{}) })
+	return c
+}
+
+func parseURL(t testing.TB, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// publisher connects a client that publishes to the test's topic.
+func (e *env) publisher(t testing.TB) *paho.Client {
+	return connectRaw(t, e.url, &paho.Connect{ClientID: "pginbox-pub-" + randomID(), CleanStart: true, KeepAlive: 30}, nil)
+}
+
+// publish publishes at QoS 1 with message ID id (no user property when
+// empty), retrying until the broker reports a subscriber.
+func publish(t testing.TB, pub *paho.Client, topic, id, payload string) {
+	t.Helper()
+	if err := tryPublish(pub, topic, id, payload); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func tryPublish(pub *paho.Client, topic, id, payload string) error {
+	props := &paho.PublishProperties{}
+	if id != "" {
+		props.User.Add("message-id", id)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(payload), Properties: props})
+		cancel()
+		if err == nil && resp.ReasonCode == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("publishing %s: %v (reason code %v)", id, err, resp)
+		}
+		time.Sleep(20 * time.Millisecond) // 0x10: the consumer has not subscribed yet
+	}
+}
+
+// collector gathers the messages of a subscription.
+type collector struct {
+	mu   sync.Mutex
+	msgs []*paho.Publish
+}
+
+func (c *collector) add(p *paho.Publish) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.msgs = append(c.msgs, p)
+}
+
+func (c *collector) all() []*paho.Publish {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.msgs)
+}
+
+// subscribeDead subscribes a client to the dead-letter topic.
+func (e *env) subscribeDead(t testing.TB) *collector {
+	t.Helper()
+	col := &collector{}
+	c := connectRaw(t, e.url, &paho.Connect{ClientID: "pginbox-dead-" + randomID(), CleanStart: true, KeepAlive: 30}, col.add)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: e.dead, QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	return col
+}
+
+// leftovers resumes the consumer's session (the Consumer must be stopped)
+// and counts what the broker delivers within a second: the messages the
+// Consumer never acknowledged. The session ends with this connection.
+func (e *env) leftovers(t testing.TB) int {
+	t.Helper()
+	col := &collector{}
+	expiry := uint32(0)
+	c := connectRaw(t, e.url, &paho.Connect{ClientID: e.cid, CleanStart: false, KeepAlive: 30,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}, col.add)
+	time.Sleep(time.Second)
+	_ = c.Disconnect(&paho.Disconnect{})
+	return len(col.all())
+}
+
+// config is a Consumer configuration for e with a short retry delay.
+func (e *env) config(url string, log *slog.Logger) mqtt.Config {
+	return mqtt.Config{
+		ServerURL:       url,
+		ClientID:        e.cid,
+		Topics:          []string{e.topic},
+		Decode:          decodeOrder,
+		DeadLetterTopic: e.dead,
+		RetryDelay:      100 * time.Millisecond,
+		Logger:          log,
+	}
+}
+
+// decodeOrder maps a test message: identity from configuration, the message
+// ID from the message-id user property (left empty here).
+func decodeOrder(p *paho.Publish) (inbox.Message, error) {
+	if len(p.Payload) == 0 {
+		return inbox.Message{}, errors.New("empty payload")
+	}
+	return inbox.Message{
+		Identity:      inbox.Identity{Scope: inbox.Tenant(testTenant), Source: testSource, Consumer: testConsumer},
+		EventType:     testType,
+		SchemaVersion: 1,
+		Payload:       json.RawMessage(p.Payload),
+	}, nil
+}
+
+// decodeByEventID takes the message ID from the payload's eventId.
+func decodeByEventID(p *paho.Publish) (inbox.Message, error) {
+	msg, err := decodeOrder(p)
+	if err != nil {
+		return msg, err
+	}
+	var v struct {
+		EventID string `json:"eventId"`
+	}
+	if err := json.Unmarshal(p.Payload, &v); err != nil {
+		return msg, err
+	}
+	msg.MessageID = v.EventID
+	return msg, nil
+}
+
+// run runs c until the test ends (or stop is called) and fails the test if
+// Run returns an error or hangs.
+func run(t testing.TB, c *mqtt.Consumer) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("Run did not return within 30s of cancel")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newConsumer(t testing.TB, client *inbox.Client, cfg mqtt.Config) *mqtt.Consumer {
+	t.Helper()
+	c, err := mqtt.New(client, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func newClient(t testing.TB, pool *pgxpool.Pool) *inbox.Client {
+	t.Helper()
+	c, err := inbox.NewClient(pool, inbox.Config{Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func receipts(t testing.TB, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// eventually polls cond every 20ms until it holds or timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// logBuffer collects log output for assertions.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// capture is a logger writing into a buffer the test can search.
+func capture() (*slog.Logger, *logBuffer) {
+	b := &logBuffer{}
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
+}
+
+// quietLogger logs errors only, to the test log.
+func quietLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// dbProxy puts a fault proxy between a pool and the test database.
+func dbProxy(t testing.TB, dsn string) (*faultproxy.Proxy, *pgxpool.Pool) {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	network, address := pgconn.NetworkAddress(cfg.Host, cfg.Port)
+	p, err := faultproxy.New(network, address)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	pool := newPool(t, dsn, func(c *pgxpool.Config) {
+		c.ConnConfig.Host = "127.0.0.1"
+		c.ConnConfig.Port = p.Port()
+		c.ConnConfig.Fallbacks = nil
+		c.ConnConfig.ConnectTimeout = 2 * time.Second
+	})
+	return p, pool
+}
+
+// tally is a drill's outcome: sent is what the broker acknowledged to the
+// publisher, acked what the consumer acknowledged, dead what went to the
+// dead-letter topic, applied the distinct messages the handler applied, lost
+// those never applied, doubled those applied more than once.
+type tally struct{ sent, acked, dead, applied, lost, doubled int }
+
+// apply runs a worker over every accepted receipt; its handler counts each
+// application in the business table applied(message_id, n). It fills the
+// tally's applied, lost and doubled for the message IDs that must apply.
+func (r *tally) apply(t testing.TB, pool *pgxpool.Pool, ids []string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS applied (message_id text PRIMARY KEY, n int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	reg := handler.NewRegistry()
+	err := reg.Register(handler.Key{Consumer: testConsumer, EventType: testType, SchemaVersion: 1},
+		func(ctx context.Context, m *handler.Msg) error {
+			_, err := m.Tx.Exec(ctx, `INSERT INTO applied VALUES ($1, 1) ON CONFLICT (message_id) DO UPDATE SET n = applied.n + 1`, m.MessageID)
+			return err
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{testConsumer}, Concurrency: 4, Logger: quietLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	rows, err := pool.Query(ctx, `SELECT message_id, n FROM applied`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		counts[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		switch n := counts[id]; {
+		case n == 0:
+			r.lost++
+		case n > 1:
+			r.doubled++
+			r.applied++
+		default:
+			r.applied++
+		}
+	}
+	for id, n := range counts { // applied but never meant to be
+		if !slices.Contains(ids, id) {
+			t.Errorf("message %s applied %d times, but it was not to be applied", id, n)
+		}
+	}
+}
+
+// check prints the drill's summary line and fails unless nothing was lost
+// or applied twice and everything not dead-lettered was acked and applied.
+func (r tally) check(t testing.TB, drill string) {
+	t.Helper()
+	line := fmt.Sprintf("%s: sent=%d acked=%d dead-lettered=%d applied=%d lost=%d doubled=%d",
+		drill, r.sent, r.acked, r.dead, r.applied, r.lost, r.doubled)
+	fmt.Println(line)
+	if r.lost != 0 || r.doubled != 0 || r.acked+r.dead != r.sent || r.applied != r.sent-r.dead {
+		t.Fatalf("drill failed: %s", line)
+	}
+}
