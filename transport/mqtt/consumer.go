@@ -87,7 +87,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		ConnectUsername:               c.cfg.Username,
 		ConnectPassword:               c.cfg.Password,
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, ack *paho.Connack) {
-			go c.subscribe(connCtx, cm, ack)
+			go c.subscribe(connCtx, cm, ack, c.generation())
 		},
 		OnConnectError: func(err error) { c.log.Warn("pginbox/mqtt: connecting failed; retrying", "err", err) },
 		ClientConfig: paho.ClientConfig{
@@ -133,7 +133,7 @@ func (c *Consumer) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL
 
 // subscribe (re)subscribes after every connection; a refused subscription
 // drops the connection, so it is tried again with backoff.
-func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, ack *paho.Connack) {
+func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager, ack *paho.Connack, gen uint64) {
 	subs := make([]paho.SubscribeOptions, len(c.cfg.Topics))
 	for i, topic := range c.cfg.Topics {
 		subs[i] = paho.SubscribeOptions{Topic: topic, QoS: 1, RetainHandling: 1}
@@ -149,8 +149,10 @@ func (c *Consumer) subscribe(ctx context.Context, cm *autopaho.ConnectionManager
 		}
 	}
 	if err != nil {
-		c.log.Error("pginbox/mqtt: subscribing failed; reconnecting", "err", err)
-		c.dropConnection(c.generation())
+		if ctx.Err() == nil { // not shutting down
+			c.log.Error("pginbox/mqtt: subscribing failed; reconnecting", "err", err)
+			c.dropConnection(gen)
+		}
 		return
 	}
 	c.log.Info("pginbox/mqtt: subscribed", "topics", c.cfg.Topics, "session_present", ack.SessionPresent)

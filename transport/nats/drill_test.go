@@ -65,6 +65,7 @@ func TestDrillServerRestart(t *testing.T) {
 	published := e.publishAll(drillMessages)
 	for _, at := range []int{drillMessages / 3, 2 * drillMessages / 3} {
 		eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return receipts(t, pool) >= at })
+		eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
 		srv.kill(t)
 		time.Sleep(300 * time.Millisecond)
 		srv.start(t)
@@ -97,6 +98,7 @@ func TestDrillConnectionCut(t *testing.T) {
 	cuts := 0
 	for _, at := range []int{drillMessages / 4, drillMessages / 2, 3 * drillMessages / 4} {
 		eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return receipts(t, pool) >= at })
+		eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
 		if at == drillMessages/2 { // down for a while: refused, not just reset
 			proxy.Refuse()
 			cuts += proxy.Cut()
