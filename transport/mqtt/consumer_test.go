@@ -1,9 +1,12 @@
 package mqtt_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
@@ -149,4 +152,42 @@ func TestRunStopsAndResumes(t *testing.T) {
 	}
 	run(t, newConsumer(t, newClient(t, pool), e.config(url, quietLogger(t))))
 	eventually(t, 20*time.Second, "the queued message accepted", func() bool { return receipts(t, pool) == 2 })
+}
+
+// A QoS 0 message is never redelivered: when its accept fails it is lost,
+// and the log says so and what to do.
+func TestQoS0RetryIsLogged(t *testing.T) {
+	t.Parallel()
+	url := brokerURL(t)
+	dsn := testDSN(t)
+	proxy, proxied := dbProxy(t, dsn)
+	e := newEnv(t, url)
+	log, logs := capture()
+	run(t, newConsumer(t, newClient(t, proxied), e.config(url, log)))
+	proxy.Refuse()
+
+	pub := e.publisher(t)
+	props := &paho.PublishProperties{}
+	props.User.Add("message-id", "qos0")
+	eventually(t, 20*time.Second, "the subscription", func() bool { return strings.Contains(logs.String(), "subscribed") })
+	if _, err := pub.Publish(context.Background(), &paho.Publish{Topic: e.topic, QoS: 0, Payload: []byte(`{"orderId":"o-1"}`), Properties: props}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the log line", func() bool { return strings.Contains(logs.String(), "it is lost; publish with QoS 1") })
+}
+
+// A subscription the broker refuses (an invalid filter here) is logged and
+// retried on a new connection.
+func TestRefusedSubscriptionIsLogged(t *testing.T) {
+	t.Parallel()
+	url := brokerURL(t)
+	e := newEnv(t, url)
+	log, logs := capture()
+	cfg := e.config(url, log)
+	cfg.Topics = []string{e.topic + "/#/invalid"}
+	run(t, newConsumer(t, newClient(t, newPool(t, testDSN(t))), cfg))
+	eventually(t, 20*time.Second, "two refusals", func() bool {
+		s := logs.String()
+		return strings.Count(s, "subscribing failed")+strings.Count(s, "the broker disconnected") >= 2
+	})
 }
