@@ -1,11 +1,13 @@
 package nats
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pginbox/pginbox/inbox"
@@ -20,8 +22,23 @@ const (
 	DefaultConcurrency   = 10
 )
 
+// Accepter is the part of *inbox.Client the consumer uses.
+type Accepter interface {
+	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
+}
+
 // Config configures a Consumer.
 type Config struct {
+	// URL is the NATS server (or a comma-separated list), e.g.
+	// nats://127.0.0.1:4222. Required.
+	URL string
+
+	// ConnectOptions are added to the connection's options: credentials,
+	// TLS, ReconnectWait and so on. The Consumer always reconnects forever
+	// (MaxReconnects(-1), RetryOnFailedConnect), so that it outlives broker
+	// outages.
+	ConnectOptions []nats.Option
+
 	// Stream is the JetStream stream to consume. It must exist. Required.
 	Stream string
 
@@ -35,14 +52,18 @@ type Config struct {
 	// the whole stream.
 	FilterSubjects []string
 
-	// Decode maps a message to the inbox message to accept. The scope (tenant)
-	// must come from configuration or authenticated context, never from the
-	// payload. When it leaves MessageID empty, the Nats-Msg-Id header is used.
-	// An error from Decode dead-letters the message. Required.
+	// Scope is the tenant (or global scope) of every message of the stream:
+	// configuration decides it, never a message. Required.
+	Scope inbox.Scope
+
+	// Decode maps a message to the inbox message to accept. Required. The
+	// message's Scope is overwritten with Scope; when it leaves MessageID
+	// empty, the Nats-Msg-Id header is used. An error from Decode
+	// dead-letters the message (reason "decode").
 	Decode func(jetstream.Msg) (inbox.Message, error)
 
 	// DeadLetterSubject receives rejected and exhausted messages, with the
-	// reason in headers (HeaderReason, HeaderCode, ...). A stream must capture
+	// reason in headers (HeaderReason, HeaderError, ...). A stream must capture
 	// it: the Consumer publishes with JetStream and terminates a message only
 	// after the dead letter is stored. Required.
 	DeadLetterSubject string
@@ -98,6 +119,10 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
+	case c.URL == "":
+		return errors.New("URL is required, e.g. nats://127.0.0.1:4222")
+	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
+		return errors.New("Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.Stream == "":
 		return errors.New("Stream is required: name the JetStream stream to consume")
 	case c.Durable == "":

@@ -10,18 +10,18 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/pginbox/pginbox/inbox"
 )
 
 // Consumer moves messages from a durable JetStream pull consumer into the
 // inbox. Create it with New and run it with Run.
 type Consumer struct {
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	client *inbox.Client
-	cfg    Config
-	log    *slog.Logger
+	acc Accepter
+	cfg Config
+	log *slog.Logger
+
+	// Set by Run for its duration.
+	nc *nats.Conn
+	js jetstream.JetStream
 
 	// lastErr remembers why a message (by stream sequence) was last retried,
 	// for the dead letter written when its deliveries run out.
@@ -33,31 +33,18 @@ type Consumer struct {
 // letter then says the last error is unknown).
 const maxRemembered = 10000
 
-// New returns a Consumer reading through nc. nc must reconnect forever
-// (nats.MaxReconnects(-1)): the Consumer then rides out broker restarts
-// and network failures, re-issuing its pulls after every reconnect.
-func New(nc *nats.Conn, client *inbox.Client, cfg Config) (*Consumer, error) {
-	if nc == nil {
-		return nil, errors.New("pginbox/nats: New: the NATS connection is nil")
-	}
-	if client == nil {
-		return nil, errors.New("pginbox/nats: New: the inbox client is nil")
-	}
-	if nc.Opts.MaxReconnect >= 0 {
-		return nil, fmt.Errorf("pginbox/nats: New: the connection stops reconnecting after %d attempts; connect with nats.MaxReconnects(-1) so the consumer outlives broker outages", nc.Opts.MaxReconnect)
+// NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
+// It connects in Run.
+func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
+	if acc == nil {
+		return nil, errors.New("pginbox/nats: NewConsumer: accepter is nil: pass an *inbox.Client")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("pginbox/nats: Config.%w", err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("pginbox/nats: New: %w", err)
-	}
 	return &Consumer{
-		nc:      nc,
-		js:      js,
-		client:  client,
+		acc:     acc,
 		cfg:     cfg,
 		log:     cfg.Logger.With("stream", cfg.Stream, "durable", cfg.Durable),
 		lastErr: make(map[uint64]string),
@@ -67,11 +54,34 @@ func New(nc *nats.Conn, client *inbox.Client, cfg Config) (*Consumer, error) {
 // ErrStreamNotFound is returned by Run when Config.Stream does not exist.
 var ErrStreamNotFound = errors.New("pginbox/nats: stream not found")
 
-// Run consumes until ctx is cancelled, then stops pulling, finishes the
-// messages it holds and returns nil. Lost connections and server errors are
-// logged and retried with backoff; only a missing stream (ErrStreamNotFound)
-// or a closed connection ends Run early.
+// Run connects and consumes until ctx is cancelled, then stops pulling,
+// finishes the messages it holds, closes its connection and returns nil.
+// Lost connections and server errors are logged and retried with backoff;
+// only an invalid URL or a missing stream (ErrStreamNotFound) end Run early.
+// Run once at a time.
 func (c *Consumer) Run(ctx context.Context) error {
+	opts := append([]nats.Option{
+		nats.Name("pginbox " + c.cfg.Durable),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			c.log.Warn("pginbox/nats: disconnected; reconnecting", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { c.log.Info("pginbox/nats: reconnected", "url", nc.ConnectedUrl()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			c.log.Warn("pginbox/nats: connection error", "err", err)
+		}),
+	}, c.cfg.ConnectOptions...)
+	opts = append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	nc, err := nats.Connect(c.cfg.URL, opts...)
+	if err != nil {
+		return fmt.Errorf("pginbox/nats: connecting to %s: %w", c.cfg.URL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("pginbox/nats: %w", err)
+	}
+	c.nc, c.js = nc, js
+
 	adv, err := c.subscribeAdvisories()
 	if err != nil {
 		return err
@@ -85,7 +95,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrStreamNotFound) || c.nc.IsClosed() {
+		if errors.Is(err, ErrStreamNotFound) {
 			return err
 		}
 		if time.Since(started) > backoffMax {

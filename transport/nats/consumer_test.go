@@ -7,22 +7,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/drill"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
 )
 
-func TestNewRejectsBadConfig(t *testing.T) {
+func TestNewConsumerRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	url := natsURL(t)
-	nc := connect(t, url)
-	pool := newPool(t, testDSN(t))
-	client := newClient(t, pool)
+	client := newClient(t, newPool(t))
 	e := &env{stream: "S", durable: "D", dead: "dead"}
 	cases := []struct {
 		name   string
 		change func(*pgnats.Config)
 		want   string
 	}{
+		{"url", func(c *pgnats.Config) { c.URL = "" }, "Config.URL is required"},
+		{"scope", func(c *pgnats.Config) { c.Scope = inbox.Scope{} }, "Config.Scope is unset"},
 		{"stream", func(c *pgnats.Config) { c.Stream = "" }, "Config.Stream is required"},
 		{"durable", func(c *pgnats.Config) { c.Durable = "" }, "Config.Durable is required"},
 		{"decode", func(c *pgnats.Config) { c.Decode = nil }, "Config.Decode is required"},
@@ -34,64 +34,71 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"concurrency", func(c *pgnats.Config) { c.Concurrency = -1 }, "Config.Concurrency is -1"},
 	}
 	for _, tc := range cases {
-		cfg := e.config(nil)
+		cfg := e.config("nats://127.0.0.1:4222", nil)
 		tc.change(&cfg)
-		_, err := pgnats.New(nc, client, cfg)
+		_, err := pgnats.NewConsumer(client, cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := pgnats.New(nil, client, e.config(nil)); err == nil || !strings.Contains(err.Error(), "connection is nil") {
-		t.Errorf("nil conn: err = %v", err)
-	}
-	if _, err := pgnats.New(nc, nil, e.config(nil)); err == nil || !strings.Contains(err.Error(), "client is nil") {
-		t.Errorf("nil client: err = %v", err)
-	}
-	finite, err := nats.Connect(url) // default: gives up after 60 reconnects
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer finite.Close()
-	if _, err := pgnats.New(finite, client, e.config(nil)); err == nil || !strings.Contains(err.Error(), "nats.MaxReconnects(-1)") {
-		t.Errorf("finite reconnects: err = %v", err)
+	if _, err := pgnats.NewConsumer(nil, e.config("nats://127.0.0.1:4222", nil)); err == nil || !strings.Contains(err.Error(), "pass an *inbox.Client") {
+		t.Errorf("nil accepter: err = %v", err)
 	}
 }
 
-func TestRunMissingStream(t *testing.T) {
+func TestRunFailsFast(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
-	pool := newPool(t, testDSN(t))
-	e := &env{stream: "PGI_MISSING_" + randomID(), durable: "d", dead: "dead"}
-	c := newConsumer(t, connect(t, url), newClient(t, pool), e.config(quietLogger(t)))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := c.Run(ctx)
-	if !errors.Is(err, pgnats.ErrStreamNotFound) || !strings.Contains(err.Error(), "fix Config.Stream") {
-		t.Fatalf("Run = %v, want ErrStreamNotFound with a hint", err)
+	client := newClient(t, newPool(t))
+	cases := []struct {
+		name string
+		cfg  func(*pgnats.Config)
+		want func(error) bool
+		hint string
+	}{
+		{"missing stream", func(c *pgnats.Config) { c.Stream = "PGI_MISSING_" + randomID() },
+			func(err error) bool { return errors.Is(err, pgnats.ErrStreamNotFound) }, "fix Config.Stream"},
+		{"bad URL", func(c *pgnats.Config) { c.URL = "nats://%zz" }, func(err error) bool { return err != nil }, "connecting to nats://%zz"},
+	}
+	for _, tc := range cases {
+		e := &env{stream: "S", durable: "d", dead: "dead"}
+		cfg := e.config(url, quietLogger(t))
+		tc.cfg(&cfg)
+		c, err := pgnats.NewConsumer(client, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err = c.Run(ctx)
+		cancel()
+		if !tc.want(err) || !strings.Contains(err.Error(), tc.hint) {
+			t.Errorf("%s: Run = %v, want an error with %q", tc.name, err, tc.hint)
+		}
 	}
 }
 
-// Accepted and duplicate deliveries are acked; the receipt exists once.
+// Accepted and duplicate deliveries are acked; the receipt exists once,
+// in the configured scope.
 func TestAcceptThenAck(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, url, true)
-	cfg := e.config(quietLogger(t))
+	cfg := e.config(url, quietLogger(t))
 	cfg.Decode = decodeByEventID // the same event published twice with different Nats-Msg-Ids
-	run(t, newConsumer(t, connect(t, url), newClient(t, pool), cfg))
+	start(t, newClient(t, pool), cfg)
 
 	e.publish(t, "pub-1", `{"eventId":"evt-1","orderId":"o-1"}`)
 	e.publish(t, "pub-2", `{"eventId":"evt-2","orderId":"o-2"}`)
 	e.publish(t, "pub-3", `{"orderId":"o-1","eventId":"evt-1"}`) // redelivery by the producer, keys reordered
-	eventually(t, 20*time.Second, "all messages acked", func() bool { return e.unsettled(t) == 0 })
+	drill.Eventually(t, 20*time.Second, "all messages acked", func() bool { return e.unsettled(t) == 0 })
 
 	var receipts int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts`).Scan(&receipts); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts WHERE scope_id = $1`, testTenant).Scan(&receipts); err != nil {
 		t.Fatal(err)
 	}
 	if receipts != 2 {
-		t.Fatalf("%d receipts, want 2", receipts)
+		t.Fatalf("%d receipts of %s, want 2", receipts, testTenant)
 	}
 	if info := e.consumerInfo(t); info.AckFloor.Stream != 3 {
 		t.Fatalf("ack floor %d, want 3", info.AckFloor.Stream)
@@ -106,38 +113,34 @@ func TestAcceptThenAck(t *testing.T) {
 func TestRejectToDeadLetter(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, url, true)
-	run(t, newConsumer(t, connect(t, url), newClient(t, pool), e.config(quietLogger(t))))
+	start(t, newClient(t, pool), e.config(url, quietLogger(t)))
 
 	e.publish(t, "bad-json", `{"orderId":`)
 	e.publish(t, "empty", ``)
 	e.publish(t, "", `{"orderId":"o-1"}`) // no message ID
-	eventually(t, 20*time.Second, "three dead letters", func() bool { return len(e.deadLetters(t)) == 3 })
+	drill.Eventually(t, 20*time.Second, "three dead letters", func() bool { return len(e.deadLetters(t)) == 3 })
 
-	want := map[string]struct{ code, reason string }{ // by stream sequence
-		"1": {pgnats.CodeInvalid, "invalid_json"},
-		"2": {pgnats.CodeDecode, "empty payload"},
-		"3": {pgnats.CodeDecode, "publish with a Nats-Msg-Id header"},
+	want := map[string]struct{ reason, err string }{ // by stream sequence
+		"1": {pgnats.ReasonInvalid, "invalid_json"},
+		"2": {pgnats.ReasonDecode, "empty payload"},
+		"3": {pgnats.ReasonDecode, "publish with a Nats-Msg-Id header"},
 	}
 	for _, dl := range e.deadLetters(t) {
 		seq := dl.Header.Get(pgnats.HeaderSequence)
 		w := want[seq]
-		if dl.Header.Get(pgnats.HeaderCode) != w.code || !strings.Contains(dl.Header.Get(pgnats.HeaderReason), w.reason) {
-			t.Errorf("dead letter of seq %s: code %q reason %q, want %q containing %q", seq,
-				dl.Header.Get(pgnats.HeaderCode), dl.Header.Get(pgnats.HeaderReason), w.code, w.reason)
+		if dl.Header.Get(pgnats.HeaderReason) != w.reason || !strings.Contains(dl.Header.Get(pgnats.HeaderError), w.err) {
+			t.Errorf("dead letter of seq %s: reason %q error %q, want %q with %q", seq,
+				dl.Header.Get(pgnats.HeaderReason), dl.Header.Get(pgnats.HeaderError), w.reason, w.err)
 		}
-		if dl.Header.Get(pgnats.HeaderStream) != e.stream || dl.Header.Get(pgnats.HeaderSubject) != e.subject {
+		if dl.Header.Get(pgnats.HeaderStream) != e.stream || dl.Header.Get(pgnats.HeaderSubject) != e.subject || dl.Header.Get(pgnats.HeaderDeliveries) != "1" {
 			t.Errorf("dead letter of seq %s: origin headers %v", seq, dl.Header)
 		}
 	}
-	eventually(t, 10*time.Second, "rejected messages terminated", func() bool { return e.unsettled(t) == 0 })
-	var receipts int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts`).Scan(&receipts); err != nil {
-		t.Fatal(err)
-	}
-	if receipts != 0 {
-		t.Fatalf("%d receipts, want none", receipts)
+	drill.Eventually(t, 10*time.Second, "rejected messages terminated", func() bool { return e.unsettled(t) == 0 })
+	if n := receipts(t, pool); n != 0 {
+		t.Fatalf("%d receipts, want none", n)
 	}
 }
 
@@ -147,13 +150,12 @@ func TestRejectToDeadLetter(t *testing.T) {
 func TestRejectWaitsForDeadLetterStream(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
-	pool := newPool(t, testDSN(t))
 	e := newEnv(t, url, false)
 	log, logs := capture()
-	run(t, newConsumer(t, connect(t, url), newClient(t, pool), e.config(log)))
+	start(t, newClient(t, newPool(t)), e.config(url, log))
 
 	e.publish(t, "bad-json", `{"orderId":`)
-	eventually(t, 20*time.Second, "a redelivery", func() bool { return e.consumerInfo(t).NumRedelivered > 0 })
+	drill.Eventually(t, 20*time.Second, "a redelivery", func() bool { return e.consumerInfo(t).NumRedelivered > 0 })
 	if !strings.Contains(logs.String(), "make sure a stream captures that subject") {
 		t.Fatalf("log does not say what to fix:\n%s", logs)
 	}
@@ -161,20 +163,20 @@ func TestRejectWaitsForDeadLetterStream(t *testing.T) {
 		t.Fatal("the message was settled without a dead letter")
 	}
 	e.captureDead(t)
-	eventually(t, 20*time.Second, "the dead letter", func() bool { return len(e.deadLetters(t)) == 1 })
-	eventually(t, 10*time.Second, "the message terminated", func() bool { return e.unsettled(t) == 0 })
+	drill.Eventually(t, 20*time.Second, "the dead letter", func() bool { return len(e.deadLetters(t)) == 1 })
+	drill.Eventually(t, 10*time.Second, "the message terminated", func() bool { return e.unsettled(t) == 0 })
 }
 
-// Shutdown: Run returns nil after cancel and the messages it took are settled
-// or left to redelivery, never acked unaccepted.
+// Shutdown: Run returns nil after cancel, and a stopped consumer takes
+// nothing.
 func TestRunStops(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, url, true)
-	stop := run(t, newConsumer(t, connect(t, url), newClient(t, pool), e.config(quietLogger(t))))
+	stop := start(t, newClient(t, pool), e.config(url, quietLogger(t)))
 	e.publish(t, "m-1", `{"orderId":"o-1"}`)
-	eventually(t, 20*time.Second, "the message acked", func() bool { return e.unsettled(t) == 0 })
+	drill.Eventually(t, 20*time.Second, "the message acked", func() bool { return e.unsettled(t) == 0 })
 	stop() // fails the test if Run returned an error or hung
 
 	e.publish(t, "m-2", `{"orderId":"o-2"}`)
@@ -182,8 +184,7 @@ func TestRunStops(t *testing.T) {
 	if e.unsettled(t) != 1 {
 		t.Fatal("a stopped consumer settled a message")
 	}
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts WHERE message_id = 'm-2'`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("stopped consumer accepted m-2 (n=%d, err=%v)", n, err)
+	if n := receipts(t, pool); n != 1 {
+		t.Fatalf("%d receipts after stop, want 1", n)
 	}
 }

@@ -13,21 +13,25 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Headers a dead letter carries besides the original message's headers.
+// Headers a dead letter carries besides the original message's headers
+// (minus the server's Nats-* directives).
 const (
-	HeaderCode       = "Pginbox-Code"       // CodeDecode, CodeInvalid, inbox.CodeIdentityConflict or CodeMaxDeliveries
-	HeaderReason     = "Pginbox-Reason"     // the error, in words
-	HeaderStream     = "Pginbox-Stream"     // the stream the message came from
-	HeaderSequence   = "Pginbox-Stream-Seq" // its sequence in that stream
-	HeaderSubject    = "Pginbox-Subject"    // its subject
-	HeaderDeliveries = "Pginbox-Deliveries" // how often it was delivered
+	HeaderReason     = "Pginbox-Reason"      // ReasonDecode, ReasonInvalid, ReasonConflict or ReasonDeliveryLimit
+	HeaderError      = "Pginbox-Error"       // the error, in words
+	HeaderReceipt    = "Pginbox-Receipt"     // for a conflict: the stored receipt's ID
+	HeaderStream     = "Pginbox-Stream"      // the stream the message came from
+	HeaderSequence   = "Pginbox-Stream-Seq"  // its sequence in that stream
+	HeaderSubject    = "Pginbox-Subject"     // its subject
+	HeaderDeliveries = "Pginbox-Deliveries"  // how often it was delivered
+	HeaderMsgID      = "Pginbox-Nats-Msg-Id" // its Nats-Msg-Id
 )
 
-// Dead-letter codes (HeaderCode) besides inbox.CodeIdentityConflict.
+// Dead-letter reasons, in the Pginbox-Reason header.
 const (
-	CodeDecode        = "DECODE"         // Config.Decode failed, or no message ID
-	CodeInvalid       = "INVALID"        // the inbox rejected the message (*inbox.ValidationError)
-	CodeMaxDeliveries = "MAX_DELIVERIES" // MaxDeliver deliveries without an accept
+	ReasonDecode        = "decode"         // Config.Decode failed, or no message ID
+	ReasonInvalid       = "invalid"        // the inbox rejected the message (*inbox.ValidationError)
+	ReasonConflict      = "conflict"       // the same identity is stored with other content (*inbox.ConflictError)
+	ReasonDeliveryLimit = "delivery_limit" // MaxDeliver deliveries without an accept
 )
 
 // deadLetter is a message on its way to the dead-letter subject.
@@ -37,8 +41,9 @@ type deadLetter struct {
 	data       []byte
 	seq        uint64
 	deliveries uint64
-	code       string
 	reason     string
+	err        string
+	receipt    string
 }
 
 // publishDeadLetter stores dl under Config.DeadLetterSubject and waits for
@@ -53,14 +58,17 @@ func (c *Consumer) publishDeadLetter(ctx context.Context, dl deadLetter) error {
 		}
 		h[k] = v
 	}
-	h.Set(HeaderCode, dl.code)
 	h.Set(HeaderReason, dl.reason)
+	h.Set(HeaderError, dl.err)
+	if dl.receipt != "" {
+		h.Set(HeaderReceipt, dl.receipt)
+	}
 	h.Set(HeaderStream, c.cfg.Stream)
 	h.Set(HeaderSequence, strconv.FormatUint(dl.seq, 10))
 	h.Set(HeaderSubject, dl.subject)
 	h.Set(HeaderDeliveries, strconv.FormatUint(dl.deliveries, 10))
 	if v := dl.header.Get(jetstream.MsgIDHeader); v != "" {
-		h.Set("Pginbox-Nats-Msg-Id", v)
+		h.Set(HeaderMsgID, v)
 	}
 	_, err := c.js.PublishMsg(ctx,
 		&nats.Msg{Subject: c.cfg.DeadLetterSubject, Header: h, Data: dl.data},
@@ -104,11 +112,11 @@ func (c *Consumer) onMaxDeliveries(m *nats.Msg) {
 	log := c.log.With("seq", a.StreamSeq, "delivered", a.Deliveries)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	reason := fmt.Sprintf("not accepted after %d deliveries (MaxDeliver); last error: %s", a.Deliveries, c.recall(a.StreamSeq))
+	cause := fmt.Sprintf("not accepted after %d deliveries (MaxDeliver); last error: %s", a.Deliveries, c.recall(a.StreamSeq))
 	for wait := backoffStart; ; wait = min(2*wait, backoffMax) {
-		err := c.moveExhausted(ctx, a, reason)
+		err := c.moveExhausted(ctx, a, cause)
 		if err == nil {
-			log.Warn("pginbox/nats: deliveries exhausted; moved to the dead-letter subject", "reason", reason)
+			log.Warn("pginbox/nats: deliveries exhausted; moved to the dead-letter subject", "err", cause)
 			return
 		}
 		if errors.Is(err, jetstream.ErrMsgNotFound) || ctx.Err() != nil {
@@ -120,7 +128,7 @@ func (c *Consumer) onMaxDeliveries(m *nats.Msg) {
 	}
 }
 
-func (c *Consumer) moveExhausted(ctx context.Context, a maxDeliveriesAdvisory, reason string) error {
+func (c *Consumer) moveExhausted(ctx context.Context, a maxDeliveriesAdvisory, cause string) error {
 	stream, err := c.js.Stream(ctx, c.cfg.Stream)
 	if err != nil {
 		return fmt.Errorf("pginbox/nats: looking up stream %q: %w", c.cfg.Stream, err)
@@ -132,6 +140,6 @@ func (c *Consumer) moveExhausted(ctx context.Context, a maxDeliveriesAdvisory, r
 	return c.publishDeadLetter(ctx, deadLetter{
 		subject: raw.Subject, header: raw.Header, data: raw.Data,
 		seq: a.StreamSeq, deliveries: a.Deliveries,
-		code: CodeMaxDeliveries, reason: reason,
+		reason: ReasonDeliveryLimit, err: cause,
 	})
 }

@@ -9,32 +9,33 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/transport/internal/drill"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
 )
 
-// Failure drills. Each prints one summary line and asserts that nothing was
-// lost and nothing applied twice, counting applications in a business table.
+// Failure drills. Each logs one summary line (sent, acked, applied, lost,
+// doubled) and asserts, in a business table written by a real worker, that
+// every message was applied exactly once.
 
 const drillMessages = 300
-
-func drillID(i int) string { return fmt.Sprintf("drill-%04d", i) }
 
 func drillIDs(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = drillID(i)
+		ids[i] = fmt.Sprintf("drill-%04d", i)
 	}
 	return ids
 }
 
-// publishAll publishes n messages from a goroutine; the returned channel
-// yields its error (nil) once every message was acknowledged by the stream.
-func (e *env) publishAll(n int) <-chan error {
+// publishAll publishes every id from a goroutine; the channel yields nil once
+// the stream acknowledged them all.
+func (e *env) publishAll(ids []string) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		for i := range n {
-			if err := e.tryPublish(drillID(i), fmt.Sprintf(`{"orderId":"o-%d","n":%d}`, i, i)); err != nil {
+		for i, id := range ids {
+			if err := e.tryPublish(id, fmt.Sprintf(`{"orderId":"o-%d","n":%d}`, i, i)); err != nil {
 				done <- err
 				return
 			}
@@ -44,13 +45,12 @@ func (e *env) publishAll(n int) <-chan error {
 	return done
 }
 
-func receipts(t testing.TB, pool *pgxpool.Pool) int {
+// settled waits until the durable has acked or terminated everything and
+// returns how many messages it acked (stream messages minus dead letters).
+func (e *env) settled(t testing.TB, sent int) int64 {
 	t.Helper()
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts`).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	drill.Eventually(t, 60*time.Second, "every message settled", func() bool { return e.unsettled(t) == 0 })
+	return int64(sent - len(e.deadLetters(t)))
 }
 
 // The broker crashes (SIGKILL) twice in the middle of a stream and comes
@@ -58,14 +58,15 @@ func receipts(t testing.TB, pool *pgxpool.Pool) int {
 func TestDrillServerRestart(t *testing.T) {
 	t.Parallel()
 	srv := startPrivateServer(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
+	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, srv.url(), true)
-	run(t, newConsumer(t, connect(t, srv.url()), newClient(t, pool), e.config(quietLogger(t))))
+	start(t, newClient(t, pool), e.config(srv.url(), quietLogger(t)))
 
-	published := e.publishAll(drillMessages)
+	ids := drillIDs(drillMessages)
+	published := e.publishAll(ids)
 	for _, at := range []int{drillMessages / 3, 2 * drillMessages / 3} {
-		eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return receipts(t, pool) >= at })
-		eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
+		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return ledger.Receipts(t) >= at })
 		srv.kill(t)
 		time.Sleep(300 * time.Millisecond)
 		srv.start(t)
@@ -73,10 +74,7 @@ func TestDrillServerRestart(t *testing.T) {
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "every message settled", func() bool { return e.unsettled(t) == 0 })
-	r := tally{sent: drillMessages, acked: drillMessages - e.unsettled(t), dead: len(e.deadLetters(t))}
-	r.apply(t, pool, drillIDs(drillMessages))
-	r.check(t, "nats server restart")
+	ledger.Report(t, "nats server restart", ids, e.settled(t, drillMessages))
 }
 
 // The consumer's connection to the broker is cut repeatedly, and refused for
@@ -84,21 +82,22 @@ func TestDrillServerRestart(t *testing.T) {
 func TestDrillConnectionCut(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
-	addr := strings.TrimPrefix(url, "nats://")
-	proxy, err := faultproxy.New("tcp", addr)
+	proxy, err := faultproxy.New("tcp", strings.TrimPrefix(url, "nats://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
+	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, url, true)
-	run(t, newConsumer(t, connect(t, "nats://"+proxy.Addr()), newClient(t, pool), e.config(quietLogger(t))))
+	start(t, newClient(t, pool), e.config("nats://"+proxy.Addr(), quietLogger(t)))
 
-	published := e.publishAll(drillMessages)
+	ids := drillIDs(drillMessages)
+	published := e.publishAll(ids)
 	cuts := 0
 	for _, at := range []int{drillMessages / 4, drillMessages / 2, 3 * drillMessages / 4} {
-		eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return receipts(t, pool) >= at })
-		eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
+		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return ledger.Receipts(t) >= at })
+		drill.Eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
 		if at == drillMessages/2 { // down for a while: refused, not just reset
 			proxy.Refuse()
 			cuts += proxy.Cut()
@@ -111,13 +110,11 @@ func TestDrillConnectionCut(t *testing.T) {
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "every message settled", func() bool { return e.unsettled(t) == 0 })
+	acked := e.settled(t, drillMessages)
 	if cuts < 3 {
 		t.Fatalf("only %d connections cut", cuts)
 	}
-	r := tally{sent: drillMessages, acked: drillMessages - e.unsettled(t), dead: len(e.deadLetters(t))}
-	r.apply(t, pool, drillIDs(drillMessages))
-	r.check(t, "nats connection cut")
+	ledger.Report(t, "nats connection cut", ids, acked)
 }
 
 // PostgreSQL is unreachable for a while: the consumer acks nothing, the
@@ -127,39 +124,37 @@ func TestDrillDatabaseDown(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
 	dsn := testDSN(t)
-	direct := newPool(t, dsn)
-	proxy, proxied := dbProxy(t, dsn)
+	direct := drill.Pool(t, dsn, nil)
+	ledger := drill.NewLedger(t, direct, testConsumer)
+	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url, true)
-	cfg := e.config(quietLogger(t))
+	cfg := e.config(url, quietLogger(t))
 	cfg.MaxDeliver = 1000 // this drill is about riding out the outage, not about exhaustion
-	run(t, newConsumer(t, connect(t, url), newClient(t, proxied), cfg))
+	start(t, newClient(t, proxied), cfg)
 
+	ids := drillIDs(drillMessages)
 	const half = drillMessages / 2
-	for i := range half {
-		e.publish(t, drillID(i), fmt.Sprintf(`{"orderId":"o-%d"}`, i))
+	for i, id := range ids[:half] {
+		e.publish(t, id, fmt.Sprintf(`{"orderId":"o-%d"}`, i))
 	}
-	eventually(t, 60*time.Second, "the first half settled", func() bool { return e.unsettled(t) == 0 })
+	drill.Eventually(t, 60*time.Second, "the first half settled", func() bool { return e.unsettled(t) == 0 })
 
 	proxy.Refuse()
 	proxy.Cut()
-	for i := half; i < drillMessages; i++ {
-		e.publish(t, drillID(i), fmt.Sprintf(`{"orderId":"o-%d"}`, i))
+	for i, id := range ids[half:] {
+		e.publish(t, id, fmt.Sprintf(`{"orderId":"o-%d"}`, half+i))
 	}
-	eventually(t, 30*time.Second, "redeliveries while the database is down", func() bool {
+	drill.Eventually(t, 30*time.Second, "redeliveries while the database is down", func() bool {
 		return e.consumerInfo(t).NumRedelivered >= 10
 	})
 	if n := e.unsettled(t); n != drillMessages-half {
 		t.Fatalf("%d unsettled while the database is down, want %d: something was acked without an accept", n, drillMessages-half)
 	}
-	if n := receipts(t, direct); n != half {
+	if n := ledger.Receipts(t); n != half {
 		t.Fatalf("%d receipts while the database is down, want %d", n, half)
 	}
 	proxy.Resume()
-
-	eventually(t, 60*time.Second, "every message settled", func() bool { return e.unsettled(t) == 0 })
-	r := tally{sent: drillMessages, acked: drillMessages - e.unsettled(t), dead: len(e.deadLetters(t))}
-	r.apply(t, direct, drillIDs(drillMessages))
-	r.check(t, "nats database down")
+	ledger.Report(t, "nats database down", ids, e.settled(t, drillMessages))
 }
 
 // A changed redelivery (same event ID, different content) ends under the
@@ -168,45 +163,46 @@ func TestDrillDatabaseDown(t *testing.T) {
 func TestDrillChangedRedelivery(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
+	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, url, true)
-	cfg := e.config(quietLogger(t))
+	cfg := e.config(url, quietLogger(t))
 	cfg.Decode = decodeByEventID
-	run(t, newConsumer(t, connect(t, url), newClient(t, pool), cfg))
+	start(t, newClient(t, pool), cfg)
 
 	e.publish(t, "pub-1", `{"eventId":"evt-1","orderId":"o-1","total":"10.00"}`)
-	eventually(t, 20*time.Second, "the original acked", func() bool { return e.unsettled(t) == 0 })
-	before := receiptRow(t, pool, "evt-1")
+	drill.Eventually(t, 20*time.Second, "the original acked", func() bool { return e.unsettled(t) == 0 })
+	id, before := receiptRow(t, pool, "evt-1")
 
 	e.publish(t, "pub-2", `{"eventId":"evt-1","orderId":"o-1","total":"99.00"}`)
-	eventually(t, 20*time.Second, "the dead letter", func() bool { return len(e.deadLetters(t)) == 1 })
+	drill.Eventually(t, 20*time.Second, "the dead letter", func() bool { return len(e.deadLetters(t)) == 1 })
 	dl := e.deadLetters(t)[0]
-	if got := dl.Header.Get(pgnats.HeaderCode); got != "IDENTITY_CONFLICT" {
-		t.Fatalf("dead letter code %q", got)
+	if dl.Header.Get(pgnats.HeaderReason) != pgnats.ReasonConflict || dl.Header.Get(pgnats.HeaderReceipt) != id {
+		t.Fatalf("dead letter headers %v, want reason conflict and receipt %s", dl.Header, id)
 	}
-	if reason := dl.Header.Get(pgnats.HeaderReason); !strings.Contains(reason, "IDENTITY_CONFLICT") || !strings.Contains(reason, "evt-1") {
-		t.Fatalf("dead letter reason %q", reason)
+	if msg := dl.Header.Get(pgnats.HeaderError); !strings.Contains(msg, "IDENTITY_CONFLICT") || !strings.Contains(msg, "evt-1") {
+		t.Fatalf("dead letter error %q", msg)
 	}
-	if !strings.Contains(string(dl.Data), `"99.00"`) || dl.Header.Get("Pginbox-Nats-Msg-Id") != "pub-2" {
+	if !strings.Contains(string(dl.Data), `"99.00"`) || dl.Header.Get(pgnats.HeaderMsgID) != "pub-2" {
 		t.Fatalf("dead letter is not the changed message: %s %v", dl.Data, dl.Header)
 	}
-	eventually(t, 10*time.Second, "the changed message terminated", func() bool { return e.unsettled(t) == 0 })
-	if after := receiptRow(t, pool, "evt-1"); after != before {
+	drill.Eventually(t, 10*time.Second, "the changed message terminated", func() bool { return e.unsettled(t) == 0 })
+	if _, after := receiptRow(t, pool, "evt-1"); after != before {
 		t.Fatalf("receipt changed:\nbefore %s\nafter  %s", before, after)
 	}
-	r := tally{sent: 2, acked: 1, dead: 1}
-	r.apply(t, pool, []string{"evt-1"})
-	r.check(t, "nats changed redelivery")
+	ledger.Report(t, "nats changed redelivery (1 of 2 dead-lettered)", []string{"evt-1"}, 1)
 }
 
-// receiptRow is the stored receipt of message id as text.
-func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) string {
+// receiptRow is the ID and the whole stored row, as text, of message id's
+// receipt.
+func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) (receipt, row string) {
 	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `SELECT to_jsonb(r)::text FROM pginbox_receipts r WHERE message_id = $1`, id).Scan(&s); err != nil {
+	var rid inbox.ID
+	err := pool.QueryRow(context.Background(), `SELECT r.id, to_jsonb(r)::text FROM pginbox_receipts r WHERE message_id = $1`, id).Scan(&rid, &row)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return rid.String(), row
 }
 
 // When MaxDeliver deliveries fail (here: the database is down), the server's
@@ -216,30 +212,28 @@ func TestMaxDeliveriesDeadLetter(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
 	dsn := testDSN(t)
-	proxy, proxied := dbProxy(t, dsn)
+	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url, true)
-	cfg := e.config(quietLogger(t))
+	cfg := e.config(url, quietLogger(t))
 	cfg.MaxDeliver = 3
-	run(t, newConsumer(t, connect(t, url), newClient(t, proxied), cfg))
+	start(t, newClient(t, proxied), cfg)
 	proxy.Refuse()
 
-	for i := range 3 {
-		e.publish(t, drillID(i), fmt.Sprintf(`{"orderId":"o-%d"}`, i))
+	for _, id := range drillIDs(3) {
+		e.publish(t, id, `{"orderId":"o"}`)
 	}
-	eventually(t, 30*time.Second, "three dead letters", func() bool { return len(e.deadLetters(t)) == 3 })
+	drill.Eventually(t, 30*time.Second, "three dead letters", func() bool { return len(e.deadLetters(t)) == 3 })
 	for _, dl := range e.deadLetters(t) {
-		reason := dl.Header.Get(pgnats.HeaderReason)
-		if dl.Header.Get(pgnats.HeaderCode) != pgnats.CodeMaxDeliveries ||
-			!strings.Contains(reason, "not accepted after 3 deliveries") ||
-			!strings.Contains(reason, "last error: pginbox: accept") {
-			t.Errorf("dead letter %s: code %q reason %q", dl.Header.Get("Pginbox-Nats-Msg-Id"), dl.Header.Get(pgnats.HeaderCode), reason)
-		}
-		if dl.Header.Get(pgnats.HeaderDeliveries) != "3" {
-			t.Errorf("dead letter deliveries %q, want 3", dl.Header.Get(pgnats.HeaderDeliveries))
+		msg := dl.Header.Get(pgnats.HeaderError)
+		if dl.Header.Get(pgnats.HeaderReason) != pgnats.ReasonDeliveryLimit ||
+			!strings.Contains(msg, "not accepted after 3 deliveries") ||
+			!strings.Contains(msg, "last error: pginbox: accept") ||
+			dl.Header.Get(pgnats.HeaderDeliveries) != "3" {
+			t.Errorf("dead letter %s: %v", dl.Header.Get(pgnats.HeaderMsgID), dl.Header)
 		}
 	}
 	proxy.Resume()
-	if n := receipts(t, newPool(t, dsn)); n != 0 {
+	if n := receipts(t, drill.Pool(t, dsn, nil)); n != 0 {
 		t.Fatalf("%d receipts, want none", n)
 	}
 }

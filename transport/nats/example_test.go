@@ -29,7 +29,7 @@ func Example() {
 	client, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{"orders.projection.v1"}})
 	must(err)
 
-	nc, err := nats.Connect(exampleNATSURL(), nats.MaxReconnects(-1)) // reconnect forever
+	nc, err := nats.Connect(exampleNATSURL()) // to set up streams and publish
 	must(err)
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -43,15 +43,16 @@ func Example() {
 	must(err)
 	defer js.DeleteStream(ctx, dead)
 
-	consumer, err := pgnats.New(nc, client, pgnats.Config{
+	consumer, err := pgnats.NewConsumer(client, pgnats.Config{
+		URL:               exampleNATSURL(),
+		Scope:             inbox.Tenant("acme"), // the stream's tenant: configuration, never payload
 		Stream:            orders,
 		Durable:           "orders-inbox",
 		DeadLetterSubject: "example." + id + ".dead",
 		Decode: func(m jetstream.Msg) (inbox.Message, error) {
 			return inbox.Message{
-				// The scope is configuration of this consumer, never payload.
 				// MessageID stays empty: the Nats-Msg-Id header is used.
-				Identity:      inbox.Identity{Scope: inbox.Tenant("acme"), Source: "shop", Consumer: "orders.projection.v1"},
+				Identity:      inbox.Identity{Source: "shop", Consumer: "orders.projection.v1"},
 				EventType:     "order.created",
 				SchemaVersion: 1,
 				Payload:       json.RawMessage(m.Data()),

@@ -26,11 +26,11 @@ func (c *Consumer) handle(ctx context.Context, m jetstream.Msg) {
 
 	msg, err := c.decode(m)
 	if err != nil {
-		c.reject(ctx, log, m, md, CodeDecode, err)
+		c.reject(ctx, log, m, md, ReasonDecode, err)
 		return
 	}
 	log = log.With("message_id", msg.MessageID)
-	res, err := c.client.Accept(ctx, msg)
+	res, err := c.acc.Accept(ctx, msg)
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
 		c.forget(md.Sequence.Stream)
@@ -48,7 +48,7 @@ func (c *Consumer) handle(ctx context.Context, m jetstream.Msg) {
 			log.Warn("pginbox/nats: nak failed; the server redelivers after AckWait", "err", err)
 		}
 	case inbox.ActionReject:
-		c.reject(ctx, log, m, md, codeOf(err), err)
+		c.reject(ctx, log, m, md, reasonOf(err), err)
 	}
 }
 
@@ -58,6 +58,7 @@ func (c *Consumer) decode(m jetstream.Msg) (inbox.Message, error) {
 	if err != nil {
 		return inbox.Message{}, err
 	}
+	msg.Scope = c.cfg.Scope
 	if msg.MessageID == "" {
 		msg.MessageID = m.Headers().Get(jetstream.MsgIDHeader)
 	}
@@ -70,12 +71,12 @@ func (c *Consumer) decode(m jetstream.Msg) (inbox.Message, error) {
 // reject stores the message under the dead-letter subject, then terminates
 // it. If the dead letter cannot be stored the message is not terminated: it
 // is redelivered and rejected again.
-func (c *Consumer) reject(ctx context.Context, log *slog.Logger, m jetstream.Msg, md *jetstream.MsgMetadata, code string, cause error) {
-	log.Warn("pginbox/nats: rejecting to the dead-letter subject", "code", code, "err", cause)
+func (c *Consumer) reject(ctx context.Context, log *slog.Logger, m jetstream.Msg, md *jetstream.MsgMetadata, reason string, cause error) {
+	log.Warn("pginbox/nats: rejecting to the dead-letter subject", "reason", reason, "err", cause)
 	dl := deadLetter{
 		subject: m.Subject(), header: m.Headers(), data: m.Data(),
 		seq: md.Sequence.Stream, deliveries: md.NumDelivered,
-		code: code, reason: cause.Error(),
+		reason: reason, err: cause.Error(), receipt: receiptOf(cause),
 	}
 	if err := c.publishDeadLetter(ctx, dl); err != nil {
 		delay := c.cfg.retryDelay(md.NumDelivered)
@@ -94,13 +95,21 @@ func (c *Consumer) reject(ctx context.Context, log *slog.Logger, m jetstream.Msg
 	}
 }
 
-// codeOf is the dead-letter code of a rejecting accept error.
-func codeOf(err error) string {
+// reasonOf is the dead-letter reason of a rejecting accept error.
+func reasonOf(err error) string {
+	if errors.Is(err, inbox.ErrIdentityConflict) {
+		return ReasonConflict
+	}
+	return ReasonInvalid
+}
+
+// receiptOf is the ID of the stored receipt a conflict names, or "".
+func receiptOf(err error) string {
 	var conflict *inbox.ConflictError
 	if errors.As(err, &conflict) {
-		return inbox.CodeIdentityConflict
+		return conflict.ReceiptID.String()
 	}
-	return CodeInvalid
+	return ""
 }
 
 func (c *Consumer) remember(seq uint64, err error) {

@@ -133,19 +133,14 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(o.natsURL, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.Name("nats-inbox"),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats-inbox: disconnected", "err", err) }),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats-inbox: reconnected", "url", nc.ConnectedUrl()) }))
-	if err != nil {
-		return fmt.Errorf("-nats-url: %w", err)
-	}
-	defer nc.Close()
-
 	scope := inbox.Global()
 	if !o.global {
 		scope = inbox.Tenant(o.tenant)
 	}
 	cfg := pgnats.Config{
+		URL:               o.natsURL,
+		ConnectOptions:    []nats.Option{nats.Name("nats-inbox")},
+		Scope:             scope,
 		Stream:            o.stream,
 		Durable:           o.durable,
 		DeadLetterSubject: o.deadLetter,
@@ -158,7 +153,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 				eventType = m.Subject()
 			}
 			return inbox.Message{
-				Identity:      inbox.Identity{Scope: scope, Source: o.source, Consumer: o.consumer},
+				Identity:      inbox.Identity{Source: o.source, Consumer: o.consumer},
 				EventType:     eventType,
 				SchemaVersion: o.schemaVersion,
 				Payload:       json.RawMessage(m.Data()),
@@ -168,7 +163,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	if o.subject != "" {
 		cfg.FilterSubjects = []string{o.subject}
 	}
-	c, err := pgnats.New(nc, client, cfg)
+	c, err := pgnats.NewConsumer(client, cfg)
 	if err != nil {
 		return err
 	}
