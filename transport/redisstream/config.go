@@ -1,6 +1,7 @@
 package redisstream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,8 +23,17 @@ const (
 	DefaultBatchSize     = 10
 )
 
+// Accepter is the part of *inbox.Client the consumer uses.
+type Accepter interface {
+	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
+}
+
 // Config configures a Consumer.
 type Config struct {
+	// Redis is the client to read through, e.g. redis.NewClient(...). It
+	// dials again by itself after a lost connection. Required.
+	Redis redis.UniversalClient
+
 	// Stream is the stream to consume. Required.
 	Stream string
 
@@ -36,10 +46,14 @@ type Config struct {
 	// "<hostname>-<pid>".
 	Consumer string
 
-	// Decode maps an entry to the inbox message to accept. The scope (tenant)
-	// must come from configuration or authenticated context, never from the
-	// entry. When it leaves MessageID empty, the IDField field is used. An
-	// error from Decode dead-letters the entry. Required.
+	// Scope is the tenant (or global scope) of every entry of the stream:
+	// configuration decides it, never an entry. Required.
+	Scope inbox.Scope
+
+	// Decode maps an entry to the inbox message to accept. Required. The
+	// message's Scope is overwritten with Scope; when it leaves MessageID
+	// empty, the IDField field is used. An error from Decode dead-letters the
+	// entry (reason "decode").
 	Decode func(redis.XMessage) (inbox.Message, error)
 
 	// IDField is the entry field holding the producer's message ID, used when
@@ -47,8 +61,8 @@ type Config struct {
 	IDField string
 
 	// DeadLetterStream receives rejected and exhausted entries: their fields
-	// plus FieldCode, FieldReason, FieldStream, FieldEntryID and
-	// FieldDeliveries. In Redis Cluster it must hash to Stream's slot (use a
+	// plus FieldReason, FieldError, FieldReceipt, FieldStream, FieldEntryID
+	// and FieldDeliveries. In Redis Cluster it must hash to Stream's slot (use a
 	// hash tag, e.g. "{orders}" and "{orders}:dead"): the dead letter and the
 	// XACK are one MULTI. Required.
 	DeadLetterStream string
@@ -105,6 +119,10 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	switch {
+	case c.Redis == nil:
+		return errors.New("Redis is nil: pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
+	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
+		return errors.New("Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.Stream == "":
 		return errors.New("Stream is required: name the stream to consume")
 	case c.Group == "":

@@ -10,17 +10,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/pginbox/pginbox/inbox"
 )
 
 // Consumer moves entries from a Redis stream's consumer group into the
 // inbox. Create it with New and run it with Run.
 type Consumer struct {
-	rdb    redis.UniversalClient
-	client *inbox.Client
-	cfg    Config
-	log    *slog.Logger
+	rdb redis.UniversalClient
+	acc Accepter
+	cfg Config
+	log *slog.Logger
 
 	// lastErr remembers why an entry was last retried, for its dead letter
 	// when its deliveries run out.
@@ -32,21 +30,18 @@ type Consumer struct {
 // letter then says the last error is unknown).
 const maxRemembered = 10000
 
-// New returns a Consumer reading through rdb.
-func New(rdb redis.UniversalClient, client *inbox.Client, cfg Config) (*Consumer, error) {
-	if rdb == nil {
-		return nil, errors.New("pginbox/redisstream: New: the Redis client is nil")
-	}
-	if client == nil {
-		return nil, errors.New("pginbox/redisstream: New: the inbox client is nil")
+// NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
+func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
+	if acc == nil {
+		return nil, errors.New("pginbox/redisstream: NewConsumer: accepter is nil: pass an *inbox.Client")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("pginbox/redisstream: Config.%w", err)
 	}
 	return &Consumer{
-		rdb:     rdb,
-		client:  client,
+		rdb:     cfg.Redis,
+		acc:     acc,
 		cfg:     cfg,
 		log:     cfg.Logger.With("stream", cfg.Stream, "group", cfg.Group, "consumer", cfg.Consumer),
 		lastErr: make(map[string]string),

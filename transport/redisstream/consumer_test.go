@@ -9,19 +9,24 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
-func TestNewRejectsBadConfig(t *testing.T) {
+func TestNewConsumerRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	rdb := newRedis(t, redisAddr(t))
-	client := newClient(t, newPool(t, testDSN(t)))
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"}) // never used
+	defer rdb.Close()
+	client := newClient(t, newPool(t))
 	e := &env{stream: "s", dead: "d", group: "g"}
 	cases := []struct {
 		name   string
 		change func(*redisstream.Config)
 		want   string
 	}{
+		{"redis", func(c *redisstream.Config) { c.Redis = nil }, "Config.Redis is nil"},
+		{"scope", func(c *redisstream.Config) { c.Scope = inbox.Scope{} }, "Config.Scope is unset"},
 		{"stream", func(c *redisstream.Config) { c.Stream = "" }, "Config.Stream is required"},
 		{"group", func(c *redisstream.Config) { c.Group = "" }, "Config.Group is required"},
 		{"decode", func(c *redisstream.Config) { c.Decode = nil }, "Config.Decode is required"},
@@ -33,37 +38,39 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"batch size", func(c *redisstream.Config) { c.BatchSize = -1 }, "Config.BatchSize is -1"},
 	}
 	for _, tc := range cases {
-		cfg := e.config(nil)
+		cfg := e.config(rdb, nil)
 		tc.change(&cfg)
-		if _, err := redisstream.New(rdb, client, cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := redisstream.NewConsumer(client, cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := redisstream.New(nil, client, e.config(nil)); err == nil || !strings.Contains(err.Error(), "Redis client is nil") {
-		t.Errorf("nil Redis client: err = %v", err)
-	}
-	if _, err := redisstream.New(rdb, nil, e.config(nil)); err == nil || !strings.Contains(err.Error(), "inbox client is nil") {
-		t.Errorf("nil inbox client: err = %v", err)
+	if _, err := redisstream.NewConsumer(nil, e.config(rdb, nil)); err == nil || !strings.Contains(err.Error(), "pass an *inbox.Client") {
+		t.Errorf("nil accepter: err = %v", err)
 	}
 }
 
-// Accepted and duplicate entries are acknowledged; the receipt exists once.
-// Entries added before the group existed are consumed too.
+// Accepted and duplicate entries are acknowledged; the receipt exists once,
+// in the configured scope. Entries added before the group existed are
+// consumed too.
 func TestAcceptThenAck(t *testing.T) {
 	t.Parallel()
 	addr := redisAddr(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, addr)
 	e.add(t, "", `{"eventId":"evt-1","orderId":"o-1"}`) // before the group exists
-	cfg := e.config(quietLogger(t))
+	cfg := e.config(newRedis(t, addr), quietLogger(t))
 	cfg.Decode = decodeByEventID
-	run(t, newConsumer(t, newRedis(t, addr), newClient(t, pool), cfg))
+	start(t, newClient(t, pool), cfg)
 
 	e.add(t, "", `{"eventId":"evt-2","orderId":"o-2"}`)
 	e.add(t, "", `{"orderId":"o-1","eventId":"evt-1"}`) // redelivery by the producer: a new entry, keys reordered
-	eventually(t, 20*time.Second, "all entries acknowledged", func() bool { return e.unsettled(t) == 0 })
-	if n := receipts(t, pool); n != 2 {
-		t.Fatalf("%d receipts, want 2", n)
+	drill.Eventually(t, 20*time.Second, "all entries acknowledged", func() bool { return e.unsettled(t) == 0 })
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts WHERE scope_id = $1`, testTenant).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("%d receipts of %s, want 2", n, testTenant)
 	}
 	if dl := e.deadLetters(t); len(dl) != 0 {
 		t.Fatalf("%d dead letters, want none", len(dl))
@@ -75,25 +82,25 @@ func TestAcceptThenAck(t *testing.T) {
 func TestRejectToDeadLetter(t *testing.T) {
 	t.Parallel()
 	addr := redisAddr(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, addr)
-	run(t, newConsumer(t, newRedis(t, addr), newClient(t, pool), e.config(quietLogger(t))))
+	start(t, newClient(t, pool), e.config(newRedis(t, addr), quietLogger(t)))
 
-	want := map[string]struct{ code, reason string }{ // by entry ID
-		e.add(t, "bad-json", `{"orderId":`):                                   {redisstream.CodeInvalid, "invalid_json"},
-		e.add(t, "no-id", ""):                                                 {redisstream.CodeDecode, "no payload field"},
-		e.add(t, "", `{"orderId":"o-1"}`):                                     {redisstream.CodeDecode, `add a "message_id" field`},
-		e.add(t, "too-deep", strings.Repeat("[", 70)+strings.Repeat("]", 70)): {redisstream.CodeInvalid, "too_deep"},
+	want := map[string]struct{ reason, err string }{ // by entry ID
+		e.add(t, "bad-json", `{"orderId":`):                                   {redisstream.ReasonInvalid, "invalid_json"},
+		e.add(t, "no-payload", ""):                                            {redisstream.ReasonDecode, "no payload field"},
+		e.add(t, "", `{"orderId":"o-1"}`):                                     {redisstream.ReasonDecode, `add a "message_id" field`},
+		e.add(t, "too-deep", strings.Repeat("[", 70)+strings.Repeat("]", 70)): {redisstream.ReasonInvalid, "too_deep"},
 	}
-	eventually(t, 20*time.Second, "four dead letters", func() bool { return len(e.deadLetters(t)) == 4 })
+	drill.Eventually(t, 20*time.Second, "four dead letters", func() bool { return len(e.deadLetters(t)) == 4 })
 	for _, dl := range e.deadLetters(t) {
 		id, _ := dl.Values[redisstream.FieldEntryID].(string)
 		w, ok := want[id]
 		if !ok {
 			t.Fatalf("dead letter of unknown entry %q: %v", id, dl.Values)
 		}
-		if dl.Values[redisstream.FieldCode] != w.code || !strings.Contains(fmt.Sprint(dl.Values[redisstream.FieldReason]), w.reason) {
-			t.Errorf("dead letter of %s: %v; want code %q and a reason containing %q", id, dl.Values, w.code, w.reason)
+		if dl.Values[redisstream.FieldReason] != w.reason || !strings.Contains(fmt.Sprint(dl.Values[redisstream.FieldError]), w.err) {
+			t.Errorf("dead letter of %s: %v; want reason %q and an error with %q", id, dl.Values, w.reason, w.err)
 		}
 		if dl.Values[redisstream.FieldStream] != e.stream || dl.Values[redisstream.FieldDeliveries] != "1" {
 			t.Errorf("dead letter of %s: origin fields %v", id, dl.Values)
@@ -112,7 +119,7 @@ func TestRejectToDeadLetter(t *testing.T) {
 func TestClaimsEntriesOfCrashedConsumer(t *testing.T) {
 	t.Parallel()
 	addr := redisAddr(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, addr)
 	ctx := context.Background()
 	if err := e.rdb.XGroupCreateMkStream(ctx, e.stream, e.group, "0").Err(); err != nil {
@@ -127,8 +134,8 @@ func TestClaimsEntriesOfCrashedConsumer(t *testing.T) {
 		t.Fatalf("crashed consumer read %v, %v", read, err)
 	}
 	log, logs := capture()
-	run(t, newConsumer(t, newRedis(t, addr), newClient(t, pool), e.config(log)))
-	eventually(t, 20*time.Second, "the crashed consumer's entries acknowledged", func() bool { return e.unsettled(t) == 0 })
+	start(t, newClient(t, pool), e.config(newRedis(t, addr), log))
+	drill.Eventually(t, 20*time.Second, "the crashed consumer's entries acknowledged", func() bool { return e.unsettled(t) == 0 })
 	if n := receipts(t, pool); n != 5 {
 		t.Fatalf("%d receipts, want 5", n)
 	}
@@ -142,11 +149,11 @@ func TestClaimsEntriesOfCrashedConsumer(t *testing.T) {
 func TestRunStops(t *testing.T) {
 	t.Parallel()
 	addr := redisAddr(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, addr)
-	stop := run(t, newConsumer(t, newRedis(t, addr), newClient(t, pool), e.config(quietLogger(t))))
+	stop := start(t, newClient(t, pool), e.config(newRedis(t, addr), quietLogger(t)))
 	e.add(t, "m-1", `{"orderId":"o-1"}`)
-	eventually(t, 20*time.Second, "the entry acknowledged", func() bool { return e.unsettled(t) == 0 })
+	drill.Eventually(t, 20*time.Second, "the entry acknowledged", func() bool { return e.unsettled(t) == 0 })
 	stop()
 	e.add(t, "m-2", `{"orderId":"o-2"}`)
 	time.Sleep(300 * time.Millisecond)

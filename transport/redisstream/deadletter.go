@@ -11,31 +11,36 @@ import (
 
 // Fields a dead letter carries besides the original entry's fields.
 const (
-	FieldCode       = "pginbox_code"       // CodeDecode, CodeInvalid, inbox.CodeIdentityConflict or CodeMaxDeliveries
-	FieldReason     = "pginbox_reason"     // the error, in words
-	FieldStream     = "pginbox_stream"     // the stream the entry came from
-	FieldEntryID    = "pginbox_entry_id"   // its ID there
-	FieldDeliveries = "pginbox_deliveries" // how often it was delivered
+	FieldReason     = "pginbox-reason"     // ReasonDecode, ReasonInvalid, ReasonConflict or ReasonDeliveryLimit
+	FieldError      = "pginbox-error"      // the error, in words
+	FieldReceipt    = "pginbox-receipt"    // for a conflict: the stored receipt's ID
+	FieldStream     = "pginbox-stream"     // the stream the entry came from
+	FieldEntryID    = "pginbox-entry-id"   // its ID there
+	FieldDeliveries = "pginbox-deliveries" // how often it was delivered
 )
 
-// Dead-letter codes (FieldCode) besides inbox.CodeIdentityConflict.
+// Dead-letter reasons, in the pginbox-reason field.
 const (
-	CodeDecode        = "DECODE"         // Config.Decode failed, or no message ID
-	CodeInvalid       = "INVALID"        // the inbox rejected the message (*inbox.ValidationError)
-	CodeMaxDeliveries = "MAX_DELIVERIES" // MaxDeliveries deliveries without an accept
+	ReasonDecode        = "decode"         // Config.Decode failed, or no message ID
+	ReasonInvalid       = "invalid"        // the inbox rejected the message (*inbox.ValidationError)
+	ReasonConflict      = "conflict"       // the same identity is stored with other content (*inbox.ConflictError)
+	ReasonDeliveryLimit = "delivery_limit" // more than MaxDeliveries deliveries without an accept
 )
 
 // deadLetter adds m to the dead-letter stream with the reason and
 // acknowledges it, in one MULTI: both happen or neither. When it fails the
 // entry stays pending and is claimed again later.
-func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m redis.XMessage, delivered int64, code, reason string) {
-	values := make([]any, 0, 2*len(m.Values)+10)
+func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m redis.XMessage, delivered int64, reason string, cause error) {
+	values := make([]any, 0, 2*len(m.Values)+12)
 	for k, v := range m.Values {
 		values = append(values, k, v)
 	}
+	if receipt := receiptOf(cause); receipt != "" {
+		values = append(values, FieldReceipt, receipt)
+	}
 	values = append(values,
-		FieldCode, code,
 		FieldReason, reason,
+		FieldError, cause.Error(),
 		FieldStream, c.cfg.Stream,
 		FieldEntryID, m.ID,
 		FieldDeliveries, strconv.FormatInt(delivered, 10))
@@ -46,9 +51,9 @@ func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m redis.XMe
 	})
 	if err != nil {
 		c.remember(m.ID, fmt.Errorf("dead-lettering failed: %w", err))
-		log.Error("pginbox/redisstream: dead-lettering failed; the entry stays pending and is claimed again", "code", code, "reason", reason, "err", err)
+		log.Error("pginbox/redisstream: dead-lettering failed; the entry stays pending and is claimed again", "reason", reason, "cause", cause, "err", err)
 		return
 	}
 	c.forget(m.ID)
-	log.Warn("pginbox/redisstream: moved to the dead-letter stream", "dead_letter_stream", c.cfg.DeadLetterStream, "code", code, "reason", reason)
+	log.Warn("pginbox/redisstream: moved to the dead-letter stream", "dead_letter_stream", c.cfg.DeadLetterStream, "reason", reason, "err", cause)
 }

@@ -10,32 +10,34 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
-// Failure drills. Each prints one summary line and asserts that nothing was
-// lost and nothing applied twice, counting applications in a business table.
+// Failure drills. Each logs one summary line (sent, acked, applied, lost,
+// doubled) and asserts, in a business table written by a real worker, that
+// every message was applied exactly once.
 
 const drillMessages = 300
-
-func drillID(i int) string { return fmt.Sprintf("drill-%04d", i) }
 
 func drillIDs(n int) []string {
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = drillID(i)
+		ids[i] = fmt.Sprintf("drill-%04d", i)
 	}
 	return ids
 }
 
-// addAll adds n entries from a goroutine, through the test's own client.
-func (e *env) addAll(n int) <-chan error {
+// addAll adds an entry per id from a goroutine, through the test's own
+// client.
+func (e *env) addAll(ids []string) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		for i := range n {
+		for i, id := range ids {
 			err := e.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: e.stream, Values: map[string]any{
-				"message_id": drillID(i), "payload": fmt.Sprintf(`{"orderId":"o-%d","n":%d}`, i, i),
+				"message_id": id, "payload": fmt.Sprintf(`{"orderId":"o-%d","n":%d}`, i, i),
 			}}).Err()
 			if err != nil {
 				done <- err
@@ -45,6 +47,14 @@ func (e *env) addAll(n int) <-chan error {
 		done <- nil
 	}()
 	return done
+}
+
+// settled waits until the group has acknowledged every entry and returns
+// how many it acknowledged after an accept (entries minus dead letters).
+func (e *env) settled(t testing.TB, sent int) int64 {
+	t.Helper()
+	drill.Eventually(t, 60*time.Second, "every entry settled", func() bool { return e.unsettled(t) == 0 })
+	return int64(sent - len(e.deadLetters(t)))
 }
 
 // The consumer's connection to Redis is cut repeatedly, and refused for a
@@ -57,15 +67,17 @@ func TestDrillConnectionCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
+	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, addr)
-	run(t, newConsumer(t, newRedis(t, proxy.Addr()), newClient(t, pool), e.config(quietLogger(t))))
+	start(t, newClient(t, pool), e.config(newRedis(t, proxy.Addr()), quietLogger(t)))
 
-	added := e.addAll(drillMessages)
+	ids := drillIDs(drillMessages)
+	added := e.addAll(ids)
 	cuts := 0
 	for _, at := range []int{drillMessages / 4, drillMessages / 2, 3 * drillMessages / 4} {
-		eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return receipts(t, pool) >= at })
-		eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
+		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return ledger.Receipts(t) >= at })
+		drill.Eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
 		if at == drillMessages/2 { // down for a while: refused, not just reset
 			proxy.Refuse()
 			cuts += proxy.Cut()
@@ -78,13 +90,11 @@ func TestDrillConnectionCut(t *testing.T) {
 	if err := <-added; err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "every entry settled", func() bool { return e.unsettled(t) == 0 })
+	acked := e.settled(t, drillMessages)
 	if cuts < 3 {
 		t.Fatalf("only %d connections cut", cuts)
 	}
-	r := tally{sent: drillMessages, acked: drillMessages - len(e.deadLetters(t)), dead: len(e.deadLetters(t))}
-	r.apply(t, pool, drillIDs(drillMessages))
-	r.check(t, "redis connection cut")
+	ledger.Report(t, "redis connection cut", ids, acked)
 }
 
 // PostgreSQL is unreachable for a while: the consumer acknowledges nothing,
@@ -94,39 +104,37 @@ func TestDrillDatabaseDown(t *testing.T) {
 	t.Parallel()
 	addr := redisAddr(t)
 	dsn := testDSN(t)
-	direct := newPool(t, dsn)
-	proxy, proxied := dbProxy(t, dsn)
+	direct := drill.Pool(t, dsn, nil)
+	ledger := drill.NewLedger(t, direct, testConsumer)
+	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, addr)
-	cfg := e.config(quietLogger(t))
+	cfg := e.config(newRedis(t, addr), quietLogger(t))
 	cfg.MaxDeliveries = 1000 // this drill is about riding out the outage, not about exhaustion
-	run(t, newConsumer(t, newRedis(t, addr), newClient(t, proxied), cfg))
+	start(t, newClient(t, proxied), cfg)
 
+	ids := drillIDs(drillMessages)
 	const half = drillMessages / 2
-	for i := range half {
-		e.add(t, drillID(i), fmt.Sprintf(`{"orderId":"o-%d"}`, i))
+	for i, id := range ids[:half] {
+		e.add(t, id, fmt.Sprintf(`{"orderId":"o-%d"}`, i))
 	}
-	eventually(t, 60*time.Second, "the first half settled", func() bool { return e.unsettled(t) == 0 })
+	drill.Eventually(t, 60*time.Second, "the first half settled", func() bool { return e.unsettled(t) == 0 })
 
 	proxy.Refuse()
 	proxy.Cut()
-	for i := half; i < drillMessages; i++ {
-		e.add(t, drillID(i), fmt.Sprintf(`{"orderId":"o-%d"}`, i))
+	for i, id := range ids[half:] {
+		e.add(t, id, fmt.Sprintf(`{"orderId":"o-%d"}`, half+i))
 	}
-	eventually(t, 30*time.Second, "entries claimed again while the database is down", func() bool {
+	drill.Eventually(t, 30*time.Second, "entries claimed again while the database is down", func() bool {
 		return e.maxDeliveries(t) >= 3
 	})
 	if n := e.unsettled(t); n != drillMessages-half {
 		t.Fatalf("%d unsettled while the database is down, want %d: something was acknowledged without an accept", n, drillMessages-half)
 	}
-	if n := receipts(t, direct); n != half {
+	if n := ledger.Receipts(t); n != half {
 		t.Fatalf("%d receipts while the database is down, want %d", n, half)
 	}
 	proxy.Resume()
-
-	eventually(t, 60*time.Second, "every entry settled", func() bool { return e.unsettled(t) == 0 })
-	r := tally{sent: drillMessages, acked: drillMessages - len(e.deadLetters(t)), dead: len(e.deadLetters(t))}
-	r.apply(t, direct, drillIDs(drillMessages))
-	r.check(t, "redis database down")
+	ledger.Report(t, "redis database down", ids, e.settled(t, drillMessages))
 }
 
 // maxDeliveries is the highest delivery count among pending entries.
@@ -151,43 +159,44 @@ func (e *env) maxDeliveries(t testing.TB) int64 {
 func TestDrillChangedRedelivery(t *testing.T) {
 	t.Parallel()
 	addr := redisAddr(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
+	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, addr)
-	run(t, newConsumer(t, newRedis(t, addr), newClient(t, pool), e.config(quietLogger(t))))
+	start(t, newClient(t, pool), e.config(newRedis(t, addr), quietLogger(t)))
 
 	e.add(t, "evt-1", `{"orderId":"o-1","total":"10.00"}`)
-	eventually(t, 20*time.Second, "the original acknowledged", func() bool { return e.unsettled(t) == 0 })
-	before := receiptRow(t, pool, "evt-1")
+	drill.Eventually(t, 20*time.Second, "the original acknowledged", func() bool { return e.unsettled(t) == 0 })
+	id, before := receiptRow(t, pool, "evt-1")
 
 	changed := e.add(t, "evt-1", `{"orderId":"o-1","total":"99.00"}`)
-	eventually(t, 20*time.Second, "the dead letter", func() bool { return len(e.deadLetters(t)) == 1 })
+	drill.Eventually(t, 20*time.Second, "the dead letter", func() bool { return len(e.deadLetters(t)) == 1 })
 	dl := e.deadLetters(t)[0].Values
-	if dl[redisstream.FieldCode] != "IDENTITY_CONFLICT" || dl[redisstream.FieldEntryID] != changed {
-		t.Fatalf("dead letter %v", dl)
+	if dl[redisstream.FieldReason] != redisstream.ReasonConflict || dl[redisstream.FieldReceipt] != id || dl[redisstream.FieldEntryID] != changed {
+		t.Fatalf("dead letter %v, want reason conflict, receipt %s, entry %s", dl, id, changed)
 	}
-	if reason := fmt.Sprint(dl[redisstream.FieldReason]); !strings.Contains(reason, "IDENTITY_CONFLICT") || !strings.Contains(reason, "evt-1") {
-		t.Fatalf("dead letter reason %q", reason)
+	if msg := fmt.Sprint(dl[redisstream.FieldError]); !strings.Contains(msg, "IDENTITY_CONFLICT") || !strings.Contains(msg, "evt-1") {
+		t.Fatalf("dead letter error %q", msg)
 	}
 	if !strings.Contains(fmt.Sprint(dl["payload"]), `"99.00"`) {
 		t.Fatalf("dead letter is not the changed entry: %v", dl)
 	}
-	eventually(t, 10*time.Second, "the changed entry acknowledged", func() bool { return e.unsettled(t) == 0 })
-	if after := receiptRow(t, pool, "evt-1"); after != before {
+	drill.Eventually(t, 10*time.Second, "the changed entry acknowledged", func() bool { return e.unsettled(t) == 0 })
+	if _, after := receiptRow(t, pool, "evt-1"); after != before {
 		t.Fatalf("receipt changed:\nbefore %s\nafter  %s", before, after)
 	}
-	r := tally{sent: 2, acked: 1, dead: 1}
-	r.apply(t, pool, []string{"evt-1"})
-	r.check(t, "redis changed redelivery")
+	ledger.Report(t, "redis changed redelivery (1 of 2 dead-lettered)", []string{"evt-1"}, 1)
 }
 
-// receiptRow is the stored receipt of message id as text.
-func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) string {
+// receiptRow is the ID and the whole stored row, as text, of message id's
+// receipt.
+func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) (receipt, row string) {
 	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `SELECT to_jsonb(r)::text FROM pginbox_receipts r WHERE message_id = $1`, id).Scan(&s); err != nil {
+	var rid inbox.ID
+	err := pool.QueryRow(context.Background(), `SELECT r.id, to_jsonb(r)::text FROM pginbox_receipts r WHERE message_id = $1`, id).Scan(&rid, &row)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return rid.String(), row
 }
 
 // After MaxDeliveries deliveries without an accept (here: the database is
@@ -196,23 +205,23 @@ func TestMaxDeliveriesDeadLetter(t *testing.T) {
 	t.Parallel()
 	addr := redisAddr(t)
 	dsn := testDSN(t)
-	proxy, proxied := dbProxy(t, dsn)
+	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, addr)
-	cfg := e.config(quietLogger(t))
+	cfg := e.config(newRedis(t, addr), quietLogger(t))
 	cfg.MaxDeliveries = 3
-	run(t, newConsumer(t, newRedis(t, addr), newClient(t, proxied), cfg))
+	start(t, newClient(t, proxied), cfg)
 	proxy.Refuse()
 
-	for i := range 3 {
-		e.add(t, drillID(i), fmt.Sprintf(`{"orderId":"o-%d"}`, i))
+	for _, id := range drillIDs(3) {
+		e.add(t, id, `{"orderId":"o"}`)
 	}
-	eventually(t, 30*time.Second, "three dead letters", func() bool { return len(e.deadLetters(t)) == 3 })
+	drill.Eventually(t, 30*time.Second, "three dead letters", func() bool { return len(e.deadLetters(t)) == 3 })
 	for _, dl := range e.deadLetters(t) {
 		v := dl.Values
-		reason := fmt.Sprint(v[redisstream.FieldReason])
-		if v[redisstream.FieldCode] != redisstream.CodeMaxDeliveries ||
-			!strings.Contains(reason, "not accepted after 3 deliveries") ||
-			!strings.Contains(reason, "last error: pginbox: accept") ||
+		msg := fmt.Sprint(v[redisstream.FieldError])
+		if v[redisstream.FieldReason] != redisstream.ReasonDeliveryLimit ||
+			!strings.Contains(msg, "not accepted after 3 deliveries") ||
+			!strings.Contains(msg, "last error: pginbox: accept") ||
 			v[redisstream.FieldDeliveries] != "4" {
 			t.Errorf("dead letter %v", v)
 		}
@@ -221,7 +230,7 @@ func TestMaxDeliveriesDeadLetter(t *testing.T) {
 		t.Fatalf("%d entries unacknowledged after dead-lettering", n)
 	}
 	proxy.Resume()
-	if n := receipts(t, newPool(t, dsn)); n != 0 {
+	if n := receipts(t, drill.Pool(t, dsn, nil)); n != 0 {
 		t.Fatalf("%d receipts, want none", n)
 	}
 }

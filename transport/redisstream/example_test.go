@@ -35,7 +35,9 @@ func Example() {
 	stream, dead := "example:"+id+":orders", "example:"+id+":dead"
 	defer rdb.Del(ctx, stream, dead)
 
-	consumer, err := redisstream.New(rdb, client, redisstream.Config{
+	consumer, err := redisstream.NewConsumer(client, redisstream.Config{
+		Redis:            rdb,
+		Scope:            inbox.Tenant("acme"), // the stream's tenant: configuration, never an entry
 		Stream:           stream,
 		Group:            "orders-inbox",
 		DeadLetterStream: dead,
@@ -45,9 +47,8 @@ func Example() {
 				return inbox.Message{}, errors.New("no payload field")
 			}
 			return inbox.Message{
-				// The scope is configuration of this consumer, never payload.
 				// MessageID stays empty: the message_id field is used.
-				Identity:      inbox.Identity{Scope: inbox.Tenant("acme"), Source: "shop", Consumer: "orders.projection.v1"},
+				Identity:      inbox.Identity{Source: "shop", Consumer: "orders.projection.v1"},
 				EventType:     "order.created",
 				SchemaVersion: 1,
 				Payload:       json.RawMessage(payload),

@@ -24,17 +24,17 @@ func (c *Consumer) handle(ctx context.Context, m redis.XMessage, delivered int64
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.acceptTimeout())
 	defer cancel()
 	if delivered > c.cfg.MaxDeliveries {
-		reason := fmt.Sprintf("not accepted after %d deliveries (MaxDeliveries); last error: %s", delivered-1, c.recall(m.ID))
-		c.deadLetter(ctx, log, m, delivered, CodeMaxDeliveries, reason)
+		cause := fmt.Errorf("not accepted after %d deliveries (MaxDeliveries); last error: %s", delivered-1, c.recall(m.ID))
+		c.deadLetter(ctx, log, m, delivered, ReasonDeliveryLimit, cause)
 		return
 	}
 	msg, err := c.decode(m)
 	if err != nil {
-		c.deadLetter(ctx, log, m, delivered, CodeDecode, err.Error())
+		c.deadLetter(ctx, log, m, delivered, ReasonDecode, err)
 		return
 	}
 	log = log.With("message_id", msg.MessageID)
-	res, err := c.client.Accept(ctx, msg)
+	res, err := c.acc.Accept(ctx, msg)
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
 		c.forget(m.ID)
@@ -48,7 +48,7 @@ func (c *Consumer) handle(ctx context.Context, m redis.XMessage, delivered int64
 		c.remember(m.ID, err)
 		log.Warn("pginbox/redisstream: accept failed; the entry stays pending and is claimed again", "err", err, "after", c.cfg.ClaimIdle)
 	case inbox.ActionReject:
-		c.deadLetter(ctx, log, m, delivered, codeOf(err), err.Error())
+		c.deadLetter(ctx, log, m, delivered, reasonOf(err), err)
 	}
 }
 
@@ -58,6 +58,7 @@ func (c *Consumer) decode(m redis.XMessage) (inbox.Message, error) {
 	if err != nil {
 		return inbox.Message{}, err
 	}
+	msg.Scope = c.cfg.Scope
 	if msg.MessageID == "" {
 		if v, ok := m.Values[c.cfg.IDField].(string); ok {
 			msg.MessageID = v
@@ -69,13 +70,21 @@ func (c *Consumer) decode(m redis.XMessage) (inbox.Message, error) {
 	return msg, nil
 }
 
-// codeOf is the dead-letter code of a rejecting accept error.
-func codeOf(err error) string {
+// reasonOf is the dead-letter reason of a rejecting accept error.
+func reasonOf(err error) string {
+	if errors.Is(err, inbox.ErrIdentityConflict) {
+		return ReasonConflict
+	}
+	return ReasonInvalid
+}
+
+// receiptOf is the ID of the stored receipt a conflict names, or "".
+func receiptOf(err error) string {
 	var conflict *inbox.ConflictError
 	if errors.As(err, &conflict) {
-		return inbox.CodeIdentityConflict
+		return conflict.ReceiptID.String()
 	}
-	return CodeInvalid
+	return ""
 }
 
 func (c *Consumer) remember(id string, err error) {

@@ -146,7 +146,9 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	if !o.global {
 		scope = inbox.Tenant(o.tenant)
 	}
-	c, err := redisstream.New(rdb, client, redisstream.Config{
+	c, err := redisstream.NewConsumer(client, redisstream.Config{
+		Redis:            rdb,
+		Scope:            scope,
 		Stream:           o.stream,
 		Group:            o.group,
 		Consumer:         o.name,
@@ -167,7 +169,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 				return inbox.Message{}, errors.New(`no "payload" field`)
 			}
 			return inbox.Message{
-				Identity:      inbox.Identity{Scope: scope, Source: o.source, Consumer: o.consumer},
+				Identity:      inbox.Identity{Source: o.source, Consumer: o.consumer},
 				EventType:     eventType,
 				SchemaVersion: o.schemaVersion,
 				Payload:       json.RawMessage(payload),

@@ -145,7 +145,7 @@ func TestRunAccepts(t *testing.T) {
 		t.Fatalf("receipt: event type %q, scope %q", eventType, scopeID)
 	}
 	dl, err := rdb.XRange(ctx, dead, "-", "+").Result()
-	if err != nil || len(dl) != 1 || !strings.Contains(dl[0].Values["pginbox_reason"].(string), `add a "type" field`) {
+	if err != nil || len(dl) != 1 || !strings.Contains(dl[0].Values["pginbox-error"].(string), `add a "type" field`) {
 		t.Fatalf("dead letter %v, %v", dl, err)
 	}
 	cancel()
