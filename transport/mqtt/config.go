@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,11 @@ const (
 	DefaultAcceptTimeout = 30 * time.Second
 )
 
+// Accepter is the part of *inbox.Client the consumer uses.
+type Accepter interface {
+	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
+}
+
 // Config configures a Consumer.
 type Config struct {
 	// ServerURL is the broker, e.g. mqtt://127.0.0.1:1883. Required.
@@ -33,10 +39,14 @@ type Config struct {
 	// Topics are the topic filters to subscribe to, at QoS 1. Required.
 	Topics []string
 
-	// Decode maps a message to the inbox message to accept. The scope (tenant)
-	// must come from configuration or authenticated context, never from the
-	// payload. When it leaves MessageID empty, the IDProperty user property is
-	// used. An error from Decode dead-letters the message. Required.
+	// Scope is the tenant (or global scope) of every message of Topics:
+	// configuration decides it, never a message. Required.
+	Scope inbox.Scope
+
+	// Decode maps a message to the inbox message to accept. Required. The
+	// message's Scope is overwritten with Scope; when it leaves MessageID
+	// empty, the IDProperty user property is used. An error from Decode
+	// dead-letters the message (reason "decode").
 	Decode func(*paho.Publish) (inbox.Message, error)
 
 	// IDProperty is the user property holding the producer's message ID, used
@@ -98,6 +108,8 @@ func (c Config) validate() (*url.URL, error) {
 		return nil, fmt.Errorf("ServerURL: %w", err)
 	case u.Scheme != "mqtt" && u.Scheme != "tcp" || u.Port() == "":
 		return nil, fmt.Errorf("ServerURL %q: want mqtt://host:port", c.ServerURL)
+	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
+		return nil, errors.New("Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.ClientID == "":
 		return nil, errors.New("ClientID is required: a stable name for the broker session")
 	case len(c.Topics) == 0:

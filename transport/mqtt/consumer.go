@@ -12,14 +12,12 @@ import (
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
-
-	"github.com/pginbox/pginbox/inbox"
 )
 
 // Consumer moves messages from MQTT subscriptions into the inbox. Create it
 // with New and run it with Run.
 type Consumer struct {
-	client *inbox.Client
+	acc    Accepter
 	cfg    Config
 	server *url.URL
 	log    *slog.Logger
@@ -39,10 +37,11 @@ type delivery struct {
 	pb  *paho.Publish
 }
 
-// New returns a Consumer. It connects in Run.
-func New(client *inbox.Client, cfg Config) (*Consumer, error) {
-	if client == nil {
-		return nil, errors.New("pginbox/mqtt: New: the inbox client is nil")
+// NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
+// It connects in Run.
+func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
+	if acc == nil {
+		return nil, errors.New("pginbox/mqtt: NewConsumer: accepter is nil: pass an *inbox.Client")
 	}
 	cfg = cfg.withDefaults()
 	server, err := cfg.validate()
@@ -50,7 +49,7 @@ func New(client *inbox.Client, cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("pginbox/mqtt: Config.%w", err)
 	}
 	return &Consumer{
-		client:     client,
+		acc:        acc,
 		cfg:        cfg,
 		server:     server,
 		log:        cfg.Logger.With("client_id", cfg.ClientID),

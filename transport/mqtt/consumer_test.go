@@ -8,12 +8,14 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
 
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	client := newClient(t, newPool(t, testDSN(t)))
+	client := newClient(t, newPool(t))
 	e := &env{topic: "t", dead: "d", cid: "c"}
 	cases := []struct {
 		name   string
@@ -23,6 +25,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"server", func(c *mqtt.Config) { c.ServerURL = "" }, "Config.ServerURL is required"},
 		{"scheme", func(c *mqtt.Config) { c.ServerURL = "ws://127.0.0.1:1883" }, `Config.ServerURL "ws://127.0.0.1:1883": want mqtt://host:port`},
 		{"port", func(c *mqtt.Config) { c.ServerURL = "mqtt://127.0.0.1" }, "want mqtt://host:port"},
+		{"scope", func(c *mqtt.Config) { c.Scope = inbox.Scope{} }, "Config.Scope is unset"},
 		{"client id", func(c *mqtt.Config) { c.ClientID = "" }, "Config.ClientID is required"},
 		{"topics", func(c *mqtt.Config) { c.Topics = nil }, "Config.Topics is required"},
 		{"decode", func(c *mqtt.Config) { c.Decode = nil }, "Config.Decode is required"},
@@ -34,11 +37,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	for _, tc := range cases {
 		cfg := e.config("mqtt://127.0.0.1:1883", nil)
 		tc.change(&cfg)
-		if _, err := mqtt.New(client, cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := mqtt.NewConsumer(client, cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want it to contain %q", tc.name, err, tc.want)
 		}
 	}
-	if _, err := mqtt.New(nil, e.config("mqtt://127.0.0.1:1883", nil)); err == nil || !strings.Contains(err.Error(), "inbox client is nil") {
+	if _, err := mqtt.NewConsumer(nil, e.config("mqtt://127.0.0.1:1883", nil)); err == nil || !strings.Contains(err.Error(), "pass an *inbox.Client") {
 		t.Errorf("nil inbox client: err = %v", err)
 	}
 }
@@ -48,18 +51,18 @@ func TestNewRejectsBadConfig(t *testing.T) {
 func TestAcceptThenAck(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
 	cfg := e.config(url, quietLogger(t))
 	cfg.Decode = decodeByEventID
-	stop := run(t, newConsumer(t, newClient(t, pool), cfg))
+	stop := start(t, newClient(t, pool), cfg)
 
 	pub := e.publisher(t)
 	publish(t, pub, e.topic, "", `{"eventId":"evt-1","orderId":"o-1"}`)
 	publish(t, pub, e.topic, "", `{"eventId":"evt-2","orderId":"o-2"}`)
 	publish(t, pub, e.topic, "", `{"orderId":"o-1","eventId":"evt-1"}`) // redelivery by the producer, keys reordered
-	eventually(t, 20*time.Second, "two receipts", func() bool { return receipts(t, pool) == 2 })
+	drill.Eventually(t, 20*time.Second, "two receipts", func() bool { return receipts(t, pool) == 2 })
 	time.Sleep(200 * time.Millisecond) // the duplicate's accept
 	stop()
 	if n := e.leftovers(t); n != 0 {
@@ -78,25 +81,25 @@ func TestAcceptThenAck(t *testing.T) {
 func TestRejectToDeadLetter(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
-	stop := run(t, newConsumer(t, newClient(t, pool), e.config(url, quietLogger(t))))
+	stop := start(t, newClient(t, pool), e.config(url, quietLogger(t)))
 
 	pub := e.publisher(t)
 	publish(t, pub, e.topic, "bad-json", `{"orderId":`)
 	publish(t, pub, e.topic, "empty", ``)
 	publish(t, pub, e.topic, "", `{"orderId":"o-1"}`)
-	eventually(t, 20*time.Second, "three dead letters", func() bool { return len(dead.all()) == 3 })
-	want := []struct{ id, code, reason string }{
-		{"bad-json", mqtt.CodeInvalid, "invalid_json"},
-		{"empty", mqtt.CodeDecode, "empty payload"},
-		{"", mqtt.CodeDecode, `publish with a "message-id" user property`},
+	drill.Eventually(t, 20*time.Second, "three dead letters", func() bool { return len(dead.all()) == 3 })
+	want := []struct{ id, reason, err string }{
+		{"bad-json", mqtt.ReasonInvalid, "invalid_json"},
+		{"empty", mqtt.ReasonDecode, "empty payload"},
+		{"", mqtt.ReasonDecode, `publish with a "message-id" user property`},
 	}
 	for i, dl := range dead.all() { // one publisher, one subscriber: in order
 		u := dl.Properties.User
-		if u.Get("message-id") != want[i].id || u.Get(mqtt.PropertyCode) != want[i].code ||
-			!strings.Contains(u.Get(mqtt.PropertyReason), want[i].reason) || u.Get(mqtt.PropertyTopic) != e.topic {
+		if u.Get("message-id") != want[i].id || u.Get(mqtt.PropertyReason) != want[i].reason ||
+			!strings.Contains(u.Get(mqtt.PropertyError), want[i].err) || u.Get(mqtt.PropertyTopic) != e.topic {
 			t.Errorf("dead letter %d: %v; want %+v", i, u, want[i])
 		}
 	}
@@ -115,17 +118,17 @@ func TestRejectToDeadLetter(t *testing.T) {
 func TestRejectWaitsForDeadLetterSubscriber(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, url)
 	log, logs := capture()
-	run(t, newConsumer(t, newClient(t, pool), e.config(url, log)))
+	start(t, newClient(t, pool), e.config(url, log))
 
 	publish(t, e.publisher(t), e.topic, "bad-json", `{"orderId":`)
-	eventually(t, 20*time.Second, "the message redelivered", func() bool {
+	drill.Eventually(t, 20*time.Second, "the message redelivered", func() bool {
 		return strings.Count(logs.String(), "keep a persistent session subscribed to it") >= 2
 	})
 	dead := e.subscribeDead(t)
-	eventually(t, 20*time.Second, "the dead letter", func() bool { return len(dead.all()) == 1 })
+	drill.Eventually(t, 20*time.Second, "the dead letter", func() bool { return len(dead.all()) == 1 })
 	if got := dead.all()[0].Properties.User.Get("message-id"); got != "bad-json" {
 		t.Fatalf("dead letter of %q", got)
 	}
@@ -136,13 +139,13 @@ func TestRejectWaitsForDeadLetterSubscriber(t *testing.T) {
 func TestRunStopsAndResumes(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
 	e := newEnv(t, url)
 	e.subscribeDead(t)
-	stop := run(t, newConsumer(t, newClient(t, pool), e.config(url, quietLogger(t))))
+	stop := start(t, newClient(t, pool), e.config(url, quietLogger(t)))
 	pub := e.publisher(t)
 	publish(t, pub, e.topic, "m-1", `{"orderId":"o-1"}`)
-	eventually(t, 20*time.Second, "the first receipt", func() bool { return receipts(t, pool) == 1 })
+	drill.Eventually(t, 20*time.Second, "the first receipt", func() bool { return receipts(t, pool) == 1 })
 	stop()
 
 	publish(t, pub, e.topic, "m-2", `{"orderId":"o-2"}`) // queued in the session
@@ -150,8 +153,8 @@ func TestRunStopsAndResumes(t *testing.T) {
 	if n := receipts(t, pool); n != 1 {
 		t.Fatalf("%d receipts after stop, want 1", n)
 	}
-	run(t, newConsumer(t, newClient(t, pool), e.config(url, quietLogger(t))))
-	eventually(t, 20*time.Second, "the queued message accepted", func() bool { return receipts(t, pool) == 2 })
+	start(t, newClient(t, pool), e.config(url, quietLogger(t)))
+	drill.Eventually(t, 20*time.Second, "the queued message accepted", func() bool { return receipts(t, pool) == 2 })
 }
 
 // A QoS 0 message is never redelivered: when its accept fails it is lost,
@@ -160,20 +163,20 @@ func TestQoS0RetryIsLogged(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
 	dsn := testDSN(t)
-	proxy, proxied := dbProxy(t, dsn)
+	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url)
 	log, logs := capture()
-	run(t, newConsumer(t, newClient(t, proxied), e.config(url, log)))
+	start(t, newClient(t, proxied), e.config(url, log))
 	proxy.Refuse()
 
 	pub := e.publisher(t)
 	props := &paho.PublishProperties{}
 	props.User.Add("message-id", "qos0")
-	eventually(t, 20*time.Second, "the subscription", func() bool { return strings.Contains(logs.String(), "subscribed") })
+	drill.Eventually(t, 20*time.Second, "the subscription", func() bool { return strings.Contains(logs.String(), "subscribed") })
 	if _, err := pub.Publish(context.Background(), &paho.Publish{Topic: e.topic, QoS: 0, Payload: []byte(`{"orderId":"o-1"}`), Properties: props}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the log line", func() bool { return strings.Contains(logs.String(), "it is lost; publish with QoS 1") })
+	drill.Eventually(t, 20*time.Second, "the log line", func() bool { return strings.Contains(logs.String(), "it is lost; publish with QoS 1") })
 }
 
 // A subscription the broker refuses (an invalid filter here) is logged and
@@ -185,8 +188,8 @@ func TestRefusedSubscriptionIsLogged(t *testing.T) {
 	log, logs := capture()
 	cfg := e.config(url, log)
 	cfg.Topics = []string{e.topic + "/#/invalid"}
-	run(t, newConsumer(t, newClient(t, newPool(t, testDSN(t))), cfg))
-	eventually(t, 20*time.Second, "two refusals", func() bool {
+	start(t, newClient(t, newPool(t)), cfg)
+	drill.Eventually(t, 20*time.Second, "two refusals", func() bool {
 		s := logs.String()
 		return strings.Count(s, "subscribing failed")+strings.Count(s, "the broker disconnected") >= 2
 	})

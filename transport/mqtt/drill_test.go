@@ -9,14 +9,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
 
-// Failure drills. Each prints one summary line and asserts that nothing was
-// lost and nothing applied twice, counting applications in a business table.
-// "acked" is what the broker no longer redelivers when the session is
-// resumed after the drill.
+// Failure drills. Each logs one summary line (sent, acked, applied, lost,
+// doubled) and asserts, in a business table written by a real worker, that
+// every message was applied exactly once. "acked" is what the broker no
+// longer redelivers when the session is resumed after the drill.
 
 const drillMessages = 200
 
@@ -56,17 +58,18 @@ func TestDrillConnectionCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
+	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
 	log, logs := capture()
-	stop := run(t, newConsumer(t, newClient(t, pool), e.config("mqtt://"+proxy.Addr(), log)))
+	stop := start(t, newClient(t, pool), e.config("mqtt://"+proxy.Addr(), log))
 
 	published := e.publishAll(t, drillMessages)
 	cuts := 0
 	for _, at := range []int{drillMessages / 4, drillMessages / 2, 3 * drillMessages / 4} {
-		eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return receipts(t, pool) >= at })
-		eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
+		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return receipts(t, pool) >= at })
+		drill.Eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
 		if at == drillMessages/2 { // down for a while: refused, not just reset
 			proxy.Refuse()
 			cuts += proxy.Cut()
@@ -79,15 +82,16 @@ func TestDrillConnectionCut(t *testing.T) {
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "every message accepted", func() bool { return receipts(t, pool) == drillMessages })
+	drill.Eventually(t, 60*time.Second, "every message accepted", func() bool { return receipts(t, pool) == drillMessages })
 	waitQuiet(t, logs)
 	stop()
 	if cuts < 3 {
 		t.Fatalf("only %d connections cut", cuts)
 	}
-	r := tally{sent: drillMessages, acked: drillMessages - e.leftovers(t), dead: len(dead.all())}
-	r.apply(t, pool, drillIDs(drillMessages))
-	r.check(t, "mqtt connection cut")
+	if n := len(dead.all()); n != 0 {
+		t.Fatalf("%d dead letters, want none", n)
+	}
+	ledger.Report(t, "mqtt connection cut", drillIDs(drillMessages), int64(drillMessages-e.leftovers(t)))
 }
 
 // PostgreSQL is unreachable for a while: the consumer acknowledges nothing
@@ -97,26 +101,27 @@ func TestDrillDatabaseDown(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
 	dsn := testDSN(t)
-	direct := newPool(t, dsn)
-	proxy, proxied := dbProxy(t, dsn)
+	direct := drill.Pool(t, dsn, nil)
+	ledger := drill.NewLedger(t, direct, testConsumer)
+	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
 	log, logs := capture()
-	stop := run(t, newConsumer(t, newClient(t, proxied), e.config(url, log)))
+	stop := start(t, newClient(t, proxied), e.config(url, log))
 
 	const half = drillMessages / 2
 	pub := e.publisher(t)
 	for i := range half {
 		publish(t, pub, e.topic, drillID(i), fmt.Sprintf(`{"orderId":"o-%d"}`, i))
 	}
-	eventually(t, 60*time.Second, "the first half accepted", func() bool { return receipts(t, direct) == half })
+	drill.Eventually(t, 60*time.Second, "the first half accepted", func() bool { return receipts(t, direct) == half })
 
 	proxy.Refuse()
 	proxy.Cut()
 	for i := half; i < drillMessages; i++ {
 		publish(t, pub, e.topic, drillID(i), fmt.Sprintf(`{"orderId":"o-%d"}`, i))
 	}
-	eventually(t, 30*time.Second, "redeliveries while the database is down", func() bool {
+	drill.Eventually(t, 30*time.Second, "redeliveries while the database is down", func() bool {
 		return strings.Count(logs.String(), "reconnecting for redelivery") >= 3
 	})
 	if n := receipts(t, direct); n != half {
@@ -124,12 +129,13 @@ func TestDrillDatabaseDown(t *testing.T) {
 	}
 	proxy.Resume()
 
-	eventually(t, 60*time.Second, "every message accepted", func() bool { return receipts(t, direct) == drillMessages })
+	drill.Eventually(t, 60*time.Second, "every message accepted", func() bool { return receipts(t, direct) == drillMessages })
 	waitQuiet(t, logs)
 	stop()
-	r := tally{sent: drillMessages, acked: drillMessages - e.leftovers(t), dead: len(dead.all())}
-	r.apply(t, direct, drillIDs(drillMessages))
-	r.check(t, "mqtt database down")
+	if n := len(dead.all()); n != 0 {
+		t.Fatalf("%d dead letters, want none", n)
+	}
+	ledger.Report(t, "mqtt database down", drillIDs(drillMessages), int64(drillMessages-e.leftovers(t)))
 }
 
 // A changed redelivery (same event ID, different content) ends on the
@@ -138,33 +144,36 @@ func TestDrillDatabaseDown(t *testing.T) {
 func TestDrillChangedRedelivery(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
-	pool := newPool(t, testDSN(t))
+	pool := newPool(t)
+	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
 	log, logs := capture()
-	stop := run(t, newConsumer(t, newClient(t, pool), e.config(url, log)))
+	stop := start(t, newClient(t, pool), e.config(url, log))
 
 	pub := e.publisher(t)
 	publish(t, pub, e.topic, "evt-1", `{"orderId":"o-1","total":"10.00"}`)
-	eventually(t, 20*time.Second, "the original accepted", func() bool { return receipts(t, pool) == 1 })
-	before := receiptRow(t, pool, "evt-1")
+	drill.Eventually(t, 20*time.Second, "the original accepted", func() bool { return receipts(t, pool) == 1 })
+	id, before := receiptRow(t, pool, "evt-1")
 
 	publish(t, pub, e.topic, "evt-1", `{"orderId":"o-1","total":"99.00"}`)
-	eventually(t, 20*time.Second, "the dead letter", func() bool { return len(dead.all()) == 1 })
+	drill.Eventually(t, 20*time.Second, "the dead letter", func() bool { return len(dead.all()) == 1 })
 	dl := dead.all()[0]
 	u := dl.Properties.User
-	if u.Get(mqtt.PropertyCode) != "IDENTITY_CONFLICT" || !strings.Contains(u.Get(mqtt.PropertyReason), "IDENTITY_CONFLICT") ||
-		!strings.Contains(u.Get(mqtt.PropertyReason), "evt-1") || !strings.Contains(string(dl.Payload), `"99.00"`) {
+	if u.Get(mqtt.PropertyReason) != mqtt.ReasonConflict || u.Get(mqtt.PropertyReceipt) != id ||
+		!strings.Contains(u.Get(mqtt.PropertyError), "IDENTITY_CONFLICT") || !strings.Contains(u.Get(mqtt.PropertyError), "evt-1") ||
+		!strings.Contains(string(dl.Payload), `"99.00"`) {
 		t.Fatalf("dead letter %v %s", u, dl.Payload)
 	}
-	if after := receiptRow(t, pool, "evt-1"); after != before {
+	if _, after := receiptRow(t, pool, "evt-1"); after != before {
 		t.Fatalf("receipt changed:\nbefore %s\nafter  %s", before, after)
 	}
 	waitQuiet(t, logs)
 	stop()
-	r := tally{sent: 2, acked: 2 - len(dead.all()) - e.leftovers(t), dead: len(dead.all())}
-	r.apply(t, pool, []string{"evt-1"})
-	r.check(t, "mqtt changed redelivery")
+	if n := e.leftovers(t); n != 0 {
+		t.Fatalf("%d messages redelivered after a restart: not acknowledged", n)
+	}
+	ledger.Report(t, "mqtt changed redelivery (1 of 2 dead-lettered)", []string{"evt-1"}, 1)
 }
 
 // waitQuiet waits until the consumer has logged nothing for half a second:
@@ -172,7 +181,7 @@ func TestDrillChangedRedelivery(t *testing.T) {
 func waitQuiet(t testing.TB, logs *logBuffer) {
 	t.Helper()
 	last, since := -1, time.Now()
-	eventually(t, 60*time.Second, "the consumer to go quiet", func() bool {
+	drill.Eventually(t, 60*time.Second, "the consumer to go quiet", func() bool {
 		if n := len(logs.String()); n != last {
 			last, since = n, time.Now()
 		}
@@ -180,12 +189,14 @@ func waitQuiet(t testing.TB, logs *logBuffer) {
 	})
 }
 
-// receiptRow is the stored receipt of message id as text.
-func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) string {
+// receiptRow is the ID and the whole stored row, as text, of message id's
+// receipt.
+func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) (receipt, row string) {
 	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `SELECT to_jsonb(r)::text FROM pginbox_receipts r WHERE message_id = $1`, id).Scan(&s); err != nil {
+	var rid inbox.ID
+	err := pool.QueryRow(context.Background(), `SELECT r.id, to_jsonb(r)::text FROM pginbox_receipts r WHERE message_id = $1`, id).Scan(&rid, &row)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return rid.String(), row
 }

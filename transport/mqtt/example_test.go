@@ -33,16 +33,16 @@ func Example() {
 	brokerURL := exampleBrokerURL()
 	id := randomID() // unique topics and session: examples and tests share the broker
 	topic := "example/" + id + "/orders"
-	consumer, err := mqtt.New(client, mqtt.Config{
+	consumer, err := mqtt.NewConsumer(client, mqtt.Config{
 		ServerURL:       brokerURL,
+		Scope:           inbox.Tenant("acme"),         // the topics' tenant: configuration, never payload
 		ClientID:        "example-orders-inbox-" + id, // stable in production: it names the broker session
 		Topics:          []string{topic},
 		DeadLetterTopic: "example/" + id + "/dead",
 		Decode: func(p *paho.Publish) (inbox.Message, error) {
 			return inbox.Message{
-				// The scope is configuration of this consumer, never payload.
 				// MessageID stays empty: the message-id user property is used.
-				Identity:      inbox.Identity{Scope: inbox.Tenant("acme"), Source: "shop", Consumer: "orders.projection.v1"},
+				Identity:      inbox.Identity{Source: "shop", Consumer: "orders.projection.v1"},
 				EventType:     "order.created",
 				SchemaVersion: 1,
 				Payload:       json.RawMessage(p.Payload),

@@ -26,11 +26,11 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 
 	msg, err := c.decode(d.pb)
 	if err != nil {
-		c.reject(ctx, log, cm, d, CodeDecode, err)
+		c.reject(ctx, log, cm, d, ReasonDecode, err)
 		return
 	}
 	log = log.With("message_id", msg.MessageID)
-	res, err := c.client.Accept(ctx, msg)
+	res, err := c.acc.Accept(ctx, msg)
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
 		c.ack(log, d)
@@ -38,7 +38,7 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 	case inbox.ActionRetry:
 		c.retry(log, d, err)
 	case inbox.ActionReject:
-		c.reject(ctx, log, cm, d, codeOf(err), err)
+		c.reject(ctx, log, cm, d, reasonOf(err), err)
 	}
 }
 
@@ -70,6 +70,7 @@ func (c *Consumer) decode(pb *paho.Publish) (inbox.Message, error) {
 	if err != nil {
 		return inbox.Message{}, err
 	}
+	msg.Scope = c.cfg.Scope
 	if msg.MessageID == "" && pb.Properties != nil {
 		msg.MessageID = pb.Properties.User.Get(c.cfg.IDProperty)
 	}
@@ -81,24 +82,26 @@ func (c *Consumer) decode(pb *paho.Publish) (inbox.Message, error) {
 
 // User properties a dead letter carries besides the original message's.
 const (
-	PropertyCode   = "pginbox-code"   // CodeDecode, CodeInvalid or inbox.CodeIdentityConflict
-	PropertyReason = "pginbox-reason" // the error, in words
-	PropertyTopic  = "pginbox-topic"  // the topic the message came from
+	PropertyReason  = "pginbox-reason"  // ReasonDecode, ReasonInvalid or ReasonConflict
+	PropertyError   = "pginbox-error"   // the error, in words
+	PropertyReceipt = "pginbox-receipt" // for a conflict: the stored receipt's ID
+	PropertyTopic   = "pginbox-topic"   // the topic the message came from
 )
 
-// Dead-letter codes (PropertyCode) besides inbox.CodeIdentityConflict.
+// Dead-letter reasons, in the pginbox-reason user property. Retries are not
+// counted (MQTT has no delivery count), so there is no delivery limit.
 const (
-	CodeDecode  = "DECODE"  // Config.Decode failed, or no message ID
-	CodeInvalid = "INVALID" // the inbox rejected the message (*inbox.ValidationError)
+	ReasonDecode   = "decode"   // Config.Decode failed, or no message ID
+	ReasonInvalid  = "invalid"  // the inbox rejected the message (*inbox.ValidationError)
+	ReasonConflict = "conflict" // the same identity is stored with other content (*inbox.ConflictError)
 )
 
-// codeOf is the dead-letter code of a rejecting accept error.
-func codeOf(err error) string {
-	var conflict *inbox.ConflictError
-	if errors.As(err, &conflict) {
-		return inbox.CodeIdentityConflict
+// reasonOf is the dead-letter reason of a rejecting accept error.
+func reasonOf(err error) string {
+	if errors.Is(err, inbox.ErrIdentityConflict) {
+		return ReasonConflict
 	}
-	return CodeInvalid
+	return ReasonInvalid
 }
 
 // reasonNoSubscribers is MQTT v5's PUBACK "No matching subscribers": the
@@ -108,14 +111,18 @@ const reasonNoSubscribers = 0x10
 // reject publishes the message to the dead-letter topic and, once the broker
 // confirmed it reached a subscriber, acknowledges it. Otherwise the message
 // is not acknowledged and comes back after a reconnect.
-func (c *Consumer) reject(ctx context.Context, log *slog.Logger, cm *autopaho.ConnectionManager, d delivery, code string, cause error) {
-	log.Warn("pginbox/mqtt: rejecting to the dead-letter topic", "code", code, "err", cause)
+func (c *Consumer) reject(ctx context.Context, log *slog.Logger, cm *autopaho.ConnectionManager, d delivery, reason string, cause error) {
+	log.Warn("pginbox/mqtt: rejecting to the dead-letter topic", "reason", reason, "err", cause)
 	props := &paho.PublishProperties{}
 	if p := d.pb.Properties; p != nil {
 		props.ContentType, props.PayloadFormat, props.CorrelationData = p.ContentType, p.PayloadFormat, p.CorrelationData
 		props.User = append(props.User, p.User...)
 	}
-	props.User.Add(PropertyCode, code).Add(PropertyReason, cause.Error()).Add(PropertyTopic, d.pb.Topic)
+	props.User.Add(PropertyReason, reason).Add(PropertyError, cause.Error()).Add(PropertyTopic, d.pb.Topic)
+	var conflict *inbox.ConflictError
+	if errors.As(cause, &conflict) {
+		props.User.Add(PropertyReceipt, conflict.ReceiptID.String())
+	}
 	resp, err := cm.Publish(ctx, &paho.Publish{Topic: c.cfg.DeadLetterTopic, QoS: 1, Payload: d.pb.Payload, Properties: props})
 	if err == nil && resp.ReasonCode == reasonNoSubscribers {
 		err = fmt.Errorf("nobody subscribes to dead-letter topic %q, so the broker dropped the dead letter; keep a persistent session subscribed to it", c.cfg.DeadLetterTopic)

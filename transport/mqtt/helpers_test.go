@@ -18,22 +18,20 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/brokertest"
-	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
 
-// Identity parts of every test message.
+// Identity parts of every test message; the event type is the drill
+// ledger's, so a drill.Ledger can apply them.
 const (
 	testTenant   = "tenant-a"
 	testSource   = "mqtt-test"
 	testConsumer = "orders.projection.v1"
-	testType     = "order.created"
 )
 
 // brokerURL is the shared broker's URL (skips or fails when it is missing).
@@ -178,6 +176,7 @@ func (e *env) leftovers(t testing.TB) int {
 func (e *env) config(url string, log *slog.Logger) mqtt.Config {
 	return mqtt.Config{
 		ServerURL:       url,
+		Scope:           inbox.Tenant(testTenant),
 		ClientID:        e.cid,
 		Topics:          []string{e.topic},
 		Decode:          decodeOrder,
@@ -187,16 +186,16 @@ func (e *env) config(url string, log *slog.Logger) mqtt.Config {
 	}
 }
 
-// decodeOrder maps a test message: identity from configuration, the message
-// ID from the message-id user property (left empty here).
+// decodeOrder maps a test message: the scope comes from Config.Scope, the
+// message ID from the message-id user property (both left empty here).
 func decodeOrder(p *paho.Publish) (inbox.Message, error) {
 	if len(p.Payload) == 0 {
 		return inbox.Message{}, errors.New("empty payload")
 	}
 	return inbox.Message{
-		Identity:      inbox.Identity{Scope: inbox.Tenant(testTenant), Source: testSource, Consumer: testConsumer},
-		EventType:     testType,
-		SchemaVersion: 1,
+		Identity:      inbox.Identity{Source: testSource, Consumer: testConsumer},
+		EventType:     drill.EventType,
+		SchemaVersion: drill.SchemaVersion,
 		Payload:       json.RawMessage(p.Payload),
 	}, nil
 }
@@ -217,38 +216,15 @@ func decodeByEventID(p *paho.Publish) (inbox.Message, error) {
 	return msg, nil
 }
 
-// run runs c until the test ends (or stop is called) and fails the test if
-// Run returns an error or hangs.
-func run(t testing.TB, c *mqtt.Consumer) (stop func()) {
+// start creates a Consumer for cfg and runs it until the test ends (or
+// stop is called); Run must return nil.
+func start(t testing.TB, acc mqtt.Accepter, cfg mqtt.Config) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Error("Run did not return within 30s of cancel")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
-func newConsumer(t testing.TB, client *inbox.Client, cfg mqtt.Config) *mqtt.Consumer {
-	t.Helper()
-	c, err := mqtt.New(client, cfg)
+	c, err := mqtt.NewConsumer(acc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return drill.Run(t, c.Run)
 }
 
 func newClient(t testing.TB, pool *pgxpool.Pool) *inbox.Client {
@@ -267,18 +243,6 @@ func receipts(t testing.TB, pool *pgxpool.Pool) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// eventually polls cond every 20ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // logBuffer collects log output for assertions.
@@ -315,103 +279,4 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
-}
-
-// dbProxy puts a fault proxy between a pool and the test database.
-func dbProxy(t testing.TB, dsn string) (*faultproxy.Proxy, *pgxpool.Pool) {
-	t.Helper()
-	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	network, address := pgconn.NetworkAddress(cfg.Host, cfg.Port)
-	p, err := faultproxy.New(network, address)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
-	pool := newPool(t, dsn, func(c *pgxpool.Config) {
-		c.ConnConfig.Host = "127.0.0.1"
-		c.ConnConfig.Port = p.Port()
-		c.ConnConfig.Fallbacks = nil
-		c.ConnConfig.ConnectTimeout = 2 * time.Second
-	})
-	return p, pool
-}
-
-// tally is a drill's outcome: sent is what the broker acknowledged to the
-// publisher, acked what the consumer acknowledged, dead what went to the
-// dead-letter topic, applied the distinct messages the handler applied, lost
-// those never applied, doubled those applied more than once.
-type tally struct{ sent, acked, dead, applied, lost, doubled int }
-
-// apply runs a worker over every accepted receipt; its handler counts each
-// application in the business table applied(message_id, n). It fills the
-// tally's applied, lost and doubled for the message IDs that must apply.
-func (r *tally) apply(t testing.TB, pool *pgxpool.Pool, ids []string) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS applied (message_id text PRIMARY KEY, n int NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	reg := handler.NewRegistry()
-	err := reg.Register(handler.Key{Consumer: testConsumer, EventType: testType, SchemaVersion: 1},
-		func(ctx context.Context, m *handler.Msg) error {
-			_, err := m.Tx.Exec(ctx, `INSERT INTO applied VALUES ($1, 1) ON CONFLICT (message_id) DO UPDATE SET n = applied.n + 1`, m.MessageID)
-			return err
-		})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{testConsumer}, Concurrency: 4, Logger: quietLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
-	counts := map[string]int{}
-	rows, err := pool.Query(ctx, `SELECT message_id, n FROM applied`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			t.Fatal(err)
-		}
-		counts[id] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		switch n := counts[id]; {
-		case n == 0:
-			r.lost++
-		case n > 1:
-			r.doubled++
-			r.applied++
-		default:
-			r.applied++
-		}
-	}
-	for id, n := range counts { // applied but never meant to be
-		if !slices.Contains(ids, id) {
-			t.Errorf("message %s applied %d times, but it was not to be applied", id, n)
-		}
-	}
-}
-
-// check prints the drill's summary line and fails unless nothing was lost
-// or applied twice and everything not dead-lettered was acked and applied.
-func (r tally) check(t testing.TB, drill string) {
-	t.Helper()
-	line := fmt.Sprintf("%s: sent=%d acked=%d dead-lettered=%d applied=%d lost=%d doubled=%d",
-		drill, r.sent, r.acked, r.dead, r.applied, r.lost, r.doubled)
-	fmt.Println(line)
-	if r.lost != 0 || r.doubled != 0 || r.acked+r.dead != r.sent || r.applied != r.sent-r.dead {
-		t.Fatalf("drill failed: %s", line)
-	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pginbox/pginbox/internal/pgtest"
 	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/transport/internal/drill"
 )
 
 // The test kit's calls live here only, so switching kits touches one file.
@@ -29,21 +30,5 @@ func exampleDSN() (string, func()) {
 	return dsn, drop
 }
 
-// newPool is a pool on dsn, closed when the test ends.
-func newPool(t testing.TB, dsn string, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 16
-	for _, f := range configure {
-		f(cfg)
-	}
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
-}
+// newPool is a pool on a fresh migrated database, closed at test end.
+func newPool(t testing.TB) *pgxpool.Pool { return drill.Pool(t, testDSN(t), nil) }

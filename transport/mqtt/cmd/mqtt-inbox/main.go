@@ -128,6 +128,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	cfg := mqtt.Config{
 		ServerURL:       o.mqttURL,
+		Scope:           scope,
 		ClientID:        o.clientID,
 		Topics:          strings.Split(o.topics, ","),
 		DeadLetterTopic: o.deadLetter,
@@ -139,7 +140,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 				eventType = p.Topic
 			}
 			return inbox.Message{
-				Identity:      inbox.Identity{Scope: scope, Source: o.source, Consumer: o.consumer},
+				Identity:      inbox.Identity{Source: o.source, Consumer: o.consumer},
 				EventType:     eventType,
 				SchemaVersion: o.schemaVersion,
 				Payload:       json.RawMessage(p.Payload),
@@ -161,7 +162,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	c, err := mqtt.New(client, cfg)
+	c, err := mqtt.NewConsumer(client, cfg)
 	if err != nil {
 		return err
 	}
