@@ -10,6 +10,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
 
@@ -54,7 +55,7 @@ func TestAcceptThenAck(t *testing.T) {
 	pool := newPool(t)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
-	cfg := e.config(url, quietLogger(t))
+	cfg := e.config(url, testlog.Errors(t))
 	cfg.Decode = decodeByEventID
 	stop := start(t, newClient(t, pool), cfg)
 
@@ -84,7 +85,7 @@ func TestRejectToDeadLetter(t *testing.T) {
 	pool := newPool(t)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
-	stop := start(t, newClient(t, pool), e.config(url, quietLogger(t)))
+	stop := start(t, newClient(t, pool), e.config(url, testlog.Errors(t)))
 
 	pub := e.publisher(t)
 	publish(t, pub, e.topic, "bad-json", `{"orderId":`)
@@ -120,7 +121,7 @@ func TestRejectWaitsForDeadLetterSubscriber(t *testing.T) {
 	url := brokerURL(t)
 	pool := newPool(t)
 	e := newEnv(t, url)
-	log, logs := capture()
+	log, logs := testlog.Capture()
 	start(t, newClient(t, pool), e.config(url, log))
 
 	publish(t, e.publisher(t), e.topic, "bad-json", `{"orderId":`)
@@ -142,7 +143,7 @@ func TestRunStopsAndResumes(t *testing.T) {
 	pool := newPool(t)
 	e := newEnv(t, url)
 	e.subscribeDead(t)
-	stop := start(t, newClient(t, pool), e.config(url, quietLogger(t)))
+	stop := start(t, newClient(t, pool), e.config(url, testlog.Errors(t)))
 	pub := e.publisher(t)
 	publish(t, pub, e.topic, "m-1", `{"orderId":"o-1"}`)
 	drill.Eventually(t, 20*time.Second, "the first receipt", func() bool { return receipts(t, pool) == 1 })
@@ -153,7 +154,7 @@ func TestRunStopsAndResumes(t *testing.T) {
 	if n := receipts(t, pool); n != 1 {
 		t.Fatalf("%d receipts after stop, want 1", n)
 	}
-	start(t, newClient(t, pool), e.config(url, quietLogger(t)))
+	start(t, newClient(t, pool), e.config(url, testlog.Errors(t)))
 	drill.Eventually(t, 20*time.Second, "the queued message accepted", func() bool { return receipts(t, pool) == 2 })
 }
 
@@ -165,7 +166,7 @@ func TestQoS0RetryIsLogged(t *testing.T) {
 	dsn := testDSN(t)
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url)
-	log, logs := capture()
+	log, logs := testlog.Capture()
 	start(t, newClient(t, proxied), e.config(url, log))
 	proxy.Refuse()
 
@@ -185,7 +186,7 @@ func TestRefusedSubscriptionIsLogged(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
 	e := newEnv(t, url)
-	log, logs := capture()
+	log, logs := testlog.Capture()
 	cfg := e.config(url, log)
 	cfg.Topics = []string{e.topic + "/#/invalid"}
 	start(t, newClient(t, newPool(t)), cfg)

@@ -12,6 +12,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/faultproxy"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
 
@@ -62,7 +63,7 @@ func TestDrillConnectionCut(t *testing.T) {
 	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
-	log, logs := capture()
+	log, logs := testlog.Capture()
 	stop := start(t, newClient(t, pool), e.config("mqtt://"+proxy.Addr(), log))
 
 	published := e.publishAll(t, drillMessages)
@@ -106,7 +107,7 @@ func TestDrillDatabaseDown(t *testing.T) {
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
-	log, logs := capture()
+	log, logs := testlog.Capture()
 	stop := start(t, newClient(t, proxied), e.config(url, log))
 
 	const half = drillMessages / 2
@@ -148,7 +149,7 @@ func TestDrillChangedRedelivery(t *testing.T) {
 	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, url)
 	dead := e.subscribeDead(t)
-	log, logs := capture()
+	log, logs := testlog.Capture()
 	stop := start(t, newClient(t, pool), e.config(url, log))
 
 	pub := e.publisher(t)
@@ -178,7 +179,7 @@ func TestDrillChangedRedelivery(t *testing.T) {
 
 // waitQuiet waits until the consumer has logged nothing for half a second:
 // the redeliveries a reconnect brought are handled and acknowledged by then.
-func waitQuiet(t testing.TB, logs *logBuffer) {
+func waitQuiet(t testing.TB, logs *testlog.Buffer) {
 	t.Helper()
 	last, since := -1, time.Now()
 	drill.Eventually(t, 60*time.Second, "the consumer to go quiet", func() bool {

@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // handle accepts one message and settles it: PUBACK, a reconnect for
@@ -38,7 +38,7 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 	case inbox.ActionRetry:
 		c.retry(log, d, err)
 	case inbox.ActionReject:
-		c.reject(ctx, log, cm, d, reasonOf(err), err)
+		c.reject(ctx, log, cm, d, settle.Reason(err), err)
 	}
 }
 
@@ -91,18 +91,10 @@ const (
 // Dead-letter reasons, in the pginbox-reason user property. Retries are not
 // counted (MQTT has no delivery count), so there is no delivery limit.
 const (
-	ReasonDecode   = "decode"   // Config.Decode failed, or no message ID
-	ReasonInvalid  = "invalid"  // the inbox rejected the message (*inbox.ValidationError)
-	ReasonConflict = "conflict" // the same identity is stored with other content (*inbox.ConflictError)
+	ReasonDecode   = settle.ReasonDecode   // Config.Decode failed, or no message ID
+	ReasonInvalid  = settle.ReasonInvalid  // the inbox rejected the message (*inbox.ValidationError)
+	ReasonConflict = settle.ReasonConflict // the same identity is stored with other content (*inbox.ConflictError)
 )
-
-// reasonOf is the dead-letter reason of a rejecting accept error.
-func reasonOf(err error) string {
-	if errors.Is(err, inbox.ErrIdentityConflict) {
-		return ReasonConflict
-	}
-	return ReasonInvalid
-}
 
 // reasonNoSubscribers is MQTT v5's PUBACK "No matching subscribers": the
 // broker accepted the message and dropped it.
@@ -119,9 +111,8 @@ func (c *Consumer) reject(ctx context.Context, log *slog.Logger, cm *autopaho.Co
 		props.User = append(props.User, p.User...)
 	}
 	props.User.Add(PropertyReason, reason).Add(PropertyError, cause.Error()).Add(PropertyTopic, d.pb.Topic)
-	var conflict *inbox.ConflictError
-	if errors.As(cause, &conflict) {
-		props.User.Add(PropertyReceipt, conflict.ReceiptID.String())
+	if receipt := settle.Receipt(cause); receipt != "" {
+		props.User.Add(PropertyReceipt, receipt)
 	}
 	resp, err := cm.Publish(ctx, &paho.Publish{Topic: c.cfg.DeadLetterTopic, QoS: 1, Payload: d.pb.Payload, Properties: props})
 	if err == nil && resp.ReasonCode == reasonNoSubscribers {

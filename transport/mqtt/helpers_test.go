@@ -1,7 +1,6 @@
 package mqtt_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,7 +11,6 @@ import (
 	"net"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/brokertest"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
 
@@ -229,7 +228,7 @@ func start(t testing.TB, acc mqtt.Accepter, cfg mqtt.Config) (stop func()) {
 
 func newClient(t testing.TB, pool *pgxpool.Pool) *inbox.Client {
 	t.Helper()
-	c, err := inbox.NewClient(pool, inbox.Config{Logger: quietLogger(t)})
+	c, err := inbox.NewClient(pool, inbox.Config{Logger: testlog.Errors(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,40 +242,4 @@ func receipts(t testing.TB, pool *pgxpool.Pool) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// logBuffer collects log output for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// capture is a logger writing into a buffer the test can search.
-func capture() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
-}
-
-// quietLogger logs errors only, to the test log.
-func quietLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Consumer moves messages from a durable JetStream pull consumer into the
@@ -25,13 +27,8 @@ type Consumer struct {
 
 	// lastErr remembers why a message (by stream sequence) was last retried,
 	// for the dead letter written when its deliveries run out.
-	mu      sync.Mutex
-	lastErr map[uint64]string
+	lastErr settle.LastErrors[uint64]
 }
-
-// maxRemembered bounds lastErr; past it, reasons are forgotten (the dead
-// letter then says the last error is unknown).
-const maxRemembered = 10000
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 // It connects in Run.
@@ -44,10 +41,9 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("pginbox/nats: Config.%w", err)
 	}
 	return &Consumer{
-		acc:     acc,
-		cfg:     cfg,
-		log:     cfg.Logger.With("stream", cfg.Stream, "durable", cfg.Durable),
-		lastErr: make(map[uint64]string),
+		acc: acc,
+		cfg: cfg,
+		log: cfg.Logger.With("stream", cfg.Stream, "durable", cfg.Durable),
 	}, nil
 }
 

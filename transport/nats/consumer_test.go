@@ -9,6 +9,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
 )
 
@@ -62,7 +63,7 @@ func TestRunFailsFast(t *testing.T) {
 	}
 	for _, tc := range cases {
 		e := &env{stream: "S", durable: "d", dead: "dead"}
-		cfg := e.config(url, quietLogger(t))
+		cfg := e.config(url, testlog.Errors(t))
 		tc.cfg(&cfg)
 		c, err := pgnats.NewConsumer(client, cfg)
 		if err != nil {
@@ -84,7 +85,7 @@ func TestAcceptThenAck(t *testing.T) {
 	url := natsURL(t)
 	pool := newPool(t)
 	e := newEnv(t, url, true)
-	cfg := e.config(url, quietLogger(t))
+	cfg := e.config(url, testlog.Errors(t))
 	cfg.Decode = decodeByEventID // the same event published twice with different Nats-Msg-Ids
 	start(t, newClient(t, pool), cfg)
 
@@ -115,7 +116,7 @@ func TestRejectToDeadLetter(t *testing.T) {
 	url := natsURL(t)
 	pool := newPool(t)
 	e := newEnv(t, url, true)
-	start(t, newClient(t, pool), e.config(url, quietLogger(t)))
+	start(t, newClient(t, pool), e.config(url, testlog.Errors(t)))
 
 	e.publish(t, "bad-json", `{"orderId":`)
 	e.publish(t, "empty", ``)
@@ -151,7 +152,7 @@ func TestRejectWaitsForDeadLetterStream(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
 	e := newEnv(t, url, false)
-	log, logs := capture()
+	log, logs := testlog.Capture()
 	start(t, newClient(t, newPool(t)), e.config(url, log))
 
 	e.publish(t, "bad-json", `{"orderId":`)
@@ -174,7 +175,7 @@ func TestRunStops(t *testing.T) {
 	url := natsURL(t)
 	pool := newPool(t)
 	e := newEnv(t, url, true)
-	stop := start(t, newClient(t, pool), e.config(url, quietLogger(t)))
+	stop := start(t, newClient(t, pool), e.config(url, testlog.Errors(t)))
 	e.publish(t, "m-1", `{"orderId":"o-1"}`)
 	drill.Eventually(t, 20*time.Second, "the message acked", func() bool { return e.unsettled(t) == 0 })
 	stop() // fails the test if Run returned an error or hung

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Headers a dead letter carries besides the original message's headers
@@ -28,10 +30,10 @@ const (
 
 // Dead-letter reasons, in the Pginbox-Reason header.
 const (
-	ReasonDecode        = "decode"         // Config.Decode failed, or no message ID
-	ReasonInvalid       = "invalid"        // the inbox rejected the message (*inbox.ValidationError)
-	ReasonConflict      = "conflict"       // the same identity is stored with other content (*inbox.ConflictError)
-	ReasonDeliveryLimit = "delivery_limit" // MaxDeliver deliveries without an accept
+	ReasonDecode        = settle.ReasonDecode        // Config.Decode failed, or no message ID
+	ReasonInvalid       = settle.ReasonInvalid       // the inbox rejected the message (*inbox.ValidationError)
+	ReasonConflict      = settle.ReasonConflict      // the same identity is stored with other content (*inbox.ConflictError)
+	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // MaxDeliver deliveries without an accept
 )
 
 // deadLetter is a message on its way to the dead-letter subject.
@@ -112,7 +114,7 @@ func (c *Consumer) onMaxDeliveries(m *nats.Msg) {
 	log := c.log.With("seq", a.StreamSeq, "delivered", a.Deliveries)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cause := fmt.Sprintf("not accepted after %d deliveries (MaxDeliver); last error: %s", a.Deliveries, c.recall(a.StreamSeq))
+	cause := fmt.Sprintf("not accepted after %d deliveries (MaxDeliver); last error: %s", a.Deliveries, c.lastErr.Recall(a.StreamSeq))
 	for wait := backoffStart; ; wait = min(2*wait, backoffMax) {
 		err := c.moveExhausted(ctx, a, cause)
 		if err == nil {

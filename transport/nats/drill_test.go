@@ -12,6 +12,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/faultproxy"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
 )
 
@@ -61,7 +62,7 @@ func TestDrillServerRestart(t *testing.T) {
 	pool := newPool(t)
 	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, srv.url(), true)
-	start(t, newClient(t, pool), e.config(srv.url(), quietLogger(t)))
+	start(t, newClient(t, pool), e.config(srv.url(), testlog.Errors(t)))
 
 	ids := drillIDs(drillMessages)
 	published := e.publishAll(ids)
@@ -90,7 +91,7 @@ func TestDrillConnectionCut(t *testing.T) {
 	pool := newPool(t)
 	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, url, true)
-	start(t, newClient(t, pool), e.config("nats://"+proxy.Addr(), quietLogger(t)))
+	start(t, newClient(t, pool), e.config("nats://"+proxy.Addr(), testlog.Errors(t)))
 
 	ids := drillIDs(drillMessages)
 	published := e.publishAll(ids)
@@ -128,7 +129,7 @@ func TestDrillDatabaseDown(t *testing.T) {
 	ledger := drill.NewLedger(t, direct, testConsumer)
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url, true)
-	cfg := e.config(url, quietLogger(t))
+	cfg := e.config(url, testlog.Errors(t))
 	cfg.MaxDeliver = 1000 // this drill is about riding out the outage, not about exhaustion
 	start(t, newClient(t, proxied), cfg)
 
@@ -166,7 +167,7 @@ func TestDrillChangedRedelivery(t *testing.T) {
 	pool := newPool(t)
 	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, url, true)
-	cfg := e.config(url, quietLogger(t))
+	cfg := e.config(url, testlog.Errors(t))
 	cfg.Decode = decodeByEventID
 	start(t, newClient(t, pool), cfg)
 
@@ -214,7 +215,7 @@ func TestMaxDeliveriesDeadLetter(t *testing.T) {
 	dsn := testDSN(t)
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url, true)
-	cfg := e.config(url, quietLogger(t))
+	cfg := e.config(url, testlog.Errors(t))
 	cfg.MaxDeliver = 3
 	start(t, newClient(t, proxied), cfg)
 	proxy.Refuse()

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // handle accepts one message and settles it: Ack, NakWithDelay or (after the
@@ -33,7 +34,7 @@ func (c *Consumer) handle(ctx context.Context, m jetstream.Msg) {
 	res, err := c.acc.Accept(ctx, msg)
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
-		c.forget(md.Sequence.Stream)
+		c.lastErr.Forget(md.Sequence.Stream)
 		if err := m.Ack(); err != nil {
 			// The server redelivers; the next accept is a Duplicate.
 			log.Warn("pginbox/nats: ack failed; the message will be redelivered", "err", err)
@@ -41,14 +42,14 @@ func (c *Consumer) handle(ctx context.Context, m jetstream.Msg) {
 		}
 		log.Debug("pginbox/nats: accepted", "outcome", res.Outcome, "receipt", res.ID)
 	case inbox.ActionRetry:
-		c.remember(md.Sequence.Stream, err)
+		c.lastErr.Remember(md.Sequence.Stream, err)
 		delay := c.cfg.retryDelay(md.NumDelivered)
 		log.Warn("pginbox/nats: accept failed; redelivering", "err", err, "in", delay)
 		if err := m.NakWithDelay(delay); err != nil {
 			log.Warn("pginbox/nats: nak failed; the server redelivers after AckWait", "err", err)
 		}
 	case inbox.ActionReject:
-		c.reject(ctx, log, m, md, reasonOf(err), err)
+		c.reject(ctx, log, m, md, settle.Reason(err), err)
 	}
 }
 
@@ -76,64 +77,21 @@ func (c *Consumer) reject(ctx context.Context, log *slog.Logger, m jetstream.Msg
 	dl := deadLetter{
 		subject: m.Subject(), header: m.Headers(), data: m.Data(),
 		seq: md.Sequence.Stream, deliveries: md.NumDelivered,
-		reason: reason, err: cause.Error(), receipt: receiptOf(cause),
+		reason: reason, err: cause.Error(), receipt: settle.Receipt(cause),
 	}
 	if err := c.publishDeadLetter(ctx, dl); err != nil {
 		delay := c.cfg.retryDelay(md.NumDelivered)
 		log.Error("pginbox/nats: the message stays in the stream and is redelivered", "err", err, "in", delay)
-		c.remember(md.Sequence.Stream, err)
+		c.lastErr.Remember(md.Sequence.Stream, err)
 		if err := m.NakWithDelay(delay); err != nil {
 			log.Warn("pginbox/nats: nak failed; the server redelivers after AckWait", "err", err)
 		}
 		return
 	}
-	c.forget(md.Sequence.Stream)
+	c.lastErr.Forget(md.Sequence.Stream)
 	if err := m.Term(); err != nil {
 		// Redelivered, rejected again; the dead letter's Nats-Msg-Id makes
 		// the stream drop the second copy within its duplicate window.
 		log.Warn("pginbox/nats: term failed; the message will be redelivered", "err", err)
 	}
-}
-
-// reasonOf is the dead-letter reason of a rejecting accept error.
-func reasonOf(err error) string {
-	if errors.Is(err, inbox.ErrIdentityConflict) {
-		return ReasonConflict
-	}
-	return ReasonInvalid
-}
-
-// receiptOf is the ID of the stored receipt a conflict names, or "".
-func receiptOf(err error) string {
-	var conflict *inbox.ConflictError
-	if errors.As(err, &conflict) {
-		return conflict.ReceiptID.String()
-	}
-	return ""
-}
-
-func (c *Consumer) remember(seq uint64, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.lastErr[seq]; ok || len(c.lastErr) < maxRemembered {
-		c.lastErr[seq] = err.Error()
-	}
-}
-
-func (c *Consumer) forget(seq uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.lastErr, seq)
-}
-
-// recall returns and forgets why seq was last retried.
-func (c *Consumer) recall(seq uint64) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	reason, ok := c.lastErr[seq]
-	delete(c.lastErr, seq)
-	if !ok {
-		return "unknown here (another consumer instance, or a restart, handled the last try)"
-	}
-	return reason
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Consumer moves entries from a Redis stream's consumer group into the
@@ -22,13 +24,8 @@ type Consumer struct {
 
 	// lastErr remembers why an entry was last retried, for its dead letter
 	// when its deliveries run out.
-	mu      sync.Mutex
-	lastErr map[string]string
+	lastErr settle.LastErrors[string]
 }
-
-// maxRemembered bounds lastErr; past it, reasons are forgotten (the dead
-// letter then says the last error is unknown).
-const maxRemembered = 10000
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
@@ -40,11 +37,10 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("pginbox/redisstream: Config.%w", err)
 	}
 	return &Consumer{
-		rdb:     cfg.Redis,
-		acc:     acc,
-		cfg:     cfg,
-		log:     cfg.Logger.With("stream", cfg.Stream, "group", cfg.Group, "consumer", cfg.Consumer),
-		lastErr: make(map[string]string),
+		rdb: cfg.Redis,
+		acc: acc,
+		cfg: cfg,
+		log: cfg.Logger.With("stream", cfg.Stream, "group", cfg.Group, "consumer", cfg.Consumer),
 	}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
@@ -58,7 +59,7 @@ func TestAcceptThenAck(t *testing.T) {
 	pool := newPool(t)
 	e := newEnv(t, addr)
 	e.add(t, "", `{"eventId":"evt-1","orderId":"o-1"}`) // before the group exists
-	cfg := e.config(newRedis(t, addr), quietLogger(t))
+	cfg := e.config(newRedis(t, addr), testlog.Errors(t))
 	cfg.Decode = decodeByEventID
 	start(t, newClient(t, pool), cfg)
 
@@ -84,7 +85,7 @@ func TestRejectToDeadLetter(t *testing.T) {
 	addr := redisAddr(t)
 	pool := newPool(t)
 	e := newEnv(t, addr)
-	start(t, newClient(t, pool), e.config(newRedis(t, addr), quietLogger(t)))
+	start(t, newClient(t, pool), e.config(newRedis(t, addr), testlog.Errors(t)))
 
 	want := map[string]struct{ reason, err string }{ // by entry ID
 		e.add(t, "bad-json", `{"orderId":`):                                   {redisstream.ReasonInvalid, "invalid_json"},
@@ -133,7 +134,7 @@ func TestClaimsEntriesOfCrashedConsumer(t *testing.T) {
 	if err != nil || len(read[0].Messages) != 5 {
 		t.Fatalf("crashed consumer read %v, %v", read, err)
 	}
-	log, logs := capture()
+	log, logs := testlog.Capture()
 	start(t, newClient(t, pool), e.config(newRedis(t, addr), log))
 	drill.Eventually(t, 20*time.Second, "the crashed consumer's entries acknowledged", func() bool { return e.unsettled(t) == 0 })
 	if n := receipts(t, pool); n != 5 {
@@ -151,7 +152,7 @@ func TestRunStops(t *testing.T) {
 	addr := redisAddr(t)
 	pool := newPool(t)
 	e := newEnv(t, addr)
-	stop := start(t, newClient(t, pool), e.config(newRedis(t, addr), quietLogger(t)))
+	stop := start(t, newClient(t, pool), e.config(newRedis(t, addr), testlog.Errors(t)))
 	e.add(t, "m-1", `{"orderId":"o-1"}`)
 	drill.Eventually(t, 20*time.Second, "the entry acknowledged", func() bool { return e.unsettled(t) == 0 })
 	stop()

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Fields a dead letter carries besides the original entry's fields.
@@ -21,10 +23,10 @@ const (
 
 // Dead-letter reasons, in the pginbox-reason field.
 const (
-	ReasonDecode        = "decode"         // Config.Decode failed, or no message ID
-	ReasonInvalid       = "invalid"        // the inbox rejected the message (*inbox.ValidationError)
-	ReasonConflict      = "conflict"       // the same identity is stored with other content (*inbox.ConflictError)
-	ReasonDeliveryLimit = "delivery_limit" // more than MaxDeliveries deliveries without an accept
+	ReasonDecode        = settle.ReasonDecode        // Config.Decode failed, or no message ID
+	ReasonInvalid       = settle.ReasonInvalid       // the inbox rejected the message (*inbox.ValidationError)
+	ReasonConflict      = settle.ReasonConflict      // the same identity is stored with other content (*inbox.ConflictError)
+	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // more than MaxDeliveries deliveries without an accept
 )
 
 // deadLetter adds m to the dead-letter stream with the reason and
@@ -35,7 +37,7 @@ func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m redis.XMe
 	for k, v := range m.Values {
 		values = append(values, k, v)
 	}
-	if receipt := receiptOf(cause); receipt != "" {
+	if receipt := settle.Receipt(cause); receipt != "" {
 		values = append(values, FieldReceipt, receipt)
 	}
 	values = append(values,
@@ -50,10 +52,10 @@ func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m redis.XMe
 		return nil
 	})
 	if err != nil {
-		c.remember(m.ID, fmt.Errorf("dead-lettering failed: %w", err))
+		c.lastErr.Remember(m.ID, fmt.Errorf("dead-lettering failed: %w", err))
 		log.Error("pginbox/redisstream: dead-lettering failed; the entry stays pending and is claimed again", "reason", reason, "cause", cause, "err", err)
 		return
 	}
-	c.forget(m.ID)
+	c.lastErr.Forget(m.ID)
 	log.Warn("pginbox/redisstream: moved to the dead-letter stream", "dead_letter_stream", c.cfg.DeadLetterStream, "reason", reason, "err", cause)
 }

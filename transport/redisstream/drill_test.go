@@ -13,6 +13,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/faultproxy"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
@@ -70,7 +71,7 @@ func TestDrillConnectionCut(t *testing.T) {
 	pool := newPool(t)
 	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, addr)
-	start(t, newClient(t, pool), e.config(newRedis(t, proxy.Addr()), quietLogger(t)))
+	start(t, newClient(t, pool), e.config(newRedis(t, proxy.Addr()), testlog.Errors(t)))
 
 	ids := drillIDs(drillMessages)
 	added := e.addAll(ids)
@@ -108,7 +109,7 @@ func TestDrillDatabaseDown(t *testing.T) {
 	ledger := drill.NewLedger(t, direct, testConsumer)
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, addr)
-	cfg := e.config(newRedis(t, addr), quietLogger(t))
+	cfg := e.config(newRedis(t, addr), testlog.Errors(t))
 	cfg.MaxDeliveries = 1000 // this drill is about riding out the outage, not about exhaustion
 	start(t, newClient(t, proxied), cfg)
 
@@ -162,7 +163,7 @@ func TestDrillChangedRedelivery(t *testing.T) {
 	pool := newPool(t)
 	ledger := drill.NewLedger(t, pool, testConsumer)
 	e := newEnv(t, addr)
-	start(t, newClient(t, pool), e.config(newRedis(t, addr), quietLogger(t)))
+	start(t, newClient(t, pool), e.config(newRedis(t, addr), testlog.Errors(t)))
 
 	e.add(t, "evt-1", `{"orderId":"o-1","total":"10.00"}`)
 	drill.Eventually(t, 20*time.Second, "the original acknowledged", func() bool { return e.unsettled(t) == 0 })
@@ -207,7 +208,7 @@ func TestMaxDeliveriesDeadLetter(t *testing.T) {
 	dsn := testDSN(t)
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, addr)
-	cfg := e.config(newRedis(t, addr), quietLogger(t))
+	cfg := e.config(newRedis(t, addr), testlog.Errors(t))
 	cfg.MaxDeliveries = 3
 	start(t, newClient(t, proxied), cfg)
 	proxy.Refuse()

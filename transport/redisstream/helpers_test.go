@@ -1,7 +1,6 @@
 package redisstream_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/brokertest"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
@@ -165,7 +164,7 @@ func start(t testing.TB, acc redisstream.Accepter, cfg redisstream.Config) (stop
 
 func newClient(t testing.TB, pool *pgxpool.Pool) *inbox.Client {
 	t.Helper()
-	c, err := inbox.NewClient(pool, inbox.Config{Logger: quietLogger(t)})
+	c, err := inbox.NewClient(pool, inbox.Config{Logger: testlog.Errors(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,40 +178,4 @@ func receipts(t testing.TB, pool *pgxpool.Pool) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// logBuffer collects log output for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// capture is a logger writing into a buffer the test can search.
-func capture() (*slog.Logger, *logBuffer) {
-	b := &logBuffer{}
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
-}
-
-// quietLogger logs errors only, to the test log.
-func quietLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,8 @@ import (
 	"github.com/pginbox/pginbox/internal/brokertest"
 	"github.com/pginbox/pginbox/internal/pgtest"
 	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/transport/internal/brokercmd"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -57,12 +58,12 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitUsage, tc.want)
+		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), brokercmd.ExitUsage, tc.want)
 		}
 	}
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != exitOK || !strings.Contains(stderr.String(), "-dead-letter-topic") {
+	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-dead-letter-topic") {
 		t.Errorf("-help: exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -80,28 +81,10 @@ func TestStartErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), append(args, tc.extra...), env(nil), &stderr); code != exitError || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.extra, code, stderr.String(), exitError, tc.want)
+		if code := run(context.Background(), append(args, tc.extra...), env(nil), &stderr); code != brokercmd.ExitError || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.extra, code, stderr.String(), brokercmd.ExitError, tc.want)
 		}
 	}
-}
-
-// safeBuffer is a bytes.Buffer for a writer and a reader on two goroutines.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *safeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *safeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // The program accepts a published message (event type = topic, message ID
@@ -117,7 +100,7 @@ func TestRunAccepts(t *testing.T) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var stderr safeBuffer
+	var stderr testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(runCtx, []string{"-mqtt-url", brokerURL, "-client-id", clientID, "-topic", topic, "-dead-letter-topic", "pgi/cmd/" + id + "/dead",
@@ -174,7 +157,7 @@ func TestRunAccepts(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		if code != exitOK {
+		if code != brokercmd.ExitOK {
 			t.Fatalf("exit %d\n%s", code, stderr.String())
 		}
 	case <-time.After(30 * time.Second):

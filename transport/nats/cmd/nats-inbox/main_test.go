@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +14,8 @@ import (
 	"github.com/pginbox/pginbox/internal/brokertest"
 	"github.com/pginbox/pginbox/internal/pgtest"
 	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/transport/internal/brokercmd"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -46,12 +47,12 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitUsage, tc.want)
+		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), brokercmd.ExitUsage, tc.want)
 		}
 	}
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != exitOK || !strings.Contains(stderr.String(), "-dead-letter-subject") {
+	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-dead-letter-subject") {
 		t.Errorf("-help: exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -61,27 +62,9 @@ func TestSchemaNotMigrated(t *testing.T) {
 	dsn := pgtest.DB(t) + " search_path=no_pginbox_here" // the tables are in public: invisible here
 	var stderr bytes.Buffer
 	args := []string{"-database-url", dsn, "-stream", "S", "-dead-letter-subject", "d", "-tenant", "t", "-source", "s", "-consumer", "c"}
-	if code := run(context.Background(), args, env(nil), &stderr); code != exitError || !strings.Contains(stderr.String(), "run `inbox migrate up`") {
+	if code := run(context.Background(), args, env(nil), &stderr); code != brokercmd.ExitError || !strings.Contains(stderr.String(), "run `inbox migrate up`") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
-}
-
-// safeBuffer is a bytes.Buffer for a writer and a reader on two goroutines.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *safeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *safeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // The program accepts a published message (event type = subject, message ID
@@ -113,7 +96,7 @@ func TestRunAccepts(t *testing.T) {
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
-	var stderr safeBuffer
+	var stderr testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(runCtx, []string{"-nats-url", url, "-stream", stream, "-dead-letter-subject", subject + ".dead",
@@ -143,7 +126,7 @@ func TestRunAccepts(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		if code != exitOK {
+		if code != brokercmd.ExitOK {
 			t.Fatalf("exit %d\n%s", code, stderr.String())
 		}
 	case <-time.After(30 * time.Second):

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,8 @@ import (
 	"github.com/pginbox/pginbox/internal/brokertest"
 	"github.com/pginbox/pginbox/internal/pgtest"
 	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/transport/internal/brokercmd"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
@@ -46,12 +47,12 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), exitUsage, tc.want)
+		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), brokercmd.ExitUsage, tc.want)
 		}
 	}
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != exitOK || !strings.Contains(stderr.String(), "-dead-letter-stream") {
+	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-dead-letter-stream") {
 		t.Errorf("-help: exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -69,28 +70,10 @@ func TestStartErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), append(args, tc.extra...), env(nil), &stderr); code != exitError || !strings.Contains(stderr.String(), tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.extra, code, stderr.String(), exitError, tc.want)
+		if code := run(context.Background(), append(args, tc.extra...), env(nil), &stderr); code != brokercmd.ExitError || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.extra, code, stderr.String(), brokercmd.ExitError, tc.want)
 		}
 	}
-}
-
-// safeBuffer is a bytes.Buffer for a writer and a reader on two goroutines.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *safeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *safeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // The program accepts an entry (event type from its type field, message ID
@@ -116,7 +99,7 @@ func TestRunAccepts(t *testing.T) {
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
-	var stderr safeBuffer
+	var stderr testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(runCtx, []string{"-redis-url", "redis://" + addr + "/0", "-stream", stream, "-dead-letter-stream", dead,
@@ -151,7 +134,7 @@ func TestRunAccepts(t *testing.T) {
 	cancel()
 	select {
 	case code := <-done:
-		if code != exitOK {
+		if code != brokercmd.ExitOK {
 			t.Fatalf("exit %d\n%s", code, stderr.String())
 		}
 	case <-time.After(30 * time.Second):
