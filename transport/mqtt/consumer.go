@@ -46,7 +46,7 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	cfg = cfg.withDefaults()
 	server, err := cfg.validate()
 	if err != nil {
-		return nil, fmt.Errorf("pginbox/mqtt: Config.%w", err)
+		return nil, err
 	}
 	return &Consumer{
 		acc:        acc,

@@ -38,7 +38,7 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("pginbox/nats: Config.%w", err)
+		return nil, err
 	}
 	return &Consumer{
 		acc: acc,

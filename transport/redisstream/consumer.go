@@ -34,7 +34,7 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("pginbox/redisstream: Config.%w", err)
+		return nil, err
 	}
 	return &Consumer{
 		rdb: cfg.Redis,
