@@ -71,7 +71,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pginbox/nats: connecting to %s: %w", c.cfg.URL, err)
 	}
-	defer nc.Close()
+	defer func() {
+		_ = nc.FlushTimeout(2 * time.Second) // the last acks and terms
+		nc.Close()
+	}()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("pginbox/nats: %w", err)
