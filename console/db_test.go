@@ -9,19 +9,17 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 // newPool returns a pool on a fresh migrated database of the test's own.
 func newPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), pgtest.DB(t))
+	pool, err := pgxpool.New(context.Background(), inboxtest.Database(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +30,7 @@ func newPool(t *testing.T) *pgxpool.Pool {
 // newEmptyPool returns a pool on a fresh database without pginbox's schema.
 func newEmptyPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	pool, err := pgxpool.New(context.Background(), pgtest.EmptyDB(t))
+	pool, err := pgxpool.New(context.Background(), inboxtest.EmptyDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +40,7 @@ func newEmptyPool(t *testing.T) *pgxpool.Pool {
 
 // examplePool is newPool for runnable examples, which have no *testing.T.
 func examplePool() (pool *pgxpool.Pool, done func()) {
-	dsn, drop, err := pgtest.NewDatabase(context.Background())
+	dsn, drop, err := inboxtest.NewDatabase(context.Background())
 	if err != nil {
 		panic(err)
 	}

@@ -9,20 +9,18 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 // newPool returns a pool on a fresh migrated database of the test's own,
 // large enough for a worker and the console together.
 func newPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(pgtest.DB(t))
+	cfg, err := pgxpool.ParseConfig(inboxtest.Database(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,24 +6,22 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 )
 
 // The test kit's calls live here only, so switching kits touches one file.
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 // testDSN is a fresh migrated database private to the test.
-func testDSN(t testing.TB) string { return pgtest.DB(t) }
+func testDSN(t testing.TB) string { return inboxtest.Database(t) }
 
 // exampleDSN is testDSN for runnable examples.
 func exampleDSN() (string, func()) {
-	dsn, drop, err := pgtest.NewDatabase(context.Background())
+	dsn, drop, err := inboxtest.NewDatabase(context.Background())
 	if err != nil {
 		panic(err)
 	}

@@ -12,16 +12,14 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/brokertest"
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 func env(vars map[string]string) func(string) string {
@@ -76,8 +74,8 @@ func TestStartErrors(t *testing.T) {
 		want  string
 	}{
 		// The tables are in public, invisible on this search path.
-		{[]string{"-database-url", pgtest.DB(t) + " search_path=no_pginbox_here"}, "run `inbox migrate up`"},
-		{[]string{"-database-url", pgtest.DB(t), "-mqtt-url", "ws://127.0.0.1:1883"}, "want mqtt://host:port"},
+		{[]string{"-database-url", inboxtest.Database(t) + " search_path=no_pginbox_here"}, "run `inbox migrate up`"},
+		{[]string{"-database-url", inboxtest.Database(t), "-mqtt-url", "ws://127.0.0.1:1883"}, "want mqtt://host:port"},
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
@@ -93,7 +91,7 @@ func TestStartErrors(t *testing.T) {
 func TestRunAccepts(t *testing.T) {
 	t.Parallel()
 	brokerURL := brokertest.Require(t, brokertest.MQTT)
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 	ctx := context.Background()
 	id := strings.ReplaceAll(time.Now().Format("150405.000000000"), ".", "")
 	topic, clientID := "pgi/cmd/"+id+"/order.created", "pginbox-cmd-"+id

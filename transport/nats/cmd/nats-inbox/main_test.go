@@ -11,16 +11,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/brokertest"
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 func env(vars map[string]string) func(string) string {
@@ -59,7 +57,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestSchemaNotMigrated(t *testing.T) {
 	t.Parallel()
-	dsn := pgtest.DB(t) + " search_path=no_pginbox_here" // the tables are in public: invisible here
+	dsn := inboxtest.Database(t) + " search_path=no_pginbox_here" // the tables are in public: invisible here
 	var stderr bytes.Buffer
 	args := []string{"-database-url", dsn, "-stream", "S", "-dead-letter-subject", "d", "-tenant", "t", "-source", "s", "-consumer", "c"}
 	if code := run(context.Background(), args, env(nil), &stderr); code != brokercmd.ExitError || !strings.Contains(stderr.String(), "run `inbox migrate up`") {
@@ -72,7 +70,7 @@ func TestSchemaNotMigrated(t *testing.T) {
 func TestRunAccepts(t *testing.T) {
 	t.Parallel()
 	url := brokertest.Require(t, brokertest.NATS)
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)

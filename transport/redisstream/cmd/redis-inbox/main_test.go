@@ -10,16 +10,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/brokertest"
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 func env(vars map[string]string) func(string) string {
@@ -65,7 +63,7 @@ func TestStartErrors(t *testing.T) {
 		want  string
 	}{
 		// The tables are in public, invisible on this search path.
-		{[]string{"-database-url", pgtest.DB(t) + " search_path=no_pginbox_here"}, "run `inbox migrate up`"},
+		{[]string{"-database-url", inboxtest.Database(t) + " search_path=no_pginbox_here"}, "run `inbox migrate up`"},
 		{[]string{"-database-url", "x", "-redis-url", "http://nope"}, "-redis-url: "},
 	}
 	for _, tc := range cases {
@@ -82,7 +80,7 @@ func TestStartErrors(t *testing.T) {
 func TestRunAccepts(t *testing.T) {
 	t.Parallel()
 	addr := brokertest.Require(t, brokertest.Redis)
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	ctx := context.Background()
