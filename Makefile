@@ -6,7 +6,7 @@ STATICCHECK := $(CURDIR)/bin/staticcheck
 EACH      := bash scripts/each-module
 FUZZTIME  ?= 15s
 
-.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz
+.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz screenshots
 
 all: check
 
@@ -19,6 +19,11 @@ demo:
 generate:
 	$(SQLC) generate
 	$(GO) generate ./...
+
+## screenshots: regenerate docs/console/*.png with headless Chromium (the
+## console's browser test in console/browsertest).
+screenshots:
+	cd console/browsertest && INBOX_SCREENSHOT_DIR=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestConsoleInBrowser$$' .
 
 ## test: the whole test suite with the race detector, in the root module and
 ## in every nested module (integrations with their own go.mod).

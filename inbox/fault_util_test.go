@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/faultproxy"
-	"github.com/pginbox/pginbox/internal/pgtest"
 )
 
 // Helpers of the TCP fault tests (fault_*_test.go): a real TCP proxy between
@@ -27,7 +27,7 @@ const proxiedApp = "pginbox-fault-proxy"
 // a direct (unproxied) pool for setup and checks.
 func faultDB(t testing.TB) (*faultproxy.Proxy, string, *pgxpool.Pool) {
 	t.Helper()
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -8,19 +8,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 // newPool returns a pool on a fresh migrated database, closed at test end.
 func newPool(t testing.TB, configure ...func(*pgxpool.Config)) (*pgxpool.Pool, string) {
 	t.Helper()
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 	return poolFor(t, dsn, configure...), dsn
 }
 

@@ -2,8 +2,6 @@ package inbox
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,26 +76,6 @@ func escapedReplacementChar(b []byte) int {
 		}
 		off = i + len(esc)
 	}
-}
-
-// fingerprintDomain versions the framing, so a future change cannot collide with it.
-const fingerprintDomain = "pginbox.fingerprint.v1\x00"
-
-// Fingerprint returns the SHA-256 content fingerprint of an event: its type, schema
-// version and canonical payload, each length-framed so no two different triples
-// share an input.
-func Fingerprint(eventType string, schemaVersion int, canonicalPayload []byte) [32]byte {
-	h := sha256.New()
-	var buf [binary.MaxVarintLen64]byte
-	h.Write([]byte(fingerprintDomain))
-	h.Write(buf[:binary.PutUvarint(buf[:], uint64(len(eventType)))])
-	h.Write([]byte(eventType))
-	h.Write(buf[:binary.PutUvarint(buf[:], uint64(schemaVersion))])
-	h.Write(buf[:binary.PutUvarint(buf[:], uint64(len(canonicalPayload)))])
-	h.Write(canonicalPayload)
-	var sum [32]byte
-	h.Sum(sum[:0])
-	return sum
 }
 
 // encodeMetadata stores metadata as a JSON object (encoding/json sorts the keys).

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/internal/pgtest"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 type OrderCreated struct {
@@ -110,9 +110,9 @@ func ExampleWorker() {
 }
 
 // exampleDatabase is a fresh migrated database from the test harness.
-// Examples get no *testing.T, so they cannot use pgtest.DB.
+// Examples get no *testing.T, so they cannot use inboxtest.Database.
 func exampleDatabase() (dsn string, drop func()) {
-	dsn, drop, err := pgtest.NewDatabase(context.Background())
+	dsn, drop, err := inboxtest.NewDatabase(context.Background())
 	if err != nil {
 		panic(err)
 	}

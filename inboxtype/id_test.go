@@ -10,11 +10,11 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/matryer/is"
 
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
-	"github.com/pginbox/pginbox/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { inboxtest.Main(m) }
 
 func TestIDTextForms(t *testing.T) {
 	is := is.New(t)
@@ -45,7 +45,7 @@ func TestIDTextForms(t *testing.T) {
 // PgBouncer's transaction mode needs, and NULL must map to the zero ID.
 func TestIDRoundTripsInEveryExecMode(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.EmptyDatabase(t)
 	modes := map[string]pgx.QueryExecMode{
 		"cache statement": pgx.QueryExecModeCacheStatement,
 		"cache describe":  pgx.QueryExecModeCacheDescribe,
@@ -82,7 +82,7 @@ func TestIDRoundTripsInEveryExecMode(t *testing.T) {
 
 func TestIDWithDatabaseSQL(t *testing.T) {
 	is := is.New(t)
-	db, err := sql.Open("pgx", pgtest.DB(t))
+	db, err := sql.Open("pgx", inboxtest.EmptyDatabase(t))
 	is.NoErr(err)
 	defer db.Close()
 	id := inboxtype.New()

@@ -15,12 +15,12 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
-	"github.com/pginbox/pginbox/internal/pgtest"
 	"github.com/pginbox/pginbox/schema"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { inboxtest.Main(m) }
 
 func open(t *testing.T, dsn string) (*sql.DB, *pgxpool.Pool) {
 	t.Helper()
@@ -49,7 +49,7 @@ func migrator(t *testing.T, db *sql.DB) *schema.Migrator {
 func TestCheckNamesExpectedAndFoundVersion(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, pool := open(t, pgtest.EmptyDB(t))
+	db, pool := open(t, inboxtest.EmptyDatabase(t))
 
 	err := schema.Check(ctx, pool)
 	var verr *schema.VersionError
@@ -72,7 +72,7 @@ func TestCheckNamesExpectedAndFoundVersion(t *testing.T) {
 	is.NoErr(schema.Check(ctx, pool))
 
 	// Check never creates anything: the empty database is still empty.
-	_, pool2 := open(t, pgtest.EmptyDB(t))
+	_, pool2 := open(t, inboxtest.EmptyDatabase(t))
 	_ = schema.Check(ctx, pool2)
 	var tables int
 	is.NoErr(pool2.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'").Scan(&tables))
@@ -82,7 +82,7 @@ func TestCheckNamesExpectedAndFoundVersion(t *testing.T) {
 func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := pgtest.EmptyDB(t)
+	dsn := inboxtest.EmptyDatabase(t)
 	db, pool := open(t, dsn)
 	m := migrator(t, db)
 
@@ -187,7 +187,7 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 func TestConcurrentUpIsSerialized(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	dsn := pgtest.EmptyDB(t)
+	dsn := inboxtest.EmptyDatabase(t)
 
 	const migrators = 3
 	var wg sync.WaitGroup
@@ -229,7 +229,7 @@ func TestConcurrentUpIsSerialized(t *testing.T) {
 func TestStatusListsMigrations(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, _ := open(t, pgtest.EmptyDB(t))
+	db, _ := open(t, inboxtest.EmptyDatabase(t))
 	m := migrator(t, db)
 	_, err := m.UpTo(ctx, 1)
 	is.NoErr(err)

@@ -3,13 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,7 +20,8 @@ import (
 
 	"github.com/matryer/is"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/pgcluster"
 )
 
 // TestBinary runs the inbox binary the way a user does: built once, run as a
@@ -34,6 +38,8 @@ func TestBinary(t *testing.T) {
 
 	t.Run("MigrateEmptyDatabase", func(t *testing.T) { t.Parallel(); testBinaryMigrate(t, bin) })
 	t.Run("AdminCommands", func(t *testing.T) { t.Parallel(); testBinaryAdmin(t, bin) })
+	t.Run("Version", func(t *testing.T) { t.Parallel(); testBinaryVersion(t, bin) })
+	t.Run("RequeueWithoutUser", func(t *testing.T) { t.Parallel(); testBinaryRequeueWithoutUser(t, bin) })
 	t.Run("Demo", func(t *testing.T) { t.Parallel(); testBinaryDemo(t, bin) })
 	t.Run("DemoInterrupted", func(t *testing.T) { t.Parallel(); testBinaryDemoInterrupted(t, bin) })
 	t.Run("DemoOnDatabaseURL", func(t *testing.T) { t.Parallel(); testBinaryDemoDatabaseURL(t, bin) })
@@ -90,7 +96,7 @@ func (r result) expect(t *testing.T, code int, stdout, stderr []string) {
 }
 
 func testBinaryMigrate(t *testing.T, bin string) {
-	env := cleanEnv("DATABASE_URL=" + pgtest.EmptyDB(t))
+	env := cleanEnv("DATABASE_URL=" + inboxtest.EmptyDatabase(t))
 
 	// A database without the schema: every admin command says what to do.
 	for _, args := range [][]string{{"stats"}, {"list"}, {"show", "01J0000000000000000000000A"}} {
@@ -118,6 +124,53 @@ func testBinaryMigrate(t *testing.T, bin string) {
 		[]string{"rolled back 00002_receipts_v2.sql", "schema at version 1; this build needs 2"}, nil)
 	runBin(t, bin, env, "stats").expect(t, exitNotMigrated, nil, []string{"expected version 2, found 1"})
 	runBin(t, bin, env, "migrate", "up", "--to", "2").expect(t, exitOK, []string{"applied 00002_receipts_v2.sql"}, nil)
+
+	// Version 0 drops every table: refused without --yes, saying what it drops.
+	runBin(t, bin, env, "migrate", "down", "--to", "0").expect(t, exitUsage, nil,
+		[]string{"refusing to roll back from version 2 to 0 without --yes: it drops pginbox_receipts (0 rows) and pginbox_audit (0 rows)"})
+	runBin(t, bin, env, "stats").expect(t, exitOK, []string{"no receipts"}, nil)
+	runBin(t, bin, env, "migrate", "down", "--to", "0", "--yes").expect(t, exitOK,
+		[]string{"rolled back 00002_receipts_v2.sql\nrolled back 00001_receipts_v1.sql\n", "schema at version 0"}, nil)
+}
+
+func testBinaryVersion(t *testing.T, bin string) {
+	// The version the toolchain stamped into the binary, as `go version -m` reads it.
+	out, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatalf("go version -m: %v", err)
+	}
+	m := regexp.MustCompile(`(?m)^\tmod\tgithub\.com/pginbox/pginbox\t(\S+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("go version -m names no pginbox module:\n%s", out)
+	}
+	runBin(t, bin, cleanEnv(), "version").expect(t, exitOK,
+		[]string{"pginbox " + string(m[1]) + "\n", "schema version 2 (goose table pginbox_schema_version)\n"}, nil)
+}
+
+// testBinaryRequeueWithoutUser: cron and containers often have no $USER; a
+// requeue still works and is audited as the process's user.
+func testBinaryRequeueWithoutUser(t *testing.T, bin string) {
+	f := newFixture(t)
+	var env []string
+	for _, kv := range cleanEnv() {
+		if !strings.HasPrefix(kv, "USER=") && !strings.HasPrefix(kv, "LOGNAME=") {
+			env = append(env, kv)
+		}
+	}
+	want := "uid:" + strconv.Itoa(os.Getuid())
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		want = u.Username
+	}
+	db := []string{"--database-url", f.dsn}
+	runBin(t, bin, env, append([]string{"requeue", f.dead.String(), "--version", "3", "--reason", "retry"}, db...)...).expect(t, exitOK,
+		[]string{"requeued " + f.dead.String()}, nil)
+	var actor string
+	if err := f.pool.QueryRow(context.Background(), "SELECT actor FROM pginbox_audit WHERE receipt_id = $1", f.dead).Scan(&actor); err != nil {
+		t.Fatal(err)
+	}
+	if actor != want {
+		t.Errorf("audit actor %q, want %q", actor, want)
+	}
 }
 
 func testBinaryAdmin(t *testing.T, bin string) {
@@ -151,7 +204,7 @@ func testBinaryAdmin(t *testing.T, bin string) {
 	runBin(t, bin, env, append([]string{"requeue", f.dead.String(), "--version", "3", "--reason", "retry"}, db...)...).expect(t, exitOK,
 		[]string{"requeued " + f.dead.String() + ": DEAD -> PENDING, version 3 -> 4"}, nil)
 	runBin(t, bin, env, append([]string{"purge", "--older-than", "720h"}, db...)...).expect(t, exitOK,
-		[]string{"purged 1 payloads", "in 1 batches"}, nil)
+		[]string{"purged 1 payload in 1 batch of at most 1000 (", "); cutoff: completed before "}, nil)
 
 	// A server that is not there: a clear error, exit 1.
 	runBin(t, bin, env, "stats", "--database-url", "host=/nonexistent port=1 user=x dbname=x connect_timeout=2").expect(t, exitError,
@@ -166,7 +219,7 @@ var demoSummary = []string{
 	`unsupported currency "XXX" -> permanent failure, DEAD`,
 	"requeued ",
 	"status       COMPLETED",
-	"deliveries: 14 (accepted 10, duplicates 3, conflicts 1)",
+	"deliveries: 14 (10 accepted, 3 duplicates, 1 conflict)",
 	"handler: 14 attempts, 3 transient failures retried, 1 permanent failure fixed by requeue",
 	"receipts: 10 of 10 COMPLETED, 0 DEAD",
 	"projection: 10 rows for 10 orders in pginbox_demo_orders (one per order)",
@@ -176,7 +229,7 @@ var demoSummary = []string{
 var readyLine = regexp.MustCompile(`PostgreSQL ready in \S+ at (\S+)`)
 
 func needServerBinaries(t *testing.T) {
-	if _, err := pgtest.FindBinDir(); err != nil {
+	if _, err := pgcluster.FindBinDir(); err != nil {
 		t.Skipf("the demo starts its own PostgreSQL: %v", err)
 	}
 }
@@ -187,10 +240,7 @@ func testBinaryDemo(t *testing.T, bin string) {
 	r := runBin(t, bin, cleanEnv(), "demo")
 	elapsed := time.Since(t0)
 	r.expect(t, exitOK, append([]string{"No DATABASE_URL set: starting a throwaway PostgreSQL"}, demoSummary...), nil)
-	t.Logf("demo ran in %s", elapsed.Round(time.Millisecond))
-	if elapsed > 20*time.Second {
-		t.Errorf("demo took %s, want at most 20s", elapsed)
-	}
+	t.Logf("demo ran in %s", elapsed.Round(time.Millisecond)) // a figure, not a verdict: the machine may be busy
 	m := readyLine.FindStringSubmatch(r.stdout)
 	if m == nil {
 		t.Fatalf("no ready line:\n%s", r.stdout)
@@ -264,7 +314,7 @@ func testBinaryDemoInterrupted(t *testing.T, bin string) {
 }
 
 func testBinaryDemoDatabaseURL(t *testing.T, bin string) {
-	env := cleanEnv("DATABASE_URL=" + pgtest.EmptyDB(t))
+	env := cleanEnv("DATABASE_URL=" + inboxtest.EmptyDatabase(t))
 	// Not migrated and not asked to: refused with the two ways out.
 	runBin(t, bin, env, "demo").expect(t, exitNotMigrated, nil,
 		[]string{"schema not migrated", "run `inbox migrate up`", "inbox demo --migrate"})

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/pginbox/pginbox/internal/bench"
+	"github.com/pginbox/pginbox/cmd/inbox/internal/bench"
 )
 
 var benchCmd = &command{

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pginbox/pginbox/internal/pgtest"
+	"github.com/pginbox/pginbox/internal/pgcluster"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -64,7 +64,7 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		}
 		out.printf("No %s set: starting a throwaway PostgreSQL...\n", envDatabaseURL)
 		t0 := time.Now()
-		cluster, err := pgtest.Start(ctx, pgtest.Options{}) // fsync off: the data is thrown away
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{}) // fsync off: the data is thrown away
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

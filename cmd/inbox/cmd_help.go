@@ -15,7 +15,7 @@ func init() {
 		Args:    "[command]",
 		Summary: "show this help, or a command's flags",
 		Run: func(ctx context.Context, e *env, args []string) error {
-			if len(args) == 0 {
+			if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 				printHelp(e.stdout)
 				return nil
 			}
@@ -30,7 +30,7 @@ func init() {
 
 // helpOrder lists commands in the order a new user meets them; commands
 // registered later (bench) follow in name order.
-var helpOrder = []string{"demo", "migrate", "stats", "list", "show", "requeue", "replay", "purge", "bench", "help"}
+var helpOrder = []string{"demo", "migrate", "stats", "list", "show", "requeue", "replay", "purge", "bench", "version", "help"}
 
 func orderedCommands() []*command {
 	var out []*command
@@ -97,8 +97,6 @@ func printCommandHelp(w io.Writer, cmd *command, fs *flag.FlagSet) {
 	fs.VisitAll(func(*flag.Flag) { has = true })
 	if has {
 		fmt.Fprint(w, "\nFlags:\n")
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		printFlags(w, fs)
 	}
 }

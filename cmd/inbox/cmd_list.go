@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
@@ -11,15 +10,16 @@ import (
 
 var listCmd = &command{
 	Name:    "list",
-	Args:    "[--status S,...] [--consumer C] [--source S] [--since T] [--until T] [--limit N] [--after ID]",
+	Args:    "[--status S,...] [--consumer NAME] [--source NAME] [--since T] [--until T] [--limit N] [--after ID]",
 	Summary: "list receipts, oldest first, a page at a time",
 	Help: `
 Receipts are listed in ID order, which is creation order. When more match than
 --limit, the last line names the --after cursor for the next page. Payloads are
 not listed; use ` + "`inbox show ID`" + `.
 
---since and --until take RFC 3339 (2024-05-01T12:00:00Z), a date (2024-05-01)
-or an age (24h, 7d: that long ago) and filter on creation time.`,
+--since and --until take RFC 3339 (2024-05-01T12:00:00Z), a date (2024-05-01,
+UTC) or an age (24h, 7d: that long ago, at most 36500d) and filter on creation
+time.`,
 }
 
 func init() {
@@ -39,13 +39,17 @@ func runList(ctx context.Context, e *env, args []string) error {
 	d.add(fs)
 	s.add(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	status := fs.String("status", "", "only these `statuses`, comma-separated (PENDING, PROCESSING, RETRYABLE, COMPLETED, DEAD)")
-	consumer := fs.String("consumer", "", "only this consumer")
-	source := fs.String("source", "", "only this source")
-	since := fs.String("since", "", "only receipts created at or after `T`")
-	until := fs.String("until", "", "only receipts created before `T`")
-	limit := fs.Int("limit", inbox.DefaultListLimit, fmt.Sprintf("page size, at most %d", inbox.MaxListLimit))
-	after := fs.String("after", "", "cursor: the `ID` printed as the next page")
+	var statuses statusesFlag
+	fs.Var(&statuses, "status", "only receipts in statuses `S,...`: PENDING, PROCESSING, RETRYABLE, COMPLETED, DEAD (any case)")
+	consumer := fs.String("consumer", "", "only receipts of consumer `NAME`")
+	source := fs.String("source", "", "only receipts from source `NAME`")
+	now := time.Now()
+	since, until := &timeFlag{now: now}, &timeFlag{now: now}
+	fs.Var(since, "since", "only receipts created at or after `T`")
+	fs.Var(until, "until", "only receipts created before `T`")
+	limit := numberVar(fs, "limit", inbox.DefaultListLimit, 1, inbox.MaxListLimit, fmt.Sprintf("page size `N`, 1 to %d", inbox.MaxListLimit))
+	var after idFlag
+	fs.Var(&after, "after", "cursor: the `ID` printed for the next page")
 	pos, err := parseFlags(e, listCmd, fs, args)
 	if err != nil {
 		return err
@@ -53,30 +57,9 @@ func runList(ctx context.Context, e *env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
-	p := inbox.ListParams{Consumer: *consumer, Source: *source, Limit: *limit}
-	if *limit < 1 || *limit > inbox.MaxListLimit {
-		return usagef("--limit %d: want 1 to %d", *limit, inbox.MaxListLimit)
-	}
-	if *status != "" {
-		for _, st := range strings.Split(*status, ",") {
-			p.Statuses = append(p.Statuses, inbox.Status(strings.ToUpper(strings.TrimSpace(st))))
-		}
-	}
-	now := time.Now()
-	if *since != "" {
-		if p.CreatedAfter, err = parseTime(*since, now); err != nil {
-			return usagef("--since %q: %v", *since, err)
-		}
-	}
-	if *until != "" {
-		if p.CreatedBefore, err = parseTime(*until, now); err != nil {
-			return usagef("--until %q: %v", *until, err)
-		}
-	}
-	if *after != "" {
-		if p.After, err = parseID(*after); err != nil {
-			return err
-		}
+	p := inbox.ListParams{
+		Statuses: statuses.list, Consumer: *consumer, Source: *source,
+		CreatedAfter: since.t, CreatedBefore: until.t, Limit: int(limit.n), After: after.id,
 	}
 	view, closeDB, err := adminFor(ctx, e, &d, &s)
 	if err != nil {

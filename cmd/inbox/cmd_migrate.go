@@ -6,19 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strconv"
+	"strings"
 
 	"github.com/pginbox/pginbox/schema"
 )
 
 var migrateCmd = &command{
 	Name:    "migrate",
-	Args:    "up|down|status [--to VERSION]",
+	Args:    "up|down|status [--to VERSION] [--yes]",
 	Summary: "apply, roll back or show pginbox's schema migrations",
 	Help: `
 up applies every pending migration (or up to --to). down rolls back the latest
-migration (or down to --to; --to 0 removes the schema). status lists the
-migrations and which are applied.
+migration (or down to --to). status lists the migrations and which are applied.
+
+Rolling back to version 0 drops every pginbox table with all its receipts and
+audit rows; down refuses it without --yes and says what it would drop.
 
 pginbox keeps its own goose version table (` + schema.VersionTable + `) and
 advisory lock, so it never touches your application's goose history. CI can run
@@ -51,7 +53,9 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	var d dbFlags
 	d.add(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	to := fs.String("to", "", "target `VERSION` for up or down")
+	to := numberVar(fs, "to", 0, 0, schema.Version, fmt.Sprintf("target `VERSION` for up (1 to %d) or down (0 to %d)", schema.Version, schema.Version))
+	to.noun = "a migration version"
+	yes := fs.Bool("yes", false, "confirm a rollback to version 0, which drops every pginbox table and its data")
 	pos, err := parseFlags(e, migrateCmd, fs, args)
 	if err != nil {
 		return err
@@ -64,15 +68,14 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		return usagef("unknown action %q: want up, down or status", action)
 	}
 	target := int64(-1)
-	if *to != "" {
-		if action == "status" {
+	if to.set {
+		switch {
+		case action == "status":
 			return usagef("--to applies to up and down only")
+		case action == "up" && to.n == 0:
+			return usagef("--to 0 applies to down only: up takes 1 to %d", schema.Version)
 		}
-		v, err := strconv.ParseInt(*to, 10, 64)
-		if err != nil || v < 0 {
-			return usagef("--to %q: want a migration version (0, 1, 2, ...)", *to)
-		}
-		target = v
+		target = to.n
 	}
 	dsn, err := d.dsn(e)
 	if err != nil {
@@ -107,15 +110,18 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		}
 		res.Changed = append(res.Changed, done...)
 	case "down":
+		cur, cerr := m.Current(ctx)
+		if cerr != nil {
+			return cerr
+		}
 		if target < 0 {
-			cur, cerr := m.Current(ctx)
-			if cerr != nil {
-				return cerr
-			}
 			if cur == 0 {
 				return errors.New("nothing to roll back: no pginbox migration is applied")
 			}
 			target = previousVersion(ctx, m, cur)
+		}
+		if target == 0 && cur > 0 && !*yes {
+			return refuseDrop(ctx, db, cur)
 		}
 		var done []int64
 		done, err = m.DownTo(ctx, target)
@@ -185,4 +191,42 @@ func previousVersion(ctx context.Context, m *schema.Migrator, cur int64) int64 {
 		}
 	}
 	return prev
+}
+
+// schemaTables are the tables pginbox's migrations create; rolling back to
+// version 0 drops them.
+var schemaTables = []string{"pginbox_receipts", "pginbox_audit"}
+
+// maxCounted bounds the row counts of refuseDrop, so a refusal stays cheap on
+// a large history.
+const maxCounted = 1_000_000
+
+// refuseDrop says what a rollback from version cur to 0 would drop.
+func refuseDrop(ctx context.Context, db *sql.DB, cur int64) error {
+	var drops []string
+	for _, t := range schemaTables {
+		var exists bool
+		if err := db.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", t).Scan(&exists); err != nil {
+			return fmt.Errorf("looking up table %s: %w", t, err)
+		}
+		if !exists {
+			continue
+		}
+		var n int64
+		q := fmt.Sprintf("SELECT count(*) FROM (SELECT FROM %s LIMIT %d) s", t, maxCounted+1)
+		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			return fmt.Errorf("counting the rows of %s: %w", t, err)
+		}
+		rows := count(n, "row", "rows")
+		if n > maxCounted {
+			rows = fmt.Sprintf("more than %d rows", maxCounted)
+		}
+		drops = append(drops, fmt.Sprintf("%s (%s)", t, rows))
+	}
+	what := strings.Join(drops, " and ")
+	if what == "" {
+		what = "every pginbox table"
+	}
+	return usagef("refusing to roll back from version %d to 0 without --yes: it drops %s, and nothing of it can be recovered; nothing changed",
+		cur, what)
 }

@@ -64,7 +64,7 @@ func runChange(ctx context.Context, e *env, cmd *command, args []string,
 	if len(pos) != 1 {
 		return usagef("want one receipt ID")
 	}
-	id, err := parseID(pos[0])
+	id, err := parseIDArg(pos[0])
 	if err != nil {
 		return err
 	}

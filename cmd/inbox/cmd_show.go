@@ -33,7 +33,7 @@ func runShow(ctx context.Context, e *env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("want one receipt ID")
 	}
-	id, err := parseID(pos[0])
+	id, err := parseIDArg(pos[0])
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,23 @@ var statsCmd = &command{
 DUE counts PENDING and RETRYABLE receipts whose time has come; OLDEST DUE is the
 backlog age, how long the longest-waiting of them has been due. Only active
 receipts are read unless --completed also counts COMPLETED ones, which scans the
-retained history.`,
+retained history.
+
+With --json:
+  {
+    "scope": {"kind": "all"},            or {"kind": "global"}, or
+                                         {"kind": "tenant", "id": "acme"}
+    "dead": 2,                           DEAD receipts over all consumers
+    "consumers": [                       one per consumer, by name
+      {
+        "consumer": "orders.projection.v1",
+        "pending": 1, "processing": 0, "retryable": 0, "dead": 2,
+        "completed": 40,                 null without --completed
+        "due": 1,
+        "oldest_due_age_seconds": 12.5   null when nothing is due
+      }
+    ]
+  }`,
 }
 
 func init() {
@@ -23,31 +39,35 @@ func init() {
 }
 
 type jsonConsumerStats struct {
-	Consumer            string  `json:"consumer"`
-	Pending             int64   `json:"pending"`
-	Processing          int64   `json:"processing"`
-	Retryable           int64   `json:"retryable"`
-	Dead                int64   `json:"dead"`
-	Completed           *int64  `json:"completed"` // null when not counted
-	Due                 int64   `json:"due"`
-	OldestDueAgeSeconds float64 `json:"oldest_due_age_seconds"`
+	Consumer            string   `json:"consumer"`
+	Pending             int64    `json:"pending"`
+	Processing          int64    `json:"processing"`
+	Retryable           int64    `json:"retryable"`
+	Dead                int64    `json:"dead"`
+	Completed           *int64   `json:"completed"` // null when not counted
+	Due                 int64    `json:"due"`
+	OldestDueAgeSeconds *float64 `json:"oldest_due_age_seconds"` // null when nothing is due
 }
 
 type jsonStats struct {
-	Scope     string              `json:"scope"`
-	Consumers []jsonConsumerStats `json:"consumers"`
+	Scope     jsonScope           `json:"scope"`
 	Dead      int64               `json:"dead"`
+	Consumers []jsonConsumerStats `json:"consumers"`
 }
 
-func toJSONStats(view string, st *inbox.Stats) jsonStats {
-	out := jsonStats{Scope: view, Consumers: []jsonConsumerStats{}, Dead: st.Dead}
+func toJSONStats(scope jsonScope, st *inbox.Stats) jsonStats {
+	out := jsonStats{Scope: scope, Consumers: []jsonConsumerStats{}, Dead: st.Dead}
 	for _, c := range st.Consumers {
 		j := jsonConsumerStats{
 			Consumer: c.Consumer, Pending: c.Pending, Processing: c.Processing, Retryable: c.Retryable,
-			Dead: c.Dead, Due: c.Due, OldestDueAgeSeconds: c.OldestDueAge.Seconds(),
+			Dead: c.Dead, Due: c.Due,
 		}
 		if st.CompletedCounted {
 			j.Completed = &c.Completed
+		}
+		if c.Due > 0 {
+			age := c.OldestDueAge.Seconds()
+			j.OldestDueAgeSeconds = &age
 		}
 		out.Consumers = append(out.Consumers, j)
 	}
@@ -79,7 +99,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *asJSON {
-		return writeJSON(e.stdout, toJSONStats(view.String(), st))
+		return writeJSON(e.stdout, toJSONStats(s.json(), st))
 	}
 	return renderStats(e.stdout, st)
 }

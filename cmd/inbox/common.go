@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -99,7 +100,7 @@ func (s *scopeFlags) add(fs *flag.FlagSet) {
 	// An empty --tenant must not silently widen to every scope.
 	fs.Func("tenant", "only the receipts of tenant `ID` (default: every scope)", func(v string) error {
 		if v == "" {
-			return errors.New("empty tenant ID")
+			return errors.New("want a tenant ID, not an empty string")
 		}
 		s.tenant = v
 		return nil
@@ -112,6 +113,18 @@ func (s *scopeFlags) check() error {
 		return usagef("--tenant and --global exclude each other")
 	}
 	return nil
+}
+
+// json names the chosen scope for --json output.
+func (s *scopeFlags) json() jsonScope {
+	switch {
+	case s.tenant != "":
+		return jsonScope{Kind: string(inbox.ScopeTenant), ID: s.tenant}
+	case s.global:
+		return jsonScope{Kind: string(inbox.ScopeGlobal)}
+	default:
+		return jsonScope{Kind: "all"}
+	}
 }
 
 func (s *scopeFlags) view(admin *inbox.Admin) *inbox.AdminView {
@@ -143,74 +156,30 @@ func adminFor(ctx context.Context, e *env, d *dbFlags, s *scopeFlags) (*inbox.Ad
 	return s.view(admin), pool.Close, nil
 }
 
-// parseID parses a receipt ID (ULID or UUID form) from the command line.
-func parseID(s string) (inbox.ID, error) {
-	var id inbox.ID
-	if err := id.UnmarshalText([]byte(s)); err != nil {
-		return id, usagef("%q is not a receipt ID: want a 26-character ULID (as `inbox list` prints) or a UUID", s)
-	}
-	return id, nil
-}
-
-// parseAge parses a retention period: a Go duration (720h, 90m) or whole days
-// (30d).
-func parseAge(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		var n int
-		if _, err := fmt.Sscanf(days, "%d", &n); err == nil && fmt.Sprint(n) == days && n >= 0 {
-			return time.Duration(n) * 24 * time.Hour, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, errors.New("want a duration like 720h, 90m or 30d")
-	}
-	return d, nil
-}
-
-// parseTime accepts RFC 3339 (2024-05-01T00:00:00Z), a date (2024-05-01, UTC)
-// or an age relative to now (24h, 7d: that long ago).
-func parseTime(s string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t, nil
-	}
-	if t, err := time.Parse(time.DateOnly, s); err == nil {
-		return t, nil
-	}
-	if d, err := parseAge(s); err == nil {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, errors.New("want RFC 3339 (2024-05-01T12:00:00Z), a date (2024-05-01) or an age (24h, 7d)")
-}
-
 // changeFlags are the flags of an audited change (requeue, replay).
 type changeFlags struct {
-	version int64
+	version *numberFlag
 	reason  string
 	actor   string
 }
 
 func (c *changeFlags) add(fs *flag.FlagSet) {
-	fs.Int64Var(&c.version, "version", 0, "the receipt's current `N`, as `inbox show` prints it (required)")
-	fs.StringVar(&c.reason, "reason", "", "why, for the audit trail (required)")
-	fs.StringVar(&c.actor, "actor", "", "who, for the audit trail (default $USER)")
+	c.version = numberVar(fs, "version", 0, 1, math.MaxInt64, "the receipt's current version `N`, as `inbox show` prints it (required)")
+	c.version.noun = "a receipt version"
+	fs.StringVar(&c.reason, "reason", "", fmt.Sprintf("why, for the audit trail: `TEXT` of at most %d bytes (required)", inbox.MaxReasonBytes))
+	fs.StringVar(&c.actor, "actor", "", "who, for the audit trail: `NAME` (default $USER, else the process's OS user)")
 }
 
 func (c *changeFlags) params(e *env) (inbox.ChangeParams, error) {
-	if c.version < 1 {
+	if !c.version.set {
 		return inbox.ChangeParams{}, usagef("--version is required: the version `inbox show` prints, so a receipt that changed meanwhile is not touched")
 	}
 	if strings.TrimSpace(c.reason) == "" {
 		return inbox.ChangeParams{}, usagef("--reason is required: say why, for the audit trail")
 	}
 	actor := c.actor
-	for _, v := range []string{"USER", "LOGNAME"} {
-		if actor == "" {
-			actor = e.getenv(v)
-		}
-	}
 	if actor == "" {
-		return inbox.ChangeParams{}, usagef("--actor is required ($USER is not set): say who, for the audit trail")
+		actor = e.defaultActor()
 	}
-	return inbox.ChangeParams{ExpectedVersion: c.version, Actor: actor, Reason: c.reason}, nil
+	return inbox.ChangeParams{ExpectedVersion: c.version.n, Actor: actor, Reason: c.reason}, nil
 }

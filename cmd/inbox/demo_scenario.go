@@ -201,7 +201,7 @@ func (s *demoScenario) run(ctx context.Context) (err error) {
 
 	orders := demoOrders()
 	deliveries := demoDeliveries(orders)
-	out.printf("\n1. A broker delivers %d order events at least once to tenant(%s); a worker is running.\n", len(deliveries), s.tenant)
+	out.printf("\n1. A broker delivers %s at least once to tenant(%s); a worker is running.\n", count(len(deliveries), "order event", "order events"), s.tenant)
 	var accepted, duplicates, conflicts int
 	var acceptedLive atomic.Int64
 	stopWatch := s.startWatch(ctx, view, &acceptedLive)
@@ -300,11 +300,12 @@ func (s *demoScenario) run(ctx context.Context) (err error) {
 	}
 
 	out.printf("\nSummary\n")
-	out.printf("  deliveries: %d (accepted %d, duplicates %d, conflicts %d)\n", len(deliveries), accepted, duplicates, conflicts)
-	out.printf("  handler: %d attempts, %d transient failures retried, %d permanent failure fixed by requeue\n",
-		s.attempts.Load(), s.transient.Load(), s.permanent.Load())
+	out.printf("  deliveries: %d (%d accepted, %s, %s)\n", len(deliveries), accepted,
+		count(duplicates, "duplicate", "duplicates"), count(conflicts, "conflict", "conflicts"))
+	out.printf("  handler: %s, %s retried, %s fixed by requeue\n", count(s.attempts.Load(), "attempt", "attempts"),
+		count(s.transient.Load(), "transient failure", "transient failures"), count(s.permanent.Load(), "permanent failure", "permanent failures"))
 	out.printf("  receipts: %d of %d COMPLETED, %d DEAD\n", completed, accepted, deadLeft)
-	out.printf("  projection: %d rows for %d orders in pginbox_demo_orders (one per order)\n", rows, distinct)
+	out.printf("  projection: %s for %s in pginbox_demo_orders (one per order)\n", count(rows, "row", "rows"), count(distinct, "order", "orders"))
 	if completed != int64(accepted) || deadLeft != 0 || rows != int64(len(orders)) || distinct != rows {
 		return fmt.Errorf("the demo ended in an unexpected state: %d completed, %d dead, %d rows", completed, deadLeft, rows)
 	}

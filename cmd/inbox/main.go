@@ -6,16 +6,16 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"os/user"
 	"strings"
 	"syscall"
 
+	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/internal/term"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -62,6 +62,8 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) string
+	// currentUser is os/user.Current: the fallback actor of requeue and replay.
+	currentUser func() (*user.User, error)
 	// tty reports whether stdout is a terminal: live progress lines redraw in
 	// place there, and print as plain lines otherwise.
 	tty bool
@@ -69,7 +71,7 @@ type env struct {
 
 // run executes the command line args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv, tty: term.IsTerminal(stdout)}
+	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv, currentUser: user.Current, tty: term.IsTerminal(stdout)}
 	return e.run(ctx, args)
 }
 
@@ -82,6 +84,8 @@ func (e *env) run(ctx context.Context, args []string) int {
 	switch name {
 	case "-h", "-help", "--help":
 		name = "help"
+	case "-version", "--version":
+		name = "version"
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -102,8 +106,14 @@ func (e *env) report(ctx context.Context, cmd *command, err error) int {
 		return int(status) // the command already said why
 	}
 	var ue *usageError
-	if errors.As(err, &ue) {
+	var ve *inbox.ValidationError
+	switch {
+	case errors.As(err, &ue):
 		fmt.Fprintf(e.stderr, "inbox %s: %s\nrun `inbox help %s` for usage\n", cmd.Name, ue.msg, cmd.Name)
+		return exitUsage
+	case errors.As(err, &ve) && validatedFlags[ve.Field] != "":
+		// The admin API checks these values; name the flag they came from.
+		fmt.Fprintf(e.stderr, "inbox %s: %s: %s\nrun `inbox help %s` for usage\n", cmd.Name, validatedFlags[ve.Field], ve.Detail, cmd.Name)
 		return exitUsage
 	}
 	if ctx.Err() != nil {
@@ -117,6 +127,14 @@ func (e *env) report(ctx context.Context, cmd *command, err error) int {
 		fmt.Fprintf(e.stderr, "hint: %s\n", h)
 	}
 	return code
+}
+
+// validatedFlags maps the fields the admin API validates itself to the flags
+// they come from.
+var validatedFlags = map[string]string{
+	"scope.id": "--tenant",
+	"actor":    "--actor",
+	"reason":   "--reason",
 }
 
 func exitCode(err error) int {
@@ -154,37 +172,4 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-// errHelpShown ends a command after -h printed its help (exit code 0).
-var errHelpShown = errors.New("help shown")
-
-// newFlags returns the flag set of cmd; parse it with parseFlags.
-func newFlags(cmd *command) *flag.FlagSet {
-	fs := flag.NewFlagSet("inbox "+cmd.Name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	return fs
-}
-
-// parseFlags parses args, allowing flags after positional arguments
-// (`inbox show ID --json`), and returns the positional arguments.
-func parseFlags(e *env, cmd *command, fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		err := fs.Parse(args)
-		if errors.Is(err, flag.ErrHelp) {
-			printCommandHelp(e.stdout, cmd, fs)
-			return nil, errHelpShown
-		}
-		if err != nil {
-			return nil, usagef("%v", err)
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }

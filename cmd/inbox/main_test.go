@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os/user"
 	"strings"
 	"testing"
 	"time"
@@ -12,20 +13,18 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/internal/pgtest"
-	"github.com/pginbox/pginbox/schema"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func TestMain(m *testing.M) {
-	pgtest.SetMigrate(schema.UpDSN)
-	pgtest.Main(m)
+	inboxtest.Main(m)
 }
 
 // runIn runs a command line in-process with the given environment.
 func runIn(t *testing.T, environ map[string]string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	e := &env{stdout: &out, stderr: &errOut, getenv: func(k string) string { return environ[k] }}
+	e := &env{stdout: &out, stderr: &errOut, getenv: func(k string) string { return environ[k] }, currentUser: user.Current}
 	code = e.run(context.Background(), args)
 	return code, out.String(), errOut.String()
 }
@@ -43,7 +42,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	dsn := pgtest.DB(t)
+	dsn := inboxtest.Database(t)
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -94,18 +93,17 @@ func TestUsageErrors(t *testing.T) {
 		{nil, exitUsage, "Commands:"},
 		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"stats"}, exitUsage, "no database: pass --database-url or set DATABASE_URL"},
-		{[]string{"stats", "--bogus"}, exitUsage, "flag provided but not defined: -bogus"},
+		{[]string{"stats", "--bogus"}, exitUsage, "unknown flag --bogus"},
 		{[]string{"stats", "--tenant", "a", "--global", "--database-url", "x"}, exitUsage, "--tenant and --global exclude each other"},
 		{[]string{"show"}, exitUsage, "want one receipt ID"},
-		{[]string{"list", "--tenant", "", "--database-url", "x"}, exitUsage, "empty tenant ID"},
-		{[]string{"show", "nope", "--database-url", "x"}, exitUsage, `"nope" is not a receipt ID`},
+		{[]string{"list", "--tenant", "", "--database-url", "x"}, exitUsage, `--tenant "": want a tenant ID, not an empty string`},
+		{[]string{"show", "nope", "--database-url", "x"}, exitUsage, `"nope": want a receipt ID`},
 		{[]string{"requeue", "01J0000000000000000000000A", "--reason", "r", "--database-url", "x"}, exitUsage, "--version is required"},
 		{[]string{"requeue", "01J0000000000000000000000A", "--version", "2", "--database-url", "x"}, exitUsage, "--reason is required"},
-		{[]string{"requeue", "01J0000000000000000000000A", "--version", "2", "--reason", "r", "--database-url", "x"}, exitUsage, "--actor is required"},
 		{[]string{"purge", "--database-url", "x"}, exitUsage, "--older-than is required"},
-		{[]string{"purge", "--older-than", "soon", "--database-url", "x"}, exitUsage, "want a positive duration"},
+		{[]string{"purge", "--older-than", "soon", "--database-url", "x"}, exitUsage, `--older-than "soon": want a positive age like 720h`},
 		{[]string{"migrate", "sideways", "--database-url", "x"}, exitUsage, `unknown action "sideways"`},
-		{[]string{"list", "--limit", "0", "--database-url", "x"}, exitUsage, "--limit 0"},
+		{[]string{"list", "--limit", "0", "--database-url", "x"}, exitUsage, `--limit "0": want a whole number from 1 to 1000`},
 		{[]string{"stats", "--database-url", "postgres://%zz"}, exitUsage, "not a valid PostgreSQL connection string"},
 	} {
 		code, _, stderr := runIn(t, nil, tc.args...)
@@ -120,7 +118,7 @@ func TestUsageErrors(t *testing.T) {
 	is.True(strings.Contains(stdout, "schema not migrated"))
 	code, stdout, _ = runIn(t, nil, "help", "purge")
 	is.Equal(code, exitOK)
-	is.True(strings.Contains(stdout, "-batch-size"))
+	is.True(strings.Contains(stdout, "\n  --batch-size N\n"))
 	code, stdout, _ = runIn(t, nil, "requeue", "-h")
 	is.Equal(code, exitOK)
 	is.True(strings.Contains(stdout, "Usage: inbox requeue"))
@@ -128,14 +126,19 @@ func TestUsageErrors(t *testing.T) {
 
 func TestParseAgeAndTime(t *testing.T) {
 	is := is.New(t)
-	for in, want := range map[string]time.Duration{"720h": 720 * time.Hour, "30d": 30 * 24 * time.Hour, "90m": 90 * time.Minute, "0d": 0} {
+	for in, want := range map[string]time.Duration{
+		"720h": 720 * time.Hour, "30d": 30 * 24 * time.Hour, "90m": 90 * time.Minute, "0d": 0, "36500d": maxAge, "876000h": maxAge,
+	} {
 		got, err := parseAge(in)
 		is.NoErr(err)
 		is.Equal(got, want)
 	}
-	for _, bad := range []string{"", "d", "1.5d", "-3d", "x"} {
+	// 213504d is 2^64 ns plus 25 minutes: multiplied unchecked it wraps around
+	// to 25 minutes. 106752d wraps to a negative duration.
+	for _, bad := range []string{"", "d", "1.5d", "-3d", "+3d", "x", "-1h", "36501d", "876001h", "213504d", "106752d",
+		"99999999999999999999d", "2562048h"} {
 		_, err := parseAge(bad)
-		is.True(err != nil)
+		is.True(err != nil) // parseAge accepted a bad age
 	}
 	now := time.Date(2024, 5, 10, 12, 0, 0, 0, time.UTC)
 	got, err := parseTime("7d", now)
@@ -147,6 +150,10 @@ func TestParseAgeAndTime(t *testing.T) {
 	got, err = parseTime("2024-05-01T10:00:00+02:00", now)
 	is.NoErr(err)
 	is.True(got.Equal(time.Date(2024, 5, 1, 8, 0, 0, 0, time.UTC)))
+	for _, bad := range []string{"213504d", "-7d", "yesterday", "2024-13-01"} {
+		_, err := parseTime(bad, now)
+		is.True(err != nil) // parseTime accepted a bad time
+	}
 }
 
 func TestFmtAge(t *testing.T) {
@@ -173,7 +180,7 @@ func TestCommandsInProcess(t *testing.T) {
 	is.Equal(code, exitOK)
 	var st jsonStats
 	is.NoErr(json.Unmarshal([]byte(stdout), &st))
-	is.Equal(st.Scope, "tenant(tenant-a)")
+	is.Equal(st.Scope, jsonScope{Kind: "tenant", ID: "tenant-a"})
 	is.Equal(st.Dead, int64(1))
 	is.Equal(st.Consumers[0].Completed, nil) // not counted without --completed
 
@@ -234,7 +241,7 @@ func TestCommandsInProcess(t *testing.T) {
 	is.True(strings.Contains(stdout, "replayed "+f.completed.String()))
 	code, stdout, _ = runIn(t, db, "purge", "--older-than", "30d", "--dry-run")
 	is.Equal(code, exitOK)
-	is.True(strings.Contains(stdout, "dry run: 1 receipts"))
+	is.True(strings.Contains(stdout, "dry run: would purge 1 payload in 1 batch of at most 1000"))
 	code, stdout, _ = runIn(t, db, "purge", "--older-than", "720h", "--batch-size", "10", "--json")
 	is.Equal(code, exitOK)
 	var pr jsonPurge

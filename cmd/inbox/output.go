@@ -186,6 +186,14 @@ func fmtAge(d time.Duration) string {
 	}
 }
 
+// count writes n and its noun in singular or plural: "1 batch", "3 batches".
+func count[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 // fmtRelative says when t is relative to now: "in 3.0s" or "42s ago".
 func fmtRelative(t, now time.Time) string {
 	if d := t.Sub(now); d > 0 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/pginbox/pginbox/examples/shop/shopdb"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/internal/pgtest"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 // A transport accepts each delivery through the generated function of its
@@ -120,11 +119,11 @@ func ExampleOrderCreatedMessage() {
 }
 
 // exampleShop returns a pool on a fresh database with pginbox's schema and
-// the shop's tables, and a client for the shop's consumers. Examples get no
-// *testing.T, so they cannot use pgtest.DB.
+// the shop's tables (TestMain registers them), and a client for the shop's
+// consumers. Examples get no *testing.T, so they use inboxtest.NewDatabase.
 func exampleShop() (*pgxpool.Pool, *inbox.Client, func()) {
 	ctx := context.Background()
-	dsn, drop, err := pgtest.NewDatabase(ctx)
+	dsn, drop, err := inboxtest.NewDatabase(ctx)
 	if err != nil {
 		panic(err)
 	}
@@ -135,13 +134,6 @@ func exampleShop() (*pgxpool.Pool, *inbox.Client, func()) {
 	cfg.MaxConns = 6 // two handlers, the worker's listener and claims, Accept
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		panic(err)
-	}
-	ddl, err := os.ReadFile("schema.sql")
-	if err != nil {
-		panic(err)
-	}
-	if _, err := pool.Exec(ctx, string(ddl)); err != nil {
 		panic(err)
 	}
 	client, err := inbox.NewClient(pool, inbox.Config{Consumers: shop.ConsumerNames()})

@@ -16,11 +16,11 @@ import (
 	"testing"
 	"unicode/utf16"
 
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/canonjson"
-	"github.com/pginbox/pginbox/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { inboxtest.Main(m) }
 
 // jcsDir is where the RFC 8785 conformance vectors live.
 func jcsDir() string {
@@ -615,7 +615,7 @@ func TestOutputNotShared(t *testing.T) {
 func TestNumberRangeAgainstPostgres(t *testing.T) {
 	conn := os.Getenv("PGINBOX_CANONJSON_PSQL")
 	if conn == "" {
-		conn = pgtest.EmptyDB(t)
+		conn = inboxtest.EmptyDatabase(t)
 	}
 	if _, err := exec.LookPath("psql"); err != nil {
 		t.Fatalf("psql is needed to compare with PostgreSQL: install the PostgreSQL client (apt-get install postgresql-client): %v", err)

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBadFlagValues: every flag rejects a bad value before anything connects,
+// naming the flag as the docs write it and the format it takes.
+func TestBadFlagValues(t *testing.T) {
+	t.Parallel()
+	const id = "01J0000000000000000000000A"
+	db := []string{"--database-url", "postgres://nobody@127.0.0.1:1/none"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		// Ages and durations: overflow, negative, zero, beyond the bound.
+		{[]string{"purge", "--older-than", "213504d"}, `--older-than "213504d": want a positive age like 720h, 90m or 30d, at most 36500d (100 years)`},
+		{[]string{"purge", "--older-than", "106752d"}, `--older-than "106752d": want a positive age`},
+		{[]string{"purge", "--older-than", "99999999999999999999d"}, `--older-than "99999999999999999999d": want a positive age`},
+		{[]string{"purge", "--older-than", "36501d"}, `--older-than "36501d": want a positive age`},
+		{[]string{"purge", "--older-than", "3000000h"}, `--older-than "3000000h": want a positive age`},
+		{[]string{"purge", "--older-than", "-30d"}, `--older-than "-30d": want a positive age`},
+		{[]string{"purge", "--older-than", "0d"}, `--older-than "0d": want a positive age`},
+		{[]string{"purge", "--older-than", "0"}, `--older-than "0": want a positive age`},
+		{[]string{"purge", "--older-than", "30 days"}, `--older-than "30 days": want a positive age`},
+		{[]string{"purge", "--older-than"}, "--older-than needs a value"},
+		{[]string{"purge", "--older-than", "30d", "--pause", "abc"}, `--pause "abc": want a duration like 100ms, 2s or 1m, from 0 to 1h`},
+		{[]string{"purge", "--older-than", "30d", "--pause", "-1s"}, `--pause "-1s": want a duration like 100ms, 2s or 1m, from 0 to 1h`},
+		{[]string{"purge", "--older-than", "30d", "--pause", "2h"}, `--pause "2h": want a duration like 100ms, 2s or 1m, from 0 to 1h`},
+		{[]string{"purge", "--older-than", "30d", "--pause", "213504d"}, `--pause "213504d": want a duration`},
+		{[]string{"list", "--since", "213504d"}, `--since "213504d": want RFC 3339 (2024-05-01T12:00:00Z), a date (2024-05-01, UTC) or an age (24h, 7d: that long ago, at most 36500d)`},
+		{[]string{"list", "--until", "-1h"}, `--until "-1h": want RFC 3339`},
+		{[]string{"list", "--since", "yesterday"}, `--since "yesterday": want RFC 3339`},
+		// Numbers: format, overflow, range.
+		{[]string{"purge", "--older-than", "30d", "--batch-size", "0"}, `--batch-size "0": want a whole number from 1 to 100000`},
+		{[]string{"purge", "--older-than", "30d", "--batch-size", "100001"}, `--batch-size "100001": want a whole number from 1 to 100000`},
+		{[]string{"purge", "--older-than", "30d", "--batch-size", "99999999999999999999"}, `--batch-size "99999999999999999999": want a whole number from 1 to 100000`},
+		{[]string{"purge", "--older-than", "30d", "--batch-size", "1e3"}, `--batch-size "1e3": want a whole number from 1 to 100000`},
+		{[]string{"list", "--limit", "-5"}, `--limit "-5": want a whole number from 1 to 1000`},
+		{[]string{"list", "--limit", "1001"}, `--limit "1001": want a whole number from 1 to 1000`},
+		{[]string{"requeue", id, "--version", "x", "--reason", "r"}, `--version "x": want a receipt version, at least 1`},
+		{[]string{"requeue", id, "--version", "0", "--reason", "r"}, `--version "0": want a receipt version, at least 1`},
+		{[]string{"replay", id, "--version", "9223372036854775808", "--reason", "r"}, `--version "9223372036854775808": want a receipt version, at least 1`},
+		{[]string{"migrate", "down", "--to", "-1"}, `--to "-1": want a migration version from 0 to 2`},
+		{[]string{"migrate", "up", "--to", "3"}, `--to "3": want a migration version from 0 to 2`},
+		{[]string{"migrate", "up", "--to", "0"}, "--to 0 applies to down only: up takes 1 to 2"},
+		{[]string{"migrate", "status", "--to", "1"}, "--to applies to up and down only"},
+		// Everything else.
+		{[]string{"list", "--status", "DEAD,FOO"}, `--status "DEAD,FOO": want statuses separated by commas: PENDING, PROCESSING, RETRYABLE, COMPLETED, DEAD`},
+		{[]string{"list", "--status", "DEAD,"}, `--status "DEAD,": want statuses separated by commas`},
+		{[]string{"list", "--after", "zzz"}, "--after \"zzz\": want a receipt ID: a 26-character ULID (as `inbox list` prints it) or a UUID"},
+		{[]string{"stats", "--json=maybe"}, `--json "maybe": want true or false`},
+		{[]string{"purge", "--older-than", "30d", "--dry-run=2"}, `--dry-run "2": want true or false`},
+		{[]string{"stats", "--tenant", ""}, `--tenant "": want a tenant ID, not an empty string`},
+		{[]string{"stats", "--frobnicate"}, "unknown flag --frobnicate"},
+		{[]string{"version", "--json=x"}, `--json "x": want true or false`},
+	} {
+		args := tc.args
+		if args[0] != "version" { // the one command without a database
+			args = append(append([]string{args[0]}, db...), args[1:]...)
+		}
+		code, stdout, stderr := runIn(t, nil, args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) || stdout != "" {
+			t.Errorf("inbox %s:\nexit %d, stdout %q, stderr %q\nwant exit %d and %q", strings.Join(tc.args, " "), code, stdout, stderr, exitUsage, tc.want)
+			continue
+		}
+		if !strings.Contains(stderr, "run `inbox help "+tc.args[0]+"` for usage") {
+			t.Errorf("inbox %s: no pointer to the help: %q", strings.Join(tc.args, " "), stderr)
+		}
+	}
+}
+
+// singleDash finds a flag written with one dash (-json) instead of two.
+var singleDash = regexp.MustCompile(`(?:^|[\s\[(|,])(-[a-z][a-z-]*)`)
+
+// oneDashFlag returns the first flag in s written with one dash, ignoring the
+// goose and go commands' own flags that the schema docs quote.
+func oneDashFlag(s string) string {
+	for _, m := range singleDash.FindAllStringSubmatch(s, -1) {
+		switch m[1] {
+		case "-dir", "-table", "-m", "-f":
+		default:
+			return m[1]
+		}
+	}
+	return ""
+}
+
+// TestHelpWritesDoubleDashFlags: every command's help writes its flags as
+// --name, in the usage line, the text and the flag list. bench parses its own
+// flags (internal/bench) and is checked there.
+func TestHelpWritesDoubleDashFlags(t *testing.T) {
+	t.Parallel()
+	code, stdout, _ := runIn(t, nil, "help")
+	if code != exitOK {
+		t.Fatalf("inbox help: exit %d", code)
+	}
+	if m := oneDashFlag(stdout); m != "" {
+		t.Errorf("inbox help writes a flag with one dash (%q):\n%s", m, stdout)
+	}
+	for _, c := range orderedCommands() {
+		if c.Name == "bench" {
+			continue
+		}
+		code, stdout, stderr := runIn(t, nil, "help", c.Name)
+		if code != exitOK || stderr != "" {
+			t.Errorf("inbox help %s: exit %d, stderr %q", c.Name, code, stderr)
+			continue
+		}
+		if m := oneDashFlag(stdout); m != "" {
+			t.Errorf("inbox help %s writes a flag with one dash (%q):\n%s", c.Name, m, stdout)
+		}
+		_, flags, hasFlags := strings.Cut(stdout, "\nFlags:\n")
+		if c.Name == "help" {
+			continue // the overview, checked above
+		}
+		if !hasFlags {
+			t.Errorf("inbox help %s lists no flags:\n%s", c.Name, stdout)
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(flags, "\n"), "\n") {
+			if hasFlags && !strings.HasPrefix(line, "  --") && !strings.HasPrefix(line, "      ") {
+				t.Errorf("inbox help %s: flag list line %q is neither '  --name' nor its description", c.Name, line)
+			}
+		}
+		// -h and --help print the same help.
+		for _, h := range []string{"-h", "--help"} {
+			code, out, _ := runIn(t, nil, c.Name, h)
+			if code != exitOK || out != stdout {
+				t.Errorf("inbox %s %s: exit %d, output differs from inbox help %s", c.Name, h, code, c.Name)
+			}
+		}
+	}
+}
+
+// TestReadmeOperationsMatchesHelp: the README's Operations section writes
+// flags with two dashes, and every flag it gives an inbox command exists.
+func TestReadmeOperationsMatchesHelp(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ops, ok := strings.Cut(string(readme), "\n## Operations\n")
+	if !ok {
+		t.Fatal("README.md has no Operations section")
+	}
+	if next := strings.Index(ops, "\n## "); next >= 0 {
+		ops = ops[:next]
+	}
+	if m := oneDashFlag(ops); m != "" {
+		t.Errorf("README's Operations section writes a flag with one dash: %q", m)
+	}
+	flagRe := regexp.MustCompile(`--([a-z][a-z-]*)`)
+	cmdLine := regexp.MustCompile("(?m)^inbox ([a-z]+)(.*)$")
+	lines := cmdLine.FindAllStringSubmatch(ops, -1)
+	if len(lines) < 5 {
+		t.Fatalf("found %d inbox command lines in README's Operations section, want the CLI examples", len(lines))
+	}
+	for _, l := range lines {
+		name, rest := l[1], l[2]
+		if i := strings.Index(rest, "#"); i >= 0 {
+			rest = rest[:i] // the comment may name other commands' flags
+		}
+		if _, ok := commands[name]; !ok {
+			t.Errorf("README: `inbox %s` is not a command", name)
+			continue
+		}
+		if name == "bench" {
+			continue
+		}
+		_, help, _ := runIn(t, nil, "help", name)
+		for _, f := range flagRe.FindAllStringSubmatch(rest, -1) {
+			if !strings.Contains(help, "\n  --"+f[1]+"\n") && !strings.Contains(help, "\n  --"+f[1]+" ") {
+				t.Errorf("README: `inbox %s` has no flag --%s", name, f[1])
+			}
+		}
+	}
+}

@@ -1,0 +1,323 @@
+// Package bench is the engine behind `inbox bench`. It measures pginbox against
+// the raw SQL ceiling: the same SQL statements issued by a plain pgx loop at the
+// same concurrency, with no pginbox code, in the same run and on the same
+// database. After every scenario it checks the counts in the database and fails
+// loudly on any miscount.
+//
+// Every measured phase starts from the same state (receipts truncated, fixtures
+// reseeded, a CHECKPOINT), and pginbox and raw phases alternate over several
+// rounds so drift in the machine (disk flush latency varies a lot on cloud
+// disks) hits both sides alike.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/schema"
+)
+
+// Scenario names, in run order.
+const (
+	ScenarioAcceptFresh    = "accept-fresh"
+	ScenarioAcceptRetained = "accept-retained"
+	ScenarioAcceptDup90    = "accept-dup90"
+	ScenarioAcceptGroup    = "accept-group"
+	ScenarioAcceptBatch    = "accept-batch"
+	ScenarioDrain          = "drain" // one result per DrainConcurrency, named drain-c<N>
+	ScenarioDrainBatched   = "drain-batched"
+	ScenarioRetained1M     = "retained-1m"
+)
+
+// Scenarios lists every scenario name Options.Scenarios accepts.
+var Scenarios = []string{
+	ScenarioAcceptFresh, ScenarioAcceptRetained, ScenarioAcceptDup90,
+	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M,
+}
+
+// Options configures a run. Zero fields take the defaults noted.
+type Options struct {
+	// DatabaseURL is a disposable database to run against. Empty starts an
+	// ephemeral cluster instead.
+	DatabaseURL string
+	// NoFsync runs the ephemeral cluster with fsync, synchronous_commit and
+	// full_page_writes off. The default keeps them on: numbers must be honest
+	// about durability.
+	NoFsync bool
+	// Reset allows a run against a database that already holds receipts; the
+	// bench deletes them.
+	Reset bool
+
+	Scenarios []string // default: all
+
+	Rounds       int // alternating pginbox/raw rounds per scenario; default 3
+	Calls        int // accept calls per phase; default 2,000
+	Concurrency  int // accept callers (the reference's 8); default 8
+	Retained     int // receipts retained before accept-retained and accept-dup90; default 10,000
+	GroupCallers int // accept-group callers; default 64
+	GroupCalls   int // accept-group calls per phase; default 5 x Calls
+	BatchSize    int // messages per accept-batch call; default 100
+	Batches      int // accept-batch calls per phase; default 200
+
+	DrainMessages    int   // receipts per drain phase; default Calls
+	DrainConcurrency []int // worker concurrencies; default 4 and 16
+	DrainBatch       int   // messages per handler transaction in drain-batched (Concurrency 4); default 10
+
+	RetainedRows int // COMPLETED receipts in retained-1m; default 1,000,000
+
+	// Progress receives a progress indicator while the run goes on. TTY
+	// rewrites one line in place; otherwise one line per phase. Nil: none.
+	Progress io.Writer
+	TTY      bool
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Rounds, 3)
+	def(&o.Calls, 2000)
+	def(&o.Concurrency, 8)
+	def(&o.Retained, 10_000)
+	def(&o.GroupCallers, 64)
+	def(&o.GroupCalls, 5*o.Calls)
+	def(&o.BatchSize, 100)
+	def(&o.Batches, 200)
+	def(&o.DrainMessages, o.Calls)
+	def(&o.RetainedRows, 1_000_000)
+	if o.DrainBatch <= 0 {
+		o.DrainBatch = 10
+	}
+	if len(o.DrainConcurrency) == 0 {
+		o.DrainConcurrency = []int{4, 16}
+	}
+	if len(o.Scenarios) == 0 {
+		o.Scenarios = Scenarios
+	}
+	return o
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Environment Environment `json:"environment"`
+	Results     []*Result   `json:"results"`
+}
+
+// OK reports whether every scenario passed its correctness checks.
+func (r *Report) OK() bool {
+	for _, res := range r.Results {
+		if !res.OK {
+			return false
+		}
+	}
+	return len(r.Results) > 0
+}
+
+// Result is one scenario's figures. Rates are per message: for accept-batch a
+// "call" is one message (latencies are per batch call), for drain one handled
+// receipt.
+type Result struct {
+	Scenario    string `json:"scenario"`
+	Description string `json:"description"`
+	Concurrency int    `json:"concurrency"`
+	Rounds      int    `json:"rounds"`
+
+	Calls       int     `json:"calls"` // pginbox calls over all rounds
+	Seconds     float64 `json:"seconds"`
+	CallsPerSec float64 `json:"calls_per_sec"`
+	P50Ms       float64 `json:"p50_ms"`
+	P95Ms       float64 `json:"p95_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	Errors      int     `json:"errors"`
+	Counts      Counts  `json:"counts"`
+
+	// Raw is the ceiling: the same statements from a plain pgx loop.
+	Raw Measure `json:"raw"`
+	// RawNotify, when measured, is the raw loop with pg_notify in every accept
+	// statement: what per-accept NOTIFY costs.
+	RawNotify *Measure `json:"raw_notify,omitempty"`
+	// Ratio is CallsPerSec / Raw.CallsPerSec.
+	Ratio float64 `json:"ratio"`
+
+	Target      string `json:"target"` // the SPEC's target, in words
+	MeetsTarget bool   `json:"meets_target"`
+
+	// Extra holds scenario-specific figures (retained-1m: empty vs retained).
+	Extra map[string]float64 `json:"extra,omitempty"`
+
+	Verified string   `json:"verified"` // what the database confirmed, in words
+	OK       bool     `json:"ok"`       // every correctness check passed
+	Failures []string `json:"failures"` // what did not
+
+	Environment Environment `json:"environment"`
+}
+
+// Counts are the outcomes of the pginbox phases, confirmed in the database.
+type Counts struct {
+	Accepted      int `json:"accepted"`
+	Duplicates    int `json:"duplicates"`
+	BusinessRows  int `json:"business_rows"`
+	ReceiptsInDB  int `json:"receipts_in_db"` // after the last pginbox phase, retained fixtures included
+	RawAccepted   int `json:"raw_accepted"`
+	RawDuplicates int `json:"raw_duplicates"`
+	RawBusiness   int `json:"raw_business_rows"`
+}
+
+func (r *Result) failf(format string, args ...any) {
+	r.OK = false
+	r.Failures = append(r.Failures, fmt.Sprintf(format, args...))
+}
+
+// Run runs the selected scenarios and returns their results. It returns an
+// error only when the run could not start; a scenario that fails its checks is
+// reported in its Result (and Report.OK is false).
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o = o.withDefaults()
+	for _, name := range o.Scenarios {
+		if !slices.Contains(Scenarios, name) {
+			return nil, fmt.Errorf("bench: unknown scenario %q (known: %s)", name, strings.Join(Scenarios, ", "))
+		}
+	}
+	prog := &progress{w: o.Progress, tty: o.TTY}
+
+	dsn, target := o.DatabaseURL, "DATABASE_URL"
+	if dsn == "" {
+		prog.note("starting an ephemeral PostgreSQL cluster (fsync %s)", onOff(!o.NoFsync))
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: !o.NoFsync})
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		defer cluster.Stop()
+		if err := createDatabase(ctx, cluster.ConnString("postgres"), "pginbox_bench"); err != nil {
+			return nil, err
+		}
+		dsn = cluster.ConnString("pginbox_bench")
+		target = "ephemeral cluster in " + cluster.Dir() + " (unix socket)"
+	}
+	base, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: database URL: %w", err)
+	}
+	if err := migrate(ctx, base); err != nil {
+		return nil, err
+	}
+	s, err := newSuite(ctx, o, base, prog)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+
+	env, err := environment(ctx, s.admin, target)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Environment: env}
+	for _, name := range o.Scenarios {
+		for _, r := range s.run(ctx, name) {
+			r.Environment = env
+			rep.Results = append(rep.Results, r)
+			if r.OK {
+				prog.note("%s: %s", r.Scenario, r.Verified)
+			} else {
+				prog.note("%s: FAILED: %s", r.Scenario, strings.Join(r.Failures, "; "))
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+	}
+	if err := s.cleanup(ctx); err != nil {
+		prog.note("cleanup: %v", err)
+	}
+	return rep, nil
+}
+
+// run runs one scenario; drain yields one result per worker concurrency.
+func (s *suite) run(ctx context.Context, name string) []*Result {
+	switch name {
+	case ScenarioAcceptFresh:
+		return []*Result{s.acceptFresh(ctx)}
+	case ScenarioAcceptRetained:
+		return []*Result{s.acceptRetained(ctx)}
+	case ScenarioAcceptDup90:
+		return []*Result{s.acceptDup90(ctx)}
+	case ScenarioAcceptGroup:
+		return []*Result{s.acceptGroup(ctx)}
+	case ScenarioAcceptBatch:
+		return []*Result{s.acceptBatch(ctx)}
+	case ScenarioDrain:
+		var out []*Result
+		for _, c := range s.o.DrainConcurrency {
+			out = append(out, s.drain(ctx, c, 1))
+		}
+		return out
+	case ScenarioDrainBatched:
+		return []*Result{s.drain(ctx, 4, s.o.DrainBatch)}
+	case ScenarioRetained1M:
+		return []*Result{s.retained1M(ctx)}
+	}
+	return nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// discardLogger keeps pginbox quiet during measurement.
+var discardLogger = slog.New(slog.DiscardHandler)
+
+// newPool opens a pool of exactly size connections, all connected before it
+// returns so no measurement pays for connecting.
+func newPool(ctx context.Context, base *pgxpool.Config, size int) (*pgxpool.Pool, error) {
+	cfg := base.Copy()
+	cfg.MaxConns = int32(size)
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = time.Hour
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bench: connecting: %w", err)
+	}
+	conns := make([]*pgxpool.Conn, 0, size)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range size {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("bench: connecting: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return pool, nil
+}
+
+// migrate brings the database of cfg to pginbox's schema.
+func migrate(ctx context.Context, cfg *pgxpool.Config) error {
+	sqlDB := stdlib.OpenDB(*cfg.ConnConfig)
+	defer sqlDB.Close()
+	m, err := schema.NewMigrator(sqlDB)
+	if err != nil {
+		return err
+	}
+	if _, err := m.Up(ctx); err != nil {
+		return fmt.Errorf("bench: migrating %s: %w", cfg.ConnConfig.Database, err)
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package bench_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/cmd/inbox/internal/bench"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+)
+
+func TestMain(m *testing.M) {
+	inboxtest.Main(m)
+}
+
+// tinyArgs runs every scenario at toy sizes: correctness, not speed.
+func tinyArgs(dsn string) []string {
+	return []string{
+		"--database-url", dsn, "--quiet",
+		"--rounds", "2", "--calls", "50", "--retained", "100",
+		"--group-callers", "16", "--group-calls", "80",
+		"--batch-size", "10", "--batches", "4",
+		"--drain-messages", "40", "--drain-concurrency", "2,5",
+		"--retained-rows", "1000",
+	}
+}
+
+func TestBenchRunsEveryScenarioAndChecksCounts(t *testing.T) {
+	is := is.New(t)
+	dsn := inboxtest.Database(t)
+	var stdout, stderr bytes.Buffer
+	code := bench.Command(context.Background(), append(tinyArgs(dsn), "--json"), &stdout, &stderr)
+	is.Equal(code, 0) // every correctness check passed
+	if code != 0 {
+		t.Log(stderr.String())
+	}
+
+	var got []string
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r map[string]any
+		is.NoErr(json.Unmarshal(sc.Bytes(), &r))
+		name := r["scenario"].(string)
+		got = append(got, name)
+
+		for _, k := range []string{"scenario", "description", "concurrency", "rounds", "calls", "seconds",
+			"calls_per_sec", "p50_ms", "p95_ms", "p99_ms", "errors", "counts", "raw", "ratio",
+			"target", "meets_target", "verified", "ok", "failures", "environment"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("%s: no %q in %s", name, k, sc.Text())
+			}
+		}
+		for _, k := range []string{"description", "calls", "seconds", "calls_per_sec", "p50_ms", "p95_ms", "p99_ms", "errors"} {
+			if _, ok := r["raw"].(map[string]any)[k]; !ok {
+				t.Errorf("%s: no raw.%s", name, k)
+			}
+		}
+		for _, k := range []string{"accepted", "duplicates", "business_rows", "receipts_in_db"} {
+			if _, ok := r["counts"].(map[string]any)[k]; !ok {
+				t.Errorf("%s: no counts.%s", name, k)
+			}
+		}
+		env := r["environment"].(map[string]any)
+		for _, k := range []string{"postgres_version", "fsync", "synchronous_commit", "cores", "go_version", "pginbox_commit"} {
+			if v, ok := env[k]; !ok || v == "" {
+				t.Errorf("%s: environment.%s missing", name, k)
+			}
+		}
+
+		is.Equal(r["ok"], true)
+		is.Equal(r["errors"], 0.0)
+		is.True(r["calls_per_sec"].(float64) > 0)
+		is.True(r["raw"].(map[string]any)["calls_per_sec"].(float64) > 0)
+		is.True(r["ratio"].(float64) > 0)
+		counts := r["counts"].(map[string]any)
+		switch {
+		case name == bench.ScenarioAcceptDup90:
+			// 2 rounds x 50 calls, every 10th new.
+			is.Equal(counts["accepted"], 10.0)
+			is.Equal(counts["duplicates"], 90.0)
+			is.Equal(counts["raw_duplicates"], 90.0)
+			is.Equal(counts["receipts_in_db"], 105.0) // 100 retained + 5 new
+		case strings.HasPrefix(name, "drain-"):
+			is.Equal(counts["business_rows"], 80.0)
+			is.Equal(counts["raw_business_rows"], 80.0)
+		case name == bench.ScenarioAcceptBatch:
+			is.Equal(counts["accepted"], 80.0)
+		case name == bench.ScenarioRetained1M:
+			extra := r["extra"].(map[string]any)
+			is.Equal(extra["retained_rows"], 1000.0)
+			for _, k := range []string{"empty_p95_ms", "retained_p95_ms", "accept_p95_ratio", "claim_p50_empty_ms", "claim_p50_retained_ms", "claim_ratio"} {
+				is.True(extra[k].(float64) > 0)
+			}
+		}
+	}
+	is.Equal(got, []string{"accept-fresh", "accept-retained", "accept-dup90", "accept-group", "accept-batch", "drain-c2", "drain-c5", "drain-batched-c4", "retained-1m"})
+}
+
+func TestBenchTableAndRefusals(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := inboxtest.Database(t)
+
+	var stdout, stderr bytes.Buffer
+	args := append(tinyArgs(dsn), "--scenarios", "accept-dup90", "--rounds", "1")
+	is.Equal(bench.Command(ctx, args, &stdout, &stderr), 0)
+	out := stdout.String()
+	is.True(strings.Contains(out, "accept-dup90"))
+	is.True(strings.Contains(out, "50 calls: 5 accepted, 45 duplicates, 0 errors"))
+
+	// A database that holds receipts is refused unless --reset says so.
+	conn, err := pgx.Connect(ctx, dsn)
+	is.NoErr(err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id,
+		event_type, schema_version, fingerprint, payload)
+		VALUES (gen_random_uuid(), 'global', '', 's', 'c', 'm', 'e', 1, sha256('x'), '{}')`)
+	is.NoErr(err)
+	stdout.Reset()
+	stderr.Reset()
+	is.Equal(bench.Command(ctx, args, &stdout, &stderr), 1)
+	is.True(strings.Contains(stderr.String(), "--reset"))
+	is.Equal(bench.Command(ctx, append(args, "--reset"), &stdout, &stderr), 0)
+
+	is.Equal(bench.Command(ctx, []string{"--scenarios", "nope", "--database-url", dsn, "--quiet"}, &stdout, &stderr), 1)
+	is.Equal(bench.Command(ctx, []string{"--drain-concurrency", "x"}, &stdout, &stderr), 2)
+}
+
+// A business write that silently goes missing must fail the run.
+func TestBenchFailsLoudlyOnAMiscount(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := inboxtest.Database(t)
+	conn, err := pgx.Connect(ctx, dsn)
+	is.NoErr(err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `
+		CREATE TABLE pginbox_bench_effects (receipt_id uuid PRIMARY KEY, message_id text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+		CREATE FUNCTION lose_some() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF right(NEW.message_id, 1) = '7' THEN RETURN NULL; END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER lose_some BEFORE INSERT ON pginbox_bench_effects FOR EACH ROW EXECUTE FUNCTION lose_some();`)
+	is.NoErr(err)
+
+	var stdout, stderr bytes.Buffer
+	args := append(tinyArgs(dsn), "--scenarios", "drain", "--drain-concurrency", "2", "--json")
+	is.Equal(bench.Command(ctx, args, &stdout, &stderr), 1)
+	is.True(strings.Contains(stderr.String(), "FAILED"))
+	var r struct {
+		OK       bool     `json:"ok"`
+		Failures []string `json:"failures"`
+	}
+	is.NoErr(json.Unmarshal(stdout.Bytes(), &r))
+	is.True(!r.OK)
+	is.True(len(r.Failures) > 0)
+	is.True(strings.Contains(r.Failures[0], "business rows"))
+}

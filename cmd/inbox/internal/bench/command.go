@@ -1,0 +1,132 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
+)
+
+// Command is `inbox bench`: it parses args, runs the suite and writes the
+// report to stdout (a table, or one JSON object per scenario with --json) and
+// progress to stderr. It returns the process exit code: 0 when every
+// correctness check passed, 1 when one failed or the run broke, 2 for bad
+// usage, 130 when ctx was cancelled (interrupt). Missing a performance target
+// is reported, not a failure.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("inbox bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		o           Options
+		fsync       = true
+		asJSON      bool
+		jsonFile    string
+		quiet       bool
+		scenarios   string
+		drainConcur string
+	)
+	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "disposable database to run against (default $DATABASE_URL; empty: an ephemeral cluster)")
+	fs.BoolVar(&fsync, "fsync", true, "ephemeral cluster: keep fsync, synchronous_commit and full_page_writes on")
+	fs.BoolVar(&o.Reset, "reset", false, "allow a database that holds receipts (the bench deletes them)")
+	fs.BoolVar(&asJSON, "json", false, "write one JSON object per scenario instead of the table")
+	fs.StringVar(&jsonFile, "json-file", "", "also write the JSON lines to this file (keeps the table on stdout)")
+	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
+	fs.StringVar(&scenarios, "scenarios", strings.Join(Scenarios, ","), "comma-separated scenarios to run")
+	fs.IntVar(&o.Rounds, "rounds", 3, "alternating pginbox/raw rounds per scenario")
+	fs.IntVar(&o.Calls, "calls", 2000, "accept calls per phase")
+	fs.IntVar(&o.Concurrency, "concurrency", 8, "accept callers (accept-fresh, -retained, -dup90, -batch, retained-1m)")
+	fs.IntVar(&o.Retained, "retained", 10_000, "receipts retained before accept-retained and accept-dup90")
+	fs.IntVar(&o.GroupCallers, "group-callers", 64, "accept-group callers")
+	fs.IntVar(&o.GroupCalls, "group-calls", 0, "accept-group calls per phase (default 5 x --calls)")
+	fs.IntVar(&o.BatchSize, "batch-size", 100, "messages per accept-batch call")
+	fs.IntVar(&o.Batches, "batches", 200, "accept-batch calls per phase")
+	fs.IntVar(&o.DrainMessages, "drain-messages", 0, "receipts per drain phase (default --calls)")
+	fs.StringVar(&drainConcur, "drain-concurrency", "4,16", "comma-separated worker concurrencies for drain")
+	fs.IntVar(&o.DrainBatch, "drain-batch", 10, "messages per handler transaction in drain-batched (worker concurrency 4)")
+	fs.IntVar(&o.RetainedRows, "retained-rows", 1_000_000, "COMPLETED receipts in retained-1m")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: inbox bench [flags]\n\n"+
+			"Measures pginbox against the raw SQL ceiling (the same statements from a plain pgx loop)\n"+
+			"in the same run, and checks every scenario's counts in the database.\n"+
+			"Scenarios: %s\n\nFlags:\n", strings.Join(Scenarios, ", "))
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "inbox bench: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	o.NoFsync = !fsync
+	for _, name := range strings.Split(scenarios, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			o.Scenarios = append(o.Scenarios, name)
+		}
+	}
+	for _, c := range strings.Split(drainConcur, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "inbox bench: --drain-concurrency: %q is not a positive number\n", c)
+			return 2
+		}
+		o.DrainConcurrency = append(o.DrainConcurrency, n)
+	}
+	if !quiet {
+		o.Progress = stderr
+		o.TTY = term.IsTerminal(stderr)
+	}
+	if o.DatabaseURL != "" && !fsync {
+		fmt.Fprintln(stderr, "inbox bench: --fsync=false applies to the ephemeral cluster only; the server's own settings are used and reported")
+	}
+
+	rep, err := Run(ctx, o)
+	if rep != nil && len(rep.Results) > 0 {
+		var werr error
+		if asJSON {
+			werr = WriteJSON(stdout, rep)
+		} else {
+			werr = WriteTable(stdout, rep)
+		}
+		if werr == nil && jsonFile != "" {
+			werr = writeJSONFile(jsonFile, rep)
+		}
+		if werr != nil {
+			fmt.Fprintf(stderr, "inbox bench: writing the report: %v\n", werr)
+			return 1
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "inbox bench: %v\n", err)
+		if ctx.Err() != nil {
+			return 130 // interrupted, as the other inbox commands report it
+		}
+		return 1
+	}
+	if !rep.OK() {
+		fmt.Fprintln(stderr, "inbox bench: FAILED: a correctness check failed (see the report)")
+		return 1
+	}
+	return 0
+}
+
+func writeJSONFile(path string, rep *Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := WriteJSON(f, rep); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+)
+
+// TestMigrateDownToZero: a rollback to version 0 drops every pginbox table, so
+// it is refused without --yes, with the tables and their row counts; with
+// --yes it drops exactly the tables it named.
+func TestMigrateDownToZero(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newFixture(t)
+	ctx := context.Background()
+	db := map[string]string{"DATABASE_URL": f.dsn, "USER": "tester"}
+	code, _, _ := runIn(t, db, "requeue", f.dead.String(), "--version", "3", "--reason", "one audit row")
+	is.Equal(code, exitOK)
+
+	code, stdout, stderr := runIn(t, db, "migrate", "down", "--to", "0")
+	is.Equal(code, exitUsage)
+	is.Equal(stdout, "")
+	is.True(strings.Contains(stderr, "refusing to roll back from version 2 to 0 without --yes: it drops pginbox_receipts (4 rows) and pginbox_audit (1 row), and nothing of it can be recovered; nothing changed"))
+	code, _, _ = runIn(t, db, "stats")
+	is.Equal(code, exitOK) // still at version 2
+
+	// Step by step (on a database that version 1 can represent), the last
+	// step is refused too; with --yes exactly the tables named are dropped.
+	dsn := inboxtest.Database(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	is.NoErr(err)
+	defer pool.Close()
+	db = map[string]string{"DATABASE_URL": dsn}
+	code, _, _ = runIn(t, db, "migrate", "down")
+	is.Equal(code, exitOK)
+	code, _, stderr = runIn(t, db, "migrate", "down", "--json")
+	is.Equal(code, exitUsage)
+	is.True(strings.Contains(stderr, "refusing to roll back from version 1 to 0 without --yes: it drops pginbox_receipts (0 rows), and"))
+
+	tables := func() []string {
+		rows, err := pool.Query(ctx, "SELECT tablename FROM pg_tables WHERE tablename LIKE 'pginbox%' ORDER BY 1")
+		is.NoErr(err)
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var n string
+			is.NoErr(rows.Scan(&n))
+			out = append(out, n)
+		}
+		is.NoErr(rows.Err())
+		return out
+	}
+	code, _, _ = runIn(t, db, "migrate", "up")
+	is.Equal(code, exitOK)
+	before := tables()
+	code, stdout, _ = runIn(t, db, "migrate", "down", "--to", "0", "--yes")
+	is.Equal(code, exitOK)
+	is.True(strings.Contains(stdout, "schema at version 0"))
+	after := tables()
+	var dropped []string
+	for _, tb := range before {
+		if !slices.Contains(after, tb) {
+			dropped = append(dropped, tb)
+		}
+	}
+	is.Equal(dropped, slices.Sorted(slices.Values(schemaTables))) // the refusal names what is dropped
+
+	// Nothing left to drop: down to 0 has nothing to refuse.
+	code, stdout, _ = runIn(t, db, "migrate", "down", "--to", "0")
+	is.Equal(code, exitOK)
+	is.True(strings.Contains(stdout, "nothing to do"))
+}

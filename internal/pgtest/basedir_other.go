@@ -1,7 +1,0 @@
-//go:build !linux
-
-package pgtest
-
-// memoryBaseDir: see the Linux version. Elsewhere there is no standard
-// memory file system.
-func memoryBaseDir() string { return "" }

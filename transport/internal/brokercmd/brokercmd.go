@@ -1,0 +1,138 @@
+// Package brokercmd is what the nats-inbox, redis-inbox and mqtt-inbox
+// programs share: the inbox flags (database, scope, identity), the start-up
+// checks, and exit codes.
+package brokercmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/schema"
+)
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1 // start-up failed (database unreachable, schema not migrated, bad configuration)
+	ExitUsage = 2 // bad flags
+)
+
+// Inbox holds the flags every program takes: where the inbox is, and the
+// identity and type of the messages it accepts.
+type Inbox struct {
+	DatabaseURL   string
+	Tenant        string
+	Global        bool
+	Source        string
+	Consumer      string
+	EventType     string
+	SchemaVersion int
+}
+
+// Register adds the inbox flags to fs. DATABASE_URL comes from getenv
+// unless -database-url is given; eventTypeDefault says where the event type
+// comes from when -event-type is not set.
+func (in *Inbox) Register(fs *flag.FlagSet, getenv func(string) string, eventTypeDefault string) {
+	fs.StringVar(&in.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL connection string (env DATABASE_URL)")
+	fs.StringVar(&in.Tenant, "tenant", "", "tenant ID every message belongs to (or -global)")
+	fs.BoolVar(&in.Global, "global", false, "messages belong to the global scope")
+	fs.StringVar(&in.Source, "source", "", "producer system, part of the identity (required)")
+	fs.StringVar(&in.Consumer, "consumer", "", "inbox consumer, e.g. orders.projection.v1 (required)")
+	fs.StringVar(&in.EventType, "event-type", "", "event type of every message (default: "+eventTypeDefault+")")
+	fs.IntVar(&in.SchemaVersion, "schema-version", 1, "schema version of every message")
+}
+
+// Check reports the first missing or contradictory inbox flag.
+func (in *Inbox) Check() error {
+	switch {
+	case in.DatabaseURL == "":
+		return errors.New("-database-url (or DATABASE_URL) is required")
+	case in.Tenant == "" && !in.Global:
+		return errors.New("-tenant or -global is required: the scope comes from configuration, never from a message")
+	case in.Tenant != "" && in.Global:
+		return errors.New("-tenant and -global exclude each other")
+	case in.Source == "":
+		return errors.New("-source is required")
+	case in.Consumer == "":
+		return errors.New("-consumer is required")
+	}
+	return nil
+}
+
+// Scope is -tenant's scope, or the global scope with -global.
+func (in *Inbox) Scope() inbox.Scope {
+	if in.Global {
+		return inbox.Global()
+	}
+	return inbox.Tenant(in.Tenant)
+}
+
+// Message is a message of the flags' identity (the scope is the adapter's
+// Config.Scope) and type: -event-type, or eventType when that is empty.
+func (in *Inbox) Message(eventType string, payload []byte) inbox.Message {
+	if in.EventType != "" {
+		eventType = in.EventType
+	}
+	return inbox.Message{
+		Identity:      inbox.Identity{Source: in.Source, Consumer: in.Consumer},
+		EventType:     eventType,
+		SchemaVersion: in.SchemaVersion,
+		Payload:       payload,
+	}
+}
+
+// Open connects to the database, checks that the pginbox schema is there
+// and returns an inbox client for -consumer. Close the pool when done.
+func (in *Inbox) Open(ctx context.Context, log *slog.Logger) (*pgxpool.Pool, *inbox.Client, error) {
+	pool, err := pgxpool.New(ctx, in.DatabaseURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-database-url: %w", err)
+	}
+	if err := schema.Check(ctx, pool); err != nil {
+		pool.Close()
+		return nil, nil, err // says to run `inbox migrate up` when that is the problem
+	}
+	client, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{in.Consumer}, Logger: log})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return pool, client, nil
+}
+
+// Parse parses args into fs and refuses arguments after the flags.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// Run runs a program: parse reads the flags, serve runs until its context
+// ends. Errors are printed to stderr as "name: error"; the result is the
+// exit code.
+func Run(name string, stderr io.Writer, parse func() error, serve func(*slog.Logger) error) int {
+	err := parse()
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitOK
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v (see -help)\n", name, err)
+		return ExitUsage
+	}
+	if err := serve(slog.New(slog.NewTextHandler(stderr, nil))); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return ExitError
+	}
+	return ExitOK
+}

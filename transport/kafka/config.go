@@ -1,0 +1,122 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// Defaults for Config fields left at their zero value.
+const (
+	DefaultMaxBatch      = 500
+	DefaultRetryDelay    = time.Second
+	DefaultMaxRetryDelay = 30 * time.Second
+	DefaultAcceptTimeout = 30 * time.Second
+)
+
+// Accepter is the part of *inbox.Client the consumer uses.
+type Accepter interface {
+	AcceptBatch(ctx context.Context, msgs []inbox.Message) ([]inbox.BatchItem, error)
+}
+
+// Config configures a Consumer.
+type Config struct {
+	// Brokers are seed addresses, host:port. Required.
+	Brokers []string
+
+	// Topics are consumed. Required.
+	Topics []string
+
+	// Group is the consumer group whose offsets are committed. Required.
+	Group string
+
+	// Scope is the tenant (or global scope) of every record: the topic's
+	// configuration decides it, never a record. Required.
+	Scope inbox.Scope
+
+	// Decode maps a record to a message. Required. The message's Scope is
+	// overwritten with Scope. An error dead-letters the record (reason
+	// "decode"). Use the producer's stable event ID (a header, or the key) as
+	// the message ID.
+	Decode func(r *kgo.Record) (inbox.Message, error)
+
+	// DeadLetterTopic receives rejected records. Required; it must exist
+	// (or the cluster must create topics on first produce).
+	DeadLetterTopic string
+
+	// MaxBatch is the most records taken per poll, and so the largest
+	// AcceptBatch. Defaults to DefaultMaxBatch.
+	MaxBatch int
+
+	// RetryDelay is the pause before re-reading after a failed batch; it
+	// doubles with each failure in a row up to MaxRetryDelay. Defaults to
+	// DefaultRetryDelay and DefaultMaxRetryDelay.
+	RetryDelay, MaxRetryDelay time.Duration
+
+	// AcceptTimeout bounds one AcceptBatch and one dead-letter produce.
+	// Keep it well below the group's rebalance timeout (default 60s).
+	// Defaults to DefaultAcceptTimeout.
+	AcceptTimeout time.Duration
+
+	// ClientOptions are added to the franz-go client's options: TLS, SASL,
+	// session timeout and so on. The consumer sets the seeds, group, topics,
+	// manual commits and the rebalance callbacks itself.
+	ClientOptions []kgo.Opt
+
+	// Logger receives retries, dead letters and commit failures. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = DefaultRetryDelay
+	}
+	if c.MaxRetryDelay == 0 {
+		c.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	if c.AcceptTimeout == 0 {
+		c.AcceptTimeout = DefaultAcceptTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case len(c.Brokers) == 0:
+		return fmt.Errorf("kafka: Config.Brokers is empty: list at least one host:port")
+	case len(c.Topics) == 0:
+		return fmt.Errorf("kafka: Config.Topics is empty")
+	case c.Group == "":
+		return fmt.Errorf("kafka: Config.Group is empty: offsets are committed for a consumer group")
+	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
+		return fmt.Errorf("kafka: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+	case c.Decode == nil:
+		return fmt.Errorf("kafka: Config.Decode is nil: say how a record becomes an inbox.Message")
+	case c.DeadLetterTopic == "":
+		return fmt.Errorf("kafka: Config.DeadLetterTopic is empty: name a topic for rejected records")
+	case c.MaxBatch < 1:
+		return fmt.Errorf("kafka: Config.MaxBatch is %d, want at least 1", c.MaxBatch)
+	case c.RetryDelay < 0 || c.MaxRetryDelay < c.RetryDelay:
+		return fmt.Errorf("kafka: Config.RetryDelay %v and MaxRetryDelay %v: want 0 <= RetryDelay <= MaxRetryDelay", c.RetryDelay, c.MaxRetryDelay)
+	case c.AcceptTimeout < 0:
+		return fmt.Errorf("kafka: Config.AcceptTimeout is %v, want a positive duration", c.AcceptTimeout)
+	}
+	for _, t := range c.Topics {
+		if t == c.DeadLetterTopic {
+			return fmt.Errorf("kafka: Config.DeadLetterTopic %q is also in Config.Topics: a rejected record would come back", t)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+// Package kafka consumes Kafka topics into the inbox, committing a
+// partition's offset only past records the inbox has stored.
+//
+// Each poll is accepted per partition with one AcceptBatch, and then:
+//
+//   - ack: Accepted and Duplicate records advance the partition's offset.
+//   - reject: an invalid or conflicting record, or one Decode refused, is
+//     produced to Config.DeadLetterTopic with the reason in its headers;
+//     once that produce succeeded the offset may pass it.
+//   - retry: when the batch fails (storage failure, uncertain commit), or a
+//     dead letter cannot be produced, the partition's offset stops before
+//     that record, the consumer rewinds to it and re-reads it after a
+//     backoff. Records before it in the batch are still committed.
+//
+// Offsets are committed after every poll, synchronously, while rebalances
+// are held back (BlockRebalanceOnPoll): a partition is never revoked in the
+// middle of a batch, and OnPartitionsRevoked commits only offsets whose
+// records were accepted. A consumer killed between AcceptBatch and the
+// commit re-reads those records on restart, and they are Duplicates.
+//
+// Dead letters keep key, value and headers and add:
+//
+//	pginbox-reason     conflict | invalid | decode
+//	pginbox-error      the error text
+//	pginbox-receipt    the stored receipt (conflict only)
+//	pginbox-topic, pginbox-partition, pginbox-offset   where it came from
+//
+// franz-go reconnects to brokers by itself; Run returns only when ctx ends.
+package kafka

@@ -1,0 +1,129 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// Defaults for Config fields left at their zero value.
+const (
+	DefaultIDProperty    = "message-id"
+	DefaultSessionExpiry = time.Hour
+	DefaultRetryDelay    = 5 * time.Second
+	DefaultAcceptTimeout = 30 * time.Second
+)
+
+// Accepter is the part of *inbox.Client the consumer uses.
+type Accepter interface {
+	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
+}
+
+// Config configures a Consumer.
+type Config struct {
+	// ServerURL is the broker, e.g. mqtt://127.0.0.1:1883. Required.
+	ServerURL string
+
+	// ClientID names the session at the broker. It must be stable across
+	// restarts and unique among the broker's clients: the broker keeps the
+	// unacknowledged messages in this session. Required.
+	ClientID string
+
+	// Topics are the topic filters to subscribe to, at QoS 1. Required.
+	Topics []string
+
+	// Scope is the tenant (or global scope) of every message of Topics:
+	// configuration decides it, never a message. Required.
+	Scope inbox.Scope
+
+	// Decode maps a message to the inbox message to accept. Required. The
+	// message's Scope is overwritten with Scope; when it leaves MessageID
+	// empty, the IDProperty user property is used. An error from Decode
+	// dead-letters the message (reason "decode").
+	Decode func(*paho.Publish) (inbox.Message, error)
+
+	// IDProperty is the user property holding the producer's message ID, used
+	// when Decode leaves MessageID empty. Defaults to DefaultIDProperty.
+	IDProperty string
+
+	// DeadLetterTopic receives rejected messages (QoS 1) with the reason in
+	// user properties. A broker drops messages nobody subscribes to, so keep
+	// a persistent session subscribed to it; while none is, the Consumer
+	// does not acknowledge rejected messages. Required.
+	DeadLetterTopic string
+
+	// SessionExpiry is how long the broker keeps the session, and the
+	// messages for it, while the Consumer is disconnected. Defaults to
+	// DefaultSessionExpiry.
+	SessionExpiry time.Duration
+
+	// RetryDelay is how long after a failed accept the Consumer reconnects
+	// to have the unacknowledged messages redelivered. Defaults to
+	// DefaultRetryDelay.
+	RetryDelay time.Duration
+
+	// AcceptTimeout bounds one accept. Defaults to DefaultAcceptTimeout.
+	AcceptTimeout time.Duration
+
+	// Username and Password authenticate the connection, when set.
+	Username string
+	Password []byte
+
+	// Logger receives the consumer's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.IDProperty == "" {
+		c.IDProperty = DefaultIDProperty
+	}
+	if c.SessionExpiry == 0 {
+		c.SessionExpiry = DefaultSessionExpiry
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = DefaultRetryDelay
+	}
+	if c.AcceptTimeout == 0 {
+		c.AcceptTimeout = DefaultAcceptTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() (*url.URL, error) {
+	u, err := url.Parse(c.ServerURL)
+	switch {
+	case c.ServerURL == "":
+		return nil, errors.New("pginbox/mqtt: Config.ServerURL is required, e.g. mqtt://127.0.0.1:1883")
+	case err != nil:
+		return nil, fmt.Errorf("pginbox/mqtt: Config.ServerURL: %w", err)
+	case u.Scheme != "mqtt" && u.Scheme != "tcp" || u.Port() == "":
+		return nil, fmt.Errorf("pginbox/mqtt: Config.ServerURL %q: want mqtt://host:port", c.ServerURL)
+	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
+		return nil, errors.New("pginbox/mqtt: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+	case c.ClientID == "":
+		return nil, errors.New("pginbox/mqtt: Config.ClientID is required: a stable name for the broker session")
+	case len(c.Topics) == 0:
+		return nil, errors.New("pginbox/mqtt: Config.Topics is required: the topic filters to subscribe to")
+	case c.Decode == nil:
+		return nil, errors.New("pginbox/mqtt: Config.Decode is required: map a message to an inbox.Message")
+	case c.DeadLetterTopic == "":
+		return nil, errors.New("pginbox/mqtt: Config.DeadLetterTopic is required: the topic for rejected messages")
+	case c.SessionExpiry < time.Second:
+		return nil, fmt.Errorf("pginbox/mqtt: Config.SessionExpiry is %v: it must be at least 1s, or the broker forgets unacknowledged messages on every reconnect", c.SessionExpiry)
+	case c.RetryDelay < 0:
+		return nil, fmt.Errorf("pginbox/mqtt: Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
+	case c.AcceptTimeout < 0:
+		return nil, fmt.Errorf("pginbox/mqtt: Config.AcceptTimeout is %v: it must not be negative", c.AcceptTimeout)
+	}
+	return u, nil
+}

@@ -1,0 +1,20 @@
+// Package mqtt moves MQTT v5 messages (QoS 1) into a pginbox inbox: each
+// message is accepted first and acknowledged (PUBACK, sent manually) only
+// after the accept committed.
+//
+// What happens to a message is decided by inbox.ActionFor:
+//
+//   - ack (accepted, or a duplicate of a stored receipt): PUBACK.
+//   - retry (storage failure, uncertain commit): no PUBACK. MQTT has no
+//     negative acknowledgement: the broker sends an unacknowledged QoS 1
+//     message again only when the session reconnects. So after
+//     Config.RetryDelay the Consumer drops its connection and reconnects to
+//     the same persistent session, and the broker redelivers every
+//     unacknowledged message.
+//   - reject (invalid message, identity conflict, a Decode error): publish
+//     to the dead-letter topic (QoS 1) with the reason in user properties,
+//     then PUBACK.
+//
+// The message ID is the "message-id" user property (Config.IDProperty)
+// unless Config.Decode sets one.
+package mqtt

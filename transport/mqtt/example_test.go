@@ -1,0 +1,103 @@
+package mqtt_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/mqtt"
+)
+
+// A Consumer accepts each MQTT message into the inbox and acknowledges it
+// (PUBACK) only after the accept committed. It needs an MQTT v5 broker
+// (INBOX_TEST_MQTT_URL, default mqtt://127.0.0.1:1883).
+func Example() {
+	ctx := context.Background()
+	dsn, dropDB := exampleDSN()
+	defer dropDB()
+	pool, err := pgxpool.New(ctx, dsn)
+	must(err)
+	defer pool.Close()
+	client, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{"orders.projection.v1"}})
+	must(err)
+
+	brokerURL := exampleBrokerURL()
+	id := randomID() // unique topics and session: examples and tests share the broker
+	topic := "example/" + id + "/orders"
+	consumer, err := mqtt.NewConsumer(client, mqtt.Config{
+		ServerURL:       brokerURL,
+		Scope:           inbox.Tenant("acme"),         // the topics' tenant: configuration, never payload
+		ClientID:        "example-orders-inbox-" + id, // stable in production: it names the broker session
+		Topics:          []string{topic},
+		DeadLetterTopic: "example/" + id + "/dead",
+		Decode: func(p *paho.Publish) (inbox.Message, error) {
+			return inbox.Message{
+				// MessageID stays empty: the message-id user property is used.
+				Identity:      inbox.Identity{Source: "shop", Consumer: "orders.projection.v1"},
+				EventType:     "order.created",
+				SchemaVersion: 1,
+				Payload:       json.RawMessage(p.Payload),
+			}, nil
+		},
+		SessionExpiry: time.Second, // production keeps it long; the example's session should vanish
+		Logger:        slog.New(slog.DiscardHandler),
+	})
+	must(err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- consumer.Run(runCtx) }()
+
+	pub := examplePublisher(brokerURL)
+	defer pub.Disconnect(&paho.Disconnect{})
+	props := &paho.PublishProperties{}
+	props.User.Add("message-id", "evt-1")
+	for i := 0; i < 1000; i++ { // until the consumer has subscribed (no "no matching subscribers")
+		resp, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(`{"orderId":"o-1"}`), Properties: props})
+		if err == nil && resp.ReasonCode == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var status string
+	for i := 0; status == "" && i < 3000; i++ { // up to 30s
+		time.Sleep(10 * time.Millisecond)
+		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts WHERE message_id = 'evt-1'`).Scan(&status)
+	}
+	fmt.Println("evt-1:", status)
+	stop()
+	must(<-done)
+	// Output: evt-1: PENDING
+}
+
+func exampleBrokerURL() string {
+	if v := os.Getenv("INBOX_TEST_MQTT_URL"); v != "" {
+		return v
+	}
+	return "mqtt://127.0.0.1:1883"
+}
+
+func examplePublisher(brokerURL string) *paho.Client {
+	u, err := url.Parse(brokerURL)
+	must(err)
+	conn, err := net.Dial("tcp", u.Host)
+	must(err)
+	pub := paho.NewClient(paho.ClientConfig{Conn: conn})
+	_, err = pub.Connect(context.Background(), &paho.Connect{ClientID: "example-publisher-" + randomID(), CleanStart: true})
+	must(err)
+	return pub
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}

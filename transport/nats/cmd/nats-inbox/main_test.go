@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/brokertest"
+	"github.com/pginbox/pginbox/transport/internal/brokercmd"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
+)
+
+func TestMain(m *testing.M) {
+	inboxtest.Main(m)
+}
+
+func env(vars map[string]string) func(string) string {
+	return func(k string) string { return vars[k] }
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	base := []string{"-stream", "S", "-dead-letter-subject", "d", "-tenant", "t", "-source", "s", "-consumer", "c"}
+	cases := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{base, nil, "-database-url (or DATABASE_URL) is required"},
+		{[]string{"-database-url", "x"}, nil, "-stream is required"},
+		{[]string{"-database-url", "x", "-stream", "S"}, nil, "-dead-letter-subject is required"},
+		{[]string{"-stream", "S", "-dead-letter-subject", "d", "-source", "s", "-consumer", "c"}, map[string]string{"DATABASE_URL": "x"}, "-tenant or -global is required"},
+		{append(base, "-global"), map[string]string{"DATABASE_URL": "x"}, "-tenant and -global exclude each other"},
+		{[]string{"-stream", "S", "-dead-letter-subject", "d", "-tenant", "t", "-consumer", "c"}, map[string]string{"DATABASE_URL": "x"}, "-source is required"},
+		{[]string{"-stream", "S", "-dead-letter-subject", "d", "-tenant", "t", "-source", "s"}, map[string]string{"DATABASE_URL": "x"}, "-consumer is required"},
+		{append(base, "extra"), map[string]string{"DATABASE_URL": "x"}, `unexpected argument "extra"`},
+		{[]string{"-no-such-flag"}, nil, "flag provided but not defined"},
+	}
+	for _, tc := range cases {
+		var stderr bytes.Buffer
+		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), brokercmd.ExitUsage, tc.want)
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-dead-letter-subject") {
+		t.Errorf("-help: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+func TestSchemaNotMigrated(t *testing.T) {
+	t.Parallel()
+	dsn := inboxtest.Database(t) + " search_path=no_pginbox_here" // the tables are in public: invisible here
+	var stderr bytes.Buffer
+	args := []string{"-database-url", dsn, "-stream", "S", "-dead-letter-subject", "d", "-tenant", "t", "-source", "s", "-consumer", "c"}
+	if code := run(context.Background(), args, env(nil), &stderr); code != brokercmd.ExitError || !strings.Contains(stderr.String(), "run `inbox migrate up`") {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// The program accepts a published message (event type = subject, message ID
+// = Nats-Msg-Id, scope from -tenant) and exits 0 on cancel.
+func TestRunAccepts(t *testing.T) {
+	t.Parallel()
+	url := brokertest.Require(t, brokertest.NATS)
+	dsn := inboxtest.Database(t)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id := strings.ReplaceAll(t.Name(), "/", "_") + time.Now().Format("150405.000000")
+	id = strings.ReplaceAll(id, ".", "_")
+	stream, subject := "PGI_CMD_"+id, "pgi.cmd."+id
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	defer js.DeleteStream(ctx, stream)
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject + ".order.created", Data: []byte(`{"orderId":"o-1"}`),
+		Header: nats.Header{jetstream.MsgIDHeader: []string{"evt-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	var stderr testlog.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(runCtx, []string{"-nats-url", url, "-stream", stream, "-dead-letter-subject", subject + ".dead",
+			"-tenant", "acme", "-source", "shop", "-consumer", "orders.projection.v1"},
+			env(map[string]string{"DATABASE_URL": dsn}), &stderr)
+	}()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	var eventType, scopeID string
+	for {
+		err := pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts WHERE message_id = 'evt-1'`).Scan(&eventType, &scopeID)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no receipt: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if eventType != subject+".order.created" || scopeID != "acme" {
+		t.Fatalf("receipt: event type %q, scope %q", eventType, scopeID)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != brokercmd.ExitOK {
+			t.Fatalf("exit %d\n%s", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the program did not stop after cancel")
+	}
+}

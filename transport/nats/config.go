@@ -1,0 +1,156 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// Defaults for Config fields left at their zero value.
+const (
+	DefaultMaxDeliver    = 20
+	DefaultAckWait       = 30 * time.Second
+	DefaultRetryDelay    = time.Second
+	DefaultMaxRetryDelay = time.Minute
+	DefaultConcurrency   = 10
+)
+
+// Accepter is the part of *inbox.Client the consumer uses.
+type Accepter interface {
+	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
+}
+
+// Config configures a Consumer.
+type Config struct {
+	// URL is the NATS server (or a comma-separated list), e.g.
+	// nats://127.0.0.1:4222. Required.
+	URL string
+
+	// ConnectOptions are added to the connection's options: credentials,
+	// TLS, ReconnectWait and so on. The Consumer always reconnects forever
+	// (MaxReconnects(-1), RetryOnFailedConnect), so that it outlives broker
+	// outages.
+	ConnectOptions []nats.Option
+
+	// Stream is the JetStream stream to consume. It must exist. Required.
+	Stream string
+
+	// Durable names the durable pull consumer. The Consumer creates it, or
+	// updates it to this configuration (explicit acks, MaxDeliver, AckWait,
+	// FilterSubjects), so the same name must not be shared with other
+	// software. Required.
+	Durable string
+
+	// FilterSubjects restricts the consumer to these subjects. Empty consumes
+	// the whole stream.
+	FilterSubjects []string
+
+	// Scope is the tenant (or global scope) of every message of the stream:
+	// configuration decides it, never a message. Required.
+	Scope inbox.Scope
+
+	// Decode maps a message to the inbox message to accept. Required. The
+	// message's Scope is overwritten with Scope; when it leaves MessageID
+	// empty, the Nats-Msg-Id header is used. An error from Decode
+	// dead-letters the message (reason "decode").
+	Decode func(jetstream.Msg) (inbox.Message, error)
+
+	// DeadLetterSubject receives rejected and exhausted messages, with the
+	// reason in headers (HeaderReason, HeaderError, ...). A stream must capture
+	// it: the Consumer publishes with JetStream and terminates a message only
+	// after the dead letter is stored. Required.
+	DeadLetterSubject string
+
+	// MaxDeliver is how many times the server delivers a message that is
+	// not accepted before it gives up and the message is dead-lettered.
+	// Retries are for storage failures, so MaxDeliver with the retry delays
+	// is how long a database outage may last before messages are
+	// dead-lettered. Defaults to DefaultMaxDeliver.
+	MaxDeliver int
+
+	// AckWait is how long the server waits for an acknowledgement before it
+	// redelivers. An accept gets half of it. Defaults to DefaultAckWait.
+	AckWait time.Duration
+
+	// RetryDelay is the NakWithDelay delay after a message's first delivery;
+	// it doubles with every further delivery up to MaxRetryDelay. Defaults
+	// to DefaultRetryDelay.
+	RetryDelay time.Duration
+
+	// MaxRetryDelay caps the retry delay. Defaults to DefaultMaxRetryDelay.
+	MaxRetryDelay time.Duration
+
+	// Concurrency is how many messages are accepted at once. Defaults to
+	// DefaultConcurrency.
+	Concurrency int
+
+	// Logger receives the consumer's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = DefaultMaxDeliver
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = DefaultRetryDelay
+	}
+	if c.MaxRetryDelay == 0 {
+		c.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.URL == "":
+		return errors.New("pginbox/nats: Config.URL is required, e.g. nats://127.0.0.1:4222")
+	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
+		return errors.New("pginbox/nats: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+	case c.Stream == "":
+		return errors.New("pginbox/nats: Config.Stream is required: name the JetStream stream to consume")
+	case c.Durable == "":
+		return errors.New("pginbox/nats: Config.Durable is required: name the durable consumer")
+	case c.Decode == nil:
+		return errors.New("pginbox/nats: Config.Decode is required: map a message to an inbox.Message")
+	case c.DeadLetterSubject == "":
+		return errors.New("pginbox/nats: Config.DeadLetterSubject is required: name a subject a stream captures")
+	case c.MaxDeliver < 2:
+		return fmt.Errorf("pginbox/nats: Config.MaxDeliver is %d: it must be at least 2 so that a retry is possible", c.MaxDeliver)
+	case c.AckWait < time.Second:
+		return fmt.Errorf("pginbox/nats: Config.AckWait is %v: it must be at least 1s", c.AckWait)
+	case c.RetryDelay < 0:
+		return fmt.Errorf("pginbox/nats: Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
+	case c.MaxRetryDelay < c.RetryDelay:
+		return fmt.Errorf("pginbox/nats: Config.MaxRetryDelay (%v) is below RetryDelay (%v)", c.MaxRetryDelay, c.RetryDelay)
+	case c.Concurrency < 1:
+		return fmt.Errorf("pginbox/nats: Config.Concurrency is %d: it must be at least 1", c.Concurrency)
+	}
+	return nil
+}
+
+// retryDelay is the NakWithDelay delay after a message's delivered-th
+// delivery.
+func (c Config) retryDelay(delivered uint64) time.Duration {
+	d := c.RetryDelay
+	for i := uint64(1); i < delivered && d < c.MaxRetryDelay; i++ {
+		d *= 2
+	}
+	return min(d, c.MaxRetryDelay)
+}

@@ -1,0 +1,163 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pginbox/pginbox/transport/internal/settle"
+)
+
+// Consumer moves messages from a durable JetStream pull consumer into the
+// inbox. Create it with New and run it with Run.
+type Consumer struct {
+	acc Accepter
+	cfg Config
+	log *slog.Logger
+
+	// Set by Run for its duration.
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	// lastErr remembers why a message (by stream sequence) was last retried,
+	// for the dead letter written when its deliveries run out.
+	lastErr settle.LastErrors[uint64]
+}
+
+// NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
+// It connects in Run.
+func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
+	if acc == nil {
+		return nil, errors.New("pginbox/nats: NewConsumer: accepter is nil: pass an *inbox.Client")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		acc: acc,
+		cfg: cfg,
+		log: cfg.Logger.With("stream", cfg.Stream, "durable", cfg.Durable),
+	}, nil
+}
+
+// ErrStreamNotFound is returned by Run when Config.Stream does not exist.
+var ErrStreamNotFound = errors.New("pginbox/nats: stream not found")
+
+// Run connects and consumes until ctx is cancelled, then stops pulling,
+// finishes the messages it holds, closes its connection and returns nil.
+// Lost connections and server errors are logged and retried with backoff;
+// only an invalid URL or a missing stream (ErrStreamNotFound) end Run early.
+// Run once at a time.
+func (c *Consumer) Run(ctx context.Context) error {
+	opts := append([]nats.Option{
+		nats.Name("pginbox " + c.cfg.Durable),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			c.log.Warn("pginbox/nats: disconnected; reconnecting", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { c.log.Info("pginbox/nats: reconnected", "url", nc.ConnectedUrl()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			c.log.Warn("pginbox/nats: connection error", "err", err)
+		}),
+	}, c.cfg.ConnectOptions...)
+	opts = append(opts, nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+	nc, err := nats.Connect(c.cfg.URL, opts...)
+	if err != nil {
+		return fmt.Errorf("pginbox/nats: connecting to %s: %w", c.cfg.URL, err)
+	}
+	defer func() {
+		_ = nc.FlushTimeout(2 * time.Second) // the last acks and terms
+		nc.Close()
+	}()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("pginbox/nats: %w", err)
+	}
+	c.nc, c.js = nc, js
+
+	adv, err := c.subscribeAdvisories()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = adv.Unsubscribe() }()
+
+	wait := backoffStart
+	for {
+		started := time.Now()
+		err := c.consume(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrStreamNotFound) {
+			return err
+		}
+		if time.Since(started) > backoffMax {
+			wait = backoffStart // it ran for a while: start over
+		}
+		c.log.Warn("pginbox/nats: consuming failed; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, backoffMax)
+	}
+}
+
+// Backoff between failed attempts to (re)start consuming.
+const (
+	backoffStart = 100 * time.Millisecond
+	backoffMax   = 5 * time.Second
+)
+
+// consume creates or updates the durable consumer and handles its messages
+// until the iterator fails or ctx is cancelled (then it drains what is
+// buffered and returns nil).
+func (c *Consumer) consume(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	cons, err := c.js.CreateOrUpdateConsumer(cctx, c.cfg.Stream, jetstream.ConsumerConfig{
+		Durable:        c.cfg.Durable,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.cfg.AckWait,
+		MaxDeliver:     c.cfg.MaxDeliver,
+		FilterSubjects: c.cfg.FilterSubjects,
+	})
+	cancel()
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: %q: create it, or fix Config.Stream", ErrStreamNotFound, c.cfg.Stream)
+	}
+	if err != nil {
+		return fmt.Errorf("pginbox/nats: creating consumer %q: %w", c.cfg.Durable, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.Concurrency))
+	if err != nil {
+		return fmt.Errorf("pginbox/nats: pulling from consumer %q: %w", c.cfg.Durable, err)
+	}
+	defer it.Stop()
+	stopDrain := context.AfterFunc(ctx, it.Drain) // Next returns what is buffered, then ErrMsgIteratorClosed
+	defer stopDrain()
+
+	slots := make(chan struct{}, c.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return fmt.Errorf("pginbox/nats: receiving: %w", err)
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			c.handle(ctx, m)
+		})
+	}
+}

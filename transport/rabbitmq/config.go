@@ -1,0 +1,142 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// Defaults for Config fields left at their zero value.
+const (
+	DefaultConcurrency   = 8
+	DefaultDeliveryLimit = 10
+	DefaultRetryDelay    = time.Second
+	DefaultMaxRetryDelay = 30 * time.Second
+	DefaultAcceptTimeout = 30 * time.Second
+)
+
+// Accepter is the part of *inbox.Client the consumer uses.
+type Accepter interface {
+	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
+}
+
+// Config configures a Consumer.
+type Config struct {
+	// URL is the broker, e.g. amqp://guest:guest@127.0.0.1:5672/. Required.
+	URL string
+
+	// Queue is consumed. Required. Use a quorum queue so that retries are
+	// bounded (see DeliveryLimit).
+	Queue string
+
+	// Scope is the tenant (or global scope) of every message of Queue: the
+	// queue's configuration decides it, never a message. Required.
+	Scope inbox.Scope
+
+	// Decode maps a delivery to a message. Required. The message's Scope is
+	// overwritten with Scope. An error dead-letters the delivery (reason
+	// "decode"). Use the producer's stable event ID (d.MessageId) as the
+	// message ID.
+	Decode func(d amqp.Delivery) (inbox.Message, error)
+
+	// DeadLetterExchange receives rejected deliveries. Required; bind a queue
+	// to it, or dead letters are refused and stay in Queue.
+	DeadLetterExchange string
+
+	// DeadLetterRoutingKey is the routing key of dead letters. Defaults to the
+	// delivery's own routing key.
+	DeadLetterRoutingKey string
+
+	// Concurrency is how many deliveries are accepted at once. Defaults to
+	// DefaultConcurrency.
+	Concurrency int
+
+	// Prefetch is the channel's basic.qos count: the unacked deliveries the
+	// broker may push. Defaults to 2 x Concurrency, so every accept has the
+	// next delivery waiting; more only holds messages back from other
+	// consumers and lengthens redelivery after a crash.
+	Prefetch int
+
+	// DeliveryLimit is the most deliveries a message gets while Accept asks
+	// to retry; the last one is dead-lettered (reason "delivery_limit")
+	// instead of requeued. Counted from the quorum queue's x-delivery-count
+	// header. Defaults to DefaultDeliveryLimit.
+	DeliveryLimit int
+
+	// RetryDelay is how long a delivery is held before its first nack; it
+	// doubles with each redelivery up to MaxRetryDelay. Holding it keeps the
+	// broker from spinning the message against a database that is down.
+	// Defaults to DefaultRetryDelay and DefaultMaxRetryDelay.
+	RetryDelay, MaxRetryDelay time.Duration
+
+	// AcceptTimeout bounds one Accept. Defaults to DefaultAcceptTimeout.
+	AcceptTimeout time.Duration
+
+	// Setup runs on a fresh channel after every (re)connect, before
+	// consuming: declare the queue, exchanges and bindings here. Optional.
+	Setup func(ch *amqp.Channel) error
+
+	// Logger receives connection changes (Info/Warn), retries and dead
+	// letters. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Prefetch == 0 {
+		c.Prefetch = 2 * c.Concurrency
+	}
+	if c.DeliveryLimit == 0 {
+		c.DeliveryLimit = DefaultDeliveryLimit
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = DefaultRetryDelay
+	}
+	if c.MaxRetryDelay == 0 {
+		c.MaxRetryDelay = DefaultMaxRetryDelay
+	}
+	if c.AcceptTimeout == 0 {
+		c.AcceptTimeout = DefaultAcceptTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.URL == "" {
+		return fmt.Errorf("rabbitmq: Config.URL is empty: set it to amqp://user:password@host:5672/vhost")
+	}
+	if _, err := amqp.ParseURI(c.URL); err != nil {
+		return fmt.Errorf("rabbitmq: Config.URL: %w", err)
+	}
+	switch {
+	case c.Queue == "":
+		return fmt.Errorf("rabbitmq: Config.Queue is empty")
+	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
+		return fmt.Errorf("rabbitmq: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+	case c.Decode == nil:
+		return fmt.Errorf("rabbitmq: Config.Decode is nil: say how a delivery becomes an inbox.Message")
+	case c.DeadLetterExchange == "":
+		return fmt.Errorf("rabbitmq: Config.DeadLetterExchange is empty: name an exchange with a queue bound to it for rejected messages")
+	case c.Concurrency < 0:
+		return fmt.Errorf("rabbitmq: Config.Concurrency is %d, want at least 1", c.Concurrency)
+	case c.Prefetch < c.Concurrency:
+		return fmt.Errorf("rabbitmq: Config.Prefetch is %d, want at least Concurrency (%d)", c.Prefetch, c.Concurrency)
+	case c.DeliveryLimit < 1:
+		return fmt.Errorf("rabbitmq: Config.DeliveryLimit is %d, want at least 1", c.DeliveryLimit)
+	case c.RetryDelay < 0 || c.MaxRetryDelay < c.RetryDelay:
+		return fmt.Errorf("rabbitmq: Config.RetryDelay %v and MaxRetryDelay %v: want 0 <= RetryDelay <= MaxRetryDelay", c.RetryDelay, c.MaxRetryDelay)
+	case c.AcceptTimeout < 0:
+		return fmt.Errorf("rabbitmq: Config.AcceptTimeout is %v, want a positive duration", c.AcceptTimeout)
+	}
+	return nil
+}

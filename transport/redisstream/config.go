@@ -1,0 +1,146 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// Defaults for Config fields left at their zero value.
+const (
+	DefaultIDField       = "message_id"
+	DefaultMaxDeliveries = 20
+	DefaultClaimIdle     = 30 * time.Second
+	DefaultBlock         = time.Second
+	DefaultBatchSize     = 10
+)
+
+// Accepter is the part of *inbox.Client the consumer uses.
+type Accepter interface {
+	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
+}
+
+// Config configures a Consumer.
+type Config struct {
+	// Redis is the client to read through, e.g. redis.NewClient(...). It
+	// dials again by itself after a lost connection. Required.
+	Redis redis.UniversalClient
+
+	// Stream is the stream to consume. Required.
+	Stream string
+
+	// Group is the consumer group. Run creates it at the start of the stream
+	// (so entries added before the first run are not skipped) when it does
+	// not exist. Required.
+	Group string
+
+	// Consumer is this instance's name in the group. Defaults to
+	// "<hostname>-<pid>".
+	Consumer string
+
+	// Scope is the tenant (or global scope) of every entry of the stream:
+	// configuration decides it, never an entry. Required.
+	Scope inbox.Scope
+
+	// Decode maps an entry to the inbox message to accept. Required. The
+	// message's Scope is overwritten with Scope; when it leaves MessageID
+	// empty, the IDField field is used. An error from Decode dead-letters the
+	// entry (reason "decode").
+	Decode func(redis.XMessage) (inbox.Message, error)
+
+	// IDField is the entry field holding the producer's message ID, used when
+	// Decode leaves MessageID empty. Defaults to DefaultIDField.
+	IDField string
+
+	// DeadLetterStream receives rejected and exhausted entries: their fields
+	// plus FieldReason, FieldError, FieldReceipt, FieldStream, FieldEntryID
+	// and FieldDeliveries. In Redis Cluster it must hash to Stream's slot (use a
+	// hash tag, e.g. "{orders}" and "{orders}:dead"): the dead letter and the
+	// XACK are one MULTI. Required.
+	DeadLetterStream string
+
+	// MaxDeliveries is how many deliveries an entry gets before it is
+	// dead-lettered. Retries are for storage failures, so MaxDeliveries
+	// times ClaimIdle is about how long a database outage may last before
+	// entries are dead-lettered. Defaults to DefaultMaxDeliveries.
+	MaxDeliveries int64
+
+	// ClaimIdle is how long an entry stays pending (not acknowledged) before
+	// a Consumer claims it again: the retry delay, and how soon the entries
+	// of a crashed Consumer move on. It must exceed the longest accept.
+	// Defaults to DefaultClaimIdle.
+	ClaimIdle time.Duration
+
+	// Block is how long one XREADGROUP waits for new entries; Run notices a
+	// cancelled context within it. Defaults to DefaultBlock.
+	Block time.Duration
+
+	// BatchSize is how many entries are read, and accepted concurrently, at
+	// once. Defaults to DefaultBatchSize.
+	BatchSize int64
+
+	// Logger receives the consumer's logs. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Consumer == "" {
+		host, _ := os.Hostname()
+		c.Consumer = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if c.IDField == "" {
+		c.IDField = DefaultIDField
+	}
+	if c.MaxDeliveries == 0 {
+		c.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if c.ClaimIdle == 0 {
+		c.ClaimIdle = DefaultClaimIdle
+	}
+	if c.Block == 0 {
+		c.Block = DefaultBlock
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Redis == nil:
+		return errors.New("pginbox/redisstream: Config.Redis is nil: pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
+	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
+		return errors.New("pginbox/redisstream: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+	case c.Stream == "":
+		return errors.New("pginbox/redisstream: Config.Stream is required: name the stream to consume")
+	case c.Group == "":
+		return errors.New("pginbox/redisstream: Config.Group is required: name the consumer group")
+	case c.Decode == nil:
+		return errors.New("pginbox/redisstream: Config.Decode is required: map an entry to an inbox.Message")
+	case c.DeadLetterStream == "":
+		return errors.New("pginbox/redisstream: Config.DeadLetterStream is required: name the stream for rejected entries")
+	case c.DeadLetterStream == c.Stream:
+		return errors.New("pginbox/redisstream: Config.DeadLetterStream must differ from Stream")
+	case c.MaxDeliveries < 1:
+		return fmt.Errorf("pginbox/redisstream: Config.MaxDeliveries is %d: it must be at least 1", c.MaxDeliveries)
+	case c.ClaimIdle < 10*time.Millisecond:
+		return fmt.Errorf("pginbox/redisstream: Config.ClaimIdle is %v: it must be at least 10ms", c.ClaimIdle)
+	case c.Block < time.Millisecond:
+		return fmt.Errorf("pginbox/redisstream: Config.Block is %v: it must be at least 1ms", c.Block)
+	case c.BatchSize < 1:
+		return fmt.Errorf("pginbox/redisstream: Config.BatchSize is %d: it must be at least 1", c.BatchSize)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package redisstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/transport/internal/settle"
+)
+
+// Consumer moves entries from a Redis stream's consumer group into the
+// inbox. Create it with New and run it with Run.
+type Consumer struct {
+	rdb redis.UniversalClient
+	acc Accepter
+	cfg Config
+	log *slog.Logger
+
+	// lastErr remembers why an entry was last retried, for its dead letter
+	// when its deliveries run out.
+	lastErr settle.LastErrors[string]
+}
+
+// NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
+func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
+	if acc == nil {
+		return nil, errors.New("pginbox/redisstream: NewConsumer: accepter is nil: pass an *inbox.Client")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		rdb: cfg.Redis,
+		acc: acc,
+		cfg: cfg,
+		log: cfg.Logger.With("stream", cfg.Stream, "group", cfg.Group, "consumer", cfg.Consumer),
+	}, nil
+}
+
+// Backoff after a failed Redis call.
+const (
+	backoffStart = 100 * time.Millisecond
+	backoffMax   = 5 * time.Second
+)
+
+// Run consumes until ctx is cancelled, then finishes the entries it holds
+// and returns nil. Redis errors (a lost connection, a server restart, a
+// deleted group) are logged and retried with backoff.
+func (c *Consumer) Run(ctx context.Context) error {
+	wait := backoffStart
+	groupReady := false
+	nextClaim := time.Now()
+	for ctx.Err() == nil {
+		err := func() error {
+			if !groupReady {
+				if err := c.createGroup(ctx); err != nil {
+					return err
+				}
+				groupReady = true
+			}
+			if !time.Now().Before(nextClaim) {
+				if err := c.reclaim(ctx); err != nil {
+					return err
+				}
+				nextClaim = time.Now().Add(c.cfg.ClaimIdle / 2)
+			}
+			return c.read(ctx)
+		}()
+		if err == nil {
+			wait = backoffStart
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		if isNoGroup(err) {
+			groupReady = false
+		}
+		c.log.Warn("pginbox/redisstream: Redis call failed; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, backoffMax)
+	}
+	return nil
+}
+
+// createGroup creates the group at the start of the stream (and the stream)
+// unless it exists.
+func (c *Consumer) createGroup(ctx context.Context) error {
+	err := c.rdb.XGroupCreateMkStream(ctx, c.cfg.Stream, c.cfg.Group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("pginbox/redisstream: creating group %q: %w", c.cfg.Group, err)
+	}
+	return nil
+}
+
+func isNoGroup(err error) bool { return strings.Contains(err.Error(), "NOGROUP") }
+
+// read handles the new entries one XREADGROUP returns.
+func (c *Consumer) read(ctx context.Context) error {
+	streams, err := c.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group:    c.cfg.Group,
+		Consumer: c.cfg.Consumer,
+		Streams:  []string{c.cfg.Stream, ">"},
+		Count:    c.cfg.BatchSize,
+		Block:    c.cfg.Block,
+	}).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil // nothing new within Block
+	}
+	if err != nil {
+		return fmt.Errorf("pginbox/redisstream: XREADGROUP: %w", err)
+	}
+	for _, s := range streams {
+		c.handleAll(ctx, s.Messages, nil)
+	}
+	return nil
+}
+
+// reclaim takes over the entries pending longer than ClaimIdle (retries, and
+// entries of crashed consumers) with XAUTOCLAIM, reads their delivery counts
+// with XPENDING, and handles or dead-letters them.
+func (c *Consumer) reclaim(ctx context.Context) error {
+	start := "0-0"
+	for {
+		msgs, next, err := c.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
+			Stream:   c.cfg.Stream,
+			Group:    c.cfg.Group,
+			Consumer: c.cfg.Consumer,
+			MinIdle:  c.cfg.ClaimIdle,
+			Start:    start,
+			Count:    c.cfg.BatchSize,
+		}).Result()
+		if err != nil {
+			return fmt.Errorf("pginbox/redisstream: XAUTOCLAIM: %w", err)
+		}
+		if len(msgs) > 0 {
+			counts, err := c.deliveries(ctx, msgs)
+			if err != nil {
+				return err
+			}
+			c.handleAll(ctx, msgs, counts)
+		}
+		if next == "0-0" || next == "" {
+			return nil
+		}
+		start = next
+	}
+}
+
+// deliveries reads the delivery counts of entries this consumer just
+// claimed.
+func (c *Consumer) deliveries(ctx context.Context, msgs []redis.XMessage) (map[string]int64, error) {
+	pending, err := c.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream:   c.cfg.Stream,
+		Group:    c.cfg.Group,
+		Start:    msgs[0].ID,
+		End:      msgs[len(msgs)-1].ID,
+		Count:    int64(len(msgs)),
+		Consumer: c.cfg.Consumer,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("pginbox/redisstream: XPENDING: %w", err)
+	}
+	counts := make(map[string]int64, len(pending))
+	for _, p := range pending {
+		counts[p.ID] = p.RetryCount
+	}
+	return counts, nil
+}
+
+// handleAll handles a batch concurrently. counts holds the delivery counts of
+// claimed entries; nil means first deliveries.
+func (c *Consumer) handleAll(ctx context.Context, msgs []redis.XMessage, counts map[string]int64) {
+	var wg sync.WaitGroup
+	for _, m := range msgs {
+		delivered := int64(1)
+		if counts != nil {
+			n, ok := counts[m.ID]
+			if !ok {
+				continue // claimed by another consumer since, or acknowledged
+			}
+			delivered = n
+		}
+		wg.Go(func() { c.handle(ctx, m, delivered) })
+	}
+	wg.Wait()
+}

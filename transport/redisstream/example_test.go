@@ -1,0 +1,89 @@
+package redisstream_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/redisstream"
+)
+
+// A Consumer accepts each entry of a stream into the inbox and acknowledges
+// it only after the accept committed. It needs Redis (INBOX_TEST_REDIS_ADDR,
+// default 127.0.0.1:6379).
+func Example() {
+	ctx := context.Background()
+	dsn, dropDB := exampleDSN()
+	defer dropDB()
+	pool, err := pgxpool.New(ctx, dsn)
+	must(err)
+	defer pool.Close()
+	client, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{"orders.projection.v1"}})
+	must(err)
+
+	rdb := redis.NewClient(&redis.Options{Addr: exampleRedisAddr()})
+	defer rdb.Close()
+	id := randomID() // unique keys: examples and tests share the server
+	stream, dead := "example:"+id+":orders", "example:"+id+":dead"
+	defer rdb.Del(ctx, stream, dead)
+
+	consumer, err := redisstream.NewConsumer(client, redisstream.Config{
+		Redis:            rdb,
+		Scope:            inbox.Tenant("acme"), // the stream's tenant: configuration, never an entry
+		Stream:           stream,
+		Group:            "orders-inbox",
+		DeadLetterStream: dead,
+		Decode: func(m redis.XMessage) (inbox.Message, error) {
+			payload, ok := m.Values["payload"].(string)
+			if !ok {
+				return inbox.Message{}, errors.New("no payload field")
+			}
+			return inbox.Message{
+				// MessageID stays empty: the message_id field is used.
+				Identity:      inbox.Identity{Source: "shop", Consumer: "orders.projection.v1"},
+				EventType:     "order.created",
+				SchemaVersion: 1,
+				Payload:       json.RawMessage(payload),
+			}, nil
+		},
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	must(err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- consumer.Run(runCtx) }()
+
+	must(rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{
+		"message_id": "evt-1", "payload": `{"orderId":"o-1"}`,
+	}}).Err())
+	var status string
+	for i := 0; status == "" && i < 3000; i++ { // up to 30s
+		time.Sleep(10 * time.Millisecond)
+		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts WHERE message_id = 'evt-1'`).Scan(&status)
+	}
+	fmt.Println("evt-1:", status)
+	stop()
+	must(<-done)
+	// Output: evt-1: PENDING
+}
+
+func exampleRedisAddr() string {
+	if v := os.Getenv("INBOX_TEST_REDIS_ADDR"); v != "" {
+		return v
+	}
+	return "127.0.0.1:6379"
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
