@@ -249,7 +249,7 @@ func TestStatusListsMigrations(t *testing.T) {
 func TestV2ReceiptsStillDeduplicateAfterPayloadText(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, pool := open(t, pgtest.EmptyDB(t))
+	db, pool := open(t, inboxtest.EmptyDatabase(t))
 	m := migrator(t, db)
 	_, err := m.UpTo(ctx, 2)
 	is.NoErr(err)
@@ -305,7 +305,7 @@ func TestV2ReceiptsStillDeduplicateAfterPayloadText(t *testing.T) {
 func TestDownToV1RefusesWithAuditRows(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
-	db, pool := open(t, pgtest.EmptyDB(t))
+	db, pool := open(t, inboxtest.EmptyDatabase(t))
 	m := migrator(t, db)
 	_, err := m.Up(ctx)
 	is.NoErr(err)
