@@ -173,3 +173,18 @@ func (r *Registry) Consumers() []string {
 	sort.Strings(out)
 	return out
 }
+
+type msgKey struct{}
+
+// ContextWithMsg returns ctx carrying m. The worker gives every handler such
+// a context, so code the handler calls (an outbox Emit, a tracer) can find
+// the message it runs for without extra parameters.
+func ContextWithMsg(ctx context.Context, m *Msg) context.Context {
+	return context.WithValue(ctx, msgKey{}, m)
+}
+
+// MsgFromContext returns the message a handler's context carries, if any.
+func MsgFromContext(ctx context.Context) (*Msg, bool) {
+	m, ok := ctx.Value(msgKey{}).(*Msg)
+	return m, ok
+}

@@ -311,7 +311,7 @@ func (r *run) callHandler(j *job, tx *handlerTx) error {
 	}
 	watchdog := time.AfterFunc(w.cfg.HandlerTimeout+HungHandlerGrace, func() { r.abandon(j, errHandlerHung(w.cfg.HandlerTimeout)) })
 	j.msg.Tx = tx
-	err := invoke(j.ctx, j.fn, j.msg)
+	err := invoke(handler.ContextWithMsg(j.ctx, j.msg), j.fn, j.msg)
 	watchdog.Stop()
 	if !r.state.CompareAndSwap(runInHandler, runIdle) {
 		return ErrWorkerShutdown // abandoned meanwhile: the run's receipts were settled for it
