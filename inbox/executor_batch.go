@@ -124,6 +124,7 @@ func (w *Worker) runInSavepoint(r *run, tx pgx.Tx, sctx context.Context, j *job)
 	case len(rows) == 0:
 		sp.Rollback(sctx)
 		j.log.Warn("pginbox worker: lease lost before the handler started; another worker owns the receipt")
+		j.lost = true
 		return savepointLost
 	default:
 		if j.err = j.load(rows[0]); j.err == nil {

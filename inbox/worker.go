@@ -47,6 +47,7 @@ type Worker struct {
 	abandonedSlots atomic.Int64
 	active         activeRuns
 	beginQuery     string
+	events         eventHub
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).
