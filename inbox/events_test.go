@@ -89,7 +89,7 @@ func TestBlockedSubscriberDoesNotStopTheWorker(t *testing.T) {
 	is.Equal(done, n)
 	is.Equal(countRows(t, pool, "status = 'COMPLETED'"), n)
 	is.Equal(blocked.Dropped(), uint64(2*n-1)) // n claimed + n completed, one fits
-	is.Equal(len(only.C()), n)                   // filtered to its kind, nothing dropped
+	is.Equal(len(only.C()), n)                 // filtered to its kind, nothing dropped
 	is.Equal(only.Dropped(), uint64(0))
 }
 

@@ -88,6 +88,7 @@ type run struct {
 	// state is runIdle, runInHandler or runAbandoned.
 	state   atomic.Int32
 	current atomic.Pointer[job] // the job whose handler runs now
+	pid     atomic.Uint32       // the server process of its open transaction
 	mu      sync.Mutex          // serializes settling with abandoning
 	// over is closed when every receipt of the run reached an outcome here:
 	// when the run returns, or when it is abandoned.
@@ -218,6 +219,7 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	}
 	// Rollback after Commit is a no-op.
 	defer tx.Rollback(context.Background())
+	defer r.pid.Store(0)
 
 	ids := make([]string, len(jobs))
 	tokens := make([]string, len(jobs))
@@ -231,6 +233,7 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	started := make(map[ID]db.ReceiptStartRow, len(rows))
 	for _, row := range rows {
 		started[row.ID] = row
+		r.pid.Store(uint32(row.BackendPid))
 	}
 	running := make([]*job, 0, len(rows))
 	for _, j := range jobs {
@@ -364,6 +367,15 @@ func (r *run) abandon(hung *job, cause error) {
 	}
 	hung.log.Error("pginbox worker: abandoning a handler that does not return; its slot stays out of use until it does",
 		"error", cause, "slots_abandoned", w.abandonedSlots.Load(), "concurrency", w.cfg.Concurrency)
+	// Its transaction holds the run's receipts: end it, so recording their
+	// outcomes does not wait for the session's idle timeout.
+	if pid := r.pid.Load(); pid != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
+		if _, err := db.New(w.pool).BackendTerminate(ctx, int32(pid)); err != nil {
+			hung.log.Warn("pginbox worker: ending the abandoned handler's session failed; its receipts wait for the session's idle timeout", "error", err)
+		}
+		cancel()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, j := range r.jobs {

@@ -239,9 +239,13 @@ func (w *Worker) Stop(ctx context.Context) error {
 		w.releaseQueued()
 		close(abandoned)
 	}()
+	// Recording their attempts is quick once their sessions are ended: wait
+	// for it a moment even past ctx, for the same reason as above.
+	settled := time.NewTimer(stopReleaseWait)
+	defer settled.Stop()
 	select {
 	case <-abandoned:
-	case <-ctx.Done():
+	case <-settled.C:
 	}
 	err := fmt.Errorf("pginbox: worker stop: %d handler slots did not return after cancellation; their receipts were recorded as failed attempts", w.abandonedSlots.Load())
 	if ctx.Err() != nil {
