@@ -284,6 +284,11 @@ func (w *Worker) commit(tx pgx.Tx, jobs []*job) error {
 	err := tx.Commit(ctx)
 	switch {
 	case err == nil:
+		if w.hooks.afterCommit != nil {
+			for _, j := range jobs {
+				w.hooks.afterCommit(j.l.r.ID)
+			}
+		}
 		return nil
 	case certainlyNotCommitted(ctx, err):
 		return fmt.Errorf("committing: %w", err)

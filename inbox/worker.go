@@ -75,6 +75,7 @@ type runState struct {
 type testHooks struct {
 	afterClaim   func(claimed int)
 	beforeCommit func(id ID)
+	afterCommit  func(id ID)
 	noHeartbeat  bool // a worker stalled by a pause or a partition
 }
 
