@@ -4,7 +4,9 @@
 // no dependencies beyond the standard library; every page works without
 // JavaScript.
 //
-//	h, err := console.New(inbox.NewAdmin(pool, nil), console.Config{
+//	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{})
+//	...
+//	h, err := console.New(admin, console.Config{
 //		Prefix: "/inbox",
 //		Authenticate: func(r *http.Request) (string, console.Scope, error) {
 //			u, err := sessions.User(r) // your application's sign-in
@@ -161,7 +163,7 @@ func checkActor(a string) error {
 // Content-Security-Policy, no framing, and no caching of pages.
 func New(admin *inbox.Admin, cfg Config) (http.Handler, error) {
 	if admin == nil {
-		return nil, errors.New("console: New: admin is nil; pass inbox.NewAdmin(pool, nil)")
+		return nil, errors.New("console: New: admin is nil; pass the *inbox.Admin from inbox.NewAdmin")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {

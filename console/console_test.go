@@ -24,7 +24,7 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	admin := inbox.NewAdmin(pool, nil)
+	admin := mustAdmin(t, pool)
 	hook := func(*http.Request) (string, console.Scope, error) { return "a", console.AllScopes(), nil }
 
 	if _, err := console.New(nil, console.Config{}); err == nil || !strings.Contains(err.Error(), "admin is nil") {

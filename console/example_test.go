@@ -25,7 +25,11 @@ func ExampleNew() {
 		operator bool
 	}{"token-alice": {tenant: "acme"}, "token-ops": {operator: true}}
 
-	h, err := console.New(inbox.NewAdmin(pool, nil), console.Config{
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{})
+	if err != nil {
+		panic(err)
+	}
+	h, err := console.New(admin, console.Config{
 		Prefix: "/inbox",
 		Authenticate: func(r *http.Request) (string, console.Scope, error) {
 			token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")

@@ -28,7 +28,7 @@ func serveAdmin(t *testing.T, admin *inbox.Admin) *browser {
 
 func TestSchemaNotMigrated(t *testing.T) {
 	t.Parallel()
-	b := serveAdmin(t, inbox.NewAdmin(newEmptyPool(t), &inbox.AdminConfig{Logger: quietLog}))
+	b := serveAdmin(t, mustAdmin(t, newEmptyPool(t)))
 	for _, path := range []string{"/", "/receipts", "/dead", "/purge?older_than=30d"} {
 		res := b.get(path)
 		wantCode(t, res, http.StatusServiceUnavailable)
@@ -43,13 +43,13 @@ func TestDatabaseUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	b := serveAdmin(t, inbox.NewAdmin(pool, &inbox.AdminConfig{Logger: quietLog}))
+	b := serveAdmin(t, mustAdmin(t, pool))
 	res := b.get("/")
 	wantCode(t, res, http.StatusInternalServerError)
 	wantBody(t, res, "The database call failed", "Check that PostgreSQL is reachable", "nonexistent-pginbox-socket-dir")
 
 	// A tenant's user learns that it failed, not where the database is.
-	h, err := console.New(inbox.NewAdmin(pool, &inbox.AdminConfig{Logger: quietLog}), console.Config{Logger: quietLog, Authenticate: tenantHook})
+	h, err := console.New(mustAdmin(t, pool), console.Config{Logger: quietLog, Authenticate: tenantHook})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{pool: pool, client: c, admin: inbox.NewAdmin(pool, &inbox.AdminConfig{Logger: quietLog})}
+	f := &fixture{pool: pool, client: c, admin: mustAdmin(t, pool)}
 	f.dead = f.accept(t, inbox.Tenant("tenant-a"), "evt-1", map[string]string{"orderId": "o-1"}, nil)
 	f.completed = f.accept(t, inbox.Tenant("tenant-a"), "evt-2", map[string]string{"orderId": "o-2"}, nil)
 	f.pending = f.accept(t, inbox.Tenant("tenant-a"), "evt-3", map[string]string{"orderId": "o-3"}, nil)
@@ -228,3 +228,13 @@ var errSignIn = &signInError{}
 type signInError struct{}
 
 func (*signInError) Error() string { return "sign in at /login first" }
+
+// mustAdmin returns an Admin on pool with the tests' quiet logger.
+func mustAdmin(t testing.TB, pool *pgxpool.Pool) *inbox.Admin {
+	t.Helper()
+	a, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

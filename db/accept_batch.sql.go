@@ -27,7 +27,7 @@ WITH inserted AS (
         unnest($7::text[]),
         unnest($8::integer[]),
         unnest($9::bytea[]),
-        unnest($10::text[])::jsonb,
+        unnest($10::text[])::json,
         unnest($11::text[])::jsonb,
         $12::integer
     ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL

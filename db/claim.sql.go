@@ -41,8 +41,8 @@ SET status = 'PROCESSING',
 FROM due
 WHERE r.id = due.id
 RETURNING r.id, r.claim_token, r.scope_kind, r.scope_id, r.source, r.consumer,
-    r.message_id, r.event_type, r.schema_version, r.payload, r.metadata,
-    r.attempts, r.max_attempts, r.created_at
+    r.message_id, r.event_type, r.schema_version, r.attempts, r.max_attempts,
+    r.created_at
 `
 
 type ReceiptClaimParams struct {
@@ -61,8 +61,6 @@ type ReceiptClaimRow struct {
 	MessageID     string
 	EventType     string
 	SchemaVersion int32
-	Payload       *string
-	Metadata      string
 	Attempts      int32
 	MaxAttempts   int32
 	CreatedAt     time.Time
@@ -72,6 +70,9 @@ type ReceiptClaimRow struct {
 // SKIP LOCKED lets any number of workers claim at once without waiting on each
 // other; every claim gets a fresh token that fences the completion and failure
 // updates. With several consumers a few extra rows may be locked until commit.
+// Payloads are not returned: the handler's transaction loads them
+// (ReceiptStart), so a payload the server cannot produce fails that receipt's
+// attempt alone instead of every claim of its consumer.
 func (q *Queries) ReceiptClaim(ctx context.Context, arg ReceiptClaimParams) ([]ReceiptClaimRow, error) {
 	rows, err := q.db.Query(ctx, receiptClaim, arg.LeaseMs, arg.Consumers, arg.MaxCount)
 	if err != nil {
@@ -91,8 +92,6 @@ func (q *Queries) ReceiptClaim(ctx context.Context, arg ReceiptClaimParams) ([]R
 			&i.MessageID,
 			&i.EventType,
 			&i.SchemaVersion,
-			&i.Payload,
-			&i.Metadata,
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.CreatedAt,

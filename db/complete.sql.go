@@ -11,32 +11,66 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 )
 
-const receiptComplete = `-- name: ReceiptComplete :execrows
-UPDATE pginbox_receipts
+const receiptStart = `-- name: ReceiptStart :many
+UPDATE pginbox_receipts r
 SET status = 'COMPLETED',
     claim_token = NULL,
     lease_expires_at = NULL,
     last_error = NULL,
     completed_at = now(),
     updated_at = now(),
-    version = version + 1
-WHERE id = $1 AND claim_token = $2
+    version = r.version + 1
+FROM (
+    SELECT unnest($1::text[])::uuid AS id,
+           unnest($2::text[])::uuid AS token
+) AS held
+WHERE r.id = held.id AND r.claim_token = held.token
+RETURNING r.id, r.payload, r.metadata, pg_backend_pid() AS backend_pid
 `
 
-type ReceiptCompleteParams struct {
-	ID         inboxtype.ID
-	ClaimToken inboxtype.ID
+type ReceiptStartParams struct {
+	Ids    []string
+	Tokens []string
 }
 
-// Runs inside the handler's transaction. Zero rows means the claim was lost, and the
-// caller must roll back the handler's writes with it.
+type ReceiptStartRow struct {
+	ID         inboxtype.ID
+	Payload    *string
+	Metadata   string
+	BackendPid int32
+}
+
+// Runs first in a handler's transaction: completes the claimed receipts the
+// worker still holds, fenced by their tokens, and returns their payloads. The
+// row locks keep every other worker, recovery and admin change away until the
+// transaction ends; the handlers then run in it, and their writes commit
+// together with the completions or roll back with them. A receipt missing
+// from the result was lost (recovered or re-claimed elsewhere): its handler
+// must not run. backend_pid is the server process running the transaction
+// (also behind a pooler), for ending it if its handler hangs. The set-returning functions in one select list advance in
+// lockstep, zipping the arrays; IDs travel as text for the simple protocol.
 // The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
-// Adding "status = 'PROCESSING'" would let the planner scan a partial index of
-// all PROCESSING rows instead of the primary key.
-func (q *Queries) ReceiptComplete(ctx context.Context, arg ReceiptCompleteParams) (int64, error) {
-	result, err := q.db.Exec(ctx, receiptComplete, arg.ID, arg.ClaimToken)
+func (q *Queries) ReceiptStart(ctx context.Context, arg ReceiptStartParams) ([]ReceiptStartRow, error) {
+	rows, err := q.db.Query(ctx, receiptStart, arg.Ids, arg.Tokens)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	items := []ReceiptStartRow{}
+	for rows.Next() {
+		var i ReceiptStartRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Payload,
+			&i.Metadata,
+			&i.BackendPid,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

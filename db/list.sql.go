@@ -13,9 +13,10 @@ import (
 )
 
 const receiptList = `-- name: ReceiptList :many
-SELECT id, scope_kind, scope_id, source, consumer, message_id, event_type,
-    schema_version, status, attempts, max_attempts, available_at, last_error,
-    created_at, updated_at, completed_at, version, replay_of, payload_purged_at
+SELECT id, source, consumer, message_id, event_type, schema_version, fingerprint,
+    NULL::json AS payload, '{}'::jsonb AS metadata, status, attempts, max_attempts,
+    available_at, claim_token, lease_expires_at, last_error, created_at, updated_at,
+    completed_at, scope_kind, scope_id, version, replay_of, payload_purged_at
 FROM pginbox_receipts r
 WHERE ($1::boolean
        OR (r.scope_kind = $2::text AND r.scope_id = $3::text))
@@ -44,28 +45,34 @@ type ReceiptListParams struct {
 
 type ReceiptListRow struct {
 	ID              inboxtype.ID
-	ScopeKind       string
-	ScopeID         string
 	Source          string
 	Consumer        string
 	MessageID       string
 	EventType       string
 	SchemaVersion   int32
+	Fingerprint     []byte
+	Payload         *string
+	Metadata        string
 	Status          string
 	Attempts        int32
 	MaxAttempts     int32
 	AvailableAt     time.Time
+	ClaimToken      inboxtype.ID
+	LeaseExpiresAt  *time.Time
 	LastError       *string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	CompletedAt     *time.Time
+	ScopeKind       string
+	ScopeID         string
 	Version         int64
 	ReplayOf        inboxtype.ID
 	PayloadPurgedAt *time.Time
 }
 
 // One page of receipts in ID order (ULIDs sort by creation time), after the
-// @after cursor. Payloads and metadata are left out; ReceiptGet has them. Empty
+// @after cursor. Payloads and metadata are left out (ReceiptGet has them), but the
+// columns match ReceiptGet's, so one mapping serves both. Empty
 // filters match everything; callers fetch one row more than they show to know
 // whether another page exists.
 func (q *Queries) ReceiptList(ctx context.Context, arg ReceiptListParams) ([]ReceiptListRow, error) {
@@ -90,21 +97,26 @@ func (q *Queries) ReceiptList(ctx context.Context, arg ReceiptListParams) ([]Rec
 		var i ReceiptListRow
 		if err := rows.Scan(
 			&i.ID,
-			&i.ScopeKind,
-			&i.ScopeID,
 			&i.Source,
 			&i.Consumer,
 			&i.MessageID,
 			&i.EventType,
 			&i.SchemaVersion,
+			&i.Fingerprint,
+			&i.Payload,
+			&i.Metadata,
 			&i.Status,
 			&i.Attempts,
 			&i.MaxAttempts,
 			&i.AvailableAt,
+			&i.ClaimToken,
+			&i.LeaseExpiresAt,
 			&i.LastError,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CompletedAt,
+			&i.ScopeKind,
+			&i.ScopeID,
 			&i.Version,
 			&i.ReplayOf,
 			&i.PayloadPurgedAt,

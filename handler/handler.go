@@ -20,6 +20,12 @@ import (
 // must go through Tx: the worker adds the completion update to the same
 // transaction and commits both together, or neither.
 type Msg struct {
+	// Tx is the message's transaction. It does everything a pgx.Tx does (Exec,
+	// Query, QueryRow, CopyFrom, SendBatch, nested savepoints through Begin, an
+	// application's sqlc Queries) except end the transaction: the worker owns
+	// the commit. Commit and Rollback return ErrTxOwnedByWorker, and the
+	// receipt goes DEAD, because a handler that commits by itself would apply
+	// its writes again on every retry.
 	Tx pgx.Tx
 
 	ReceiptID     inboxtype.ID
@@ -33,7 +39,8 @@ type Msg struct {
 	Attempt     int
 	MaxAttempts int
 	Metadata    map[string]string
-	// Payload is the canonical JSON stored at accept.
+	// Payload is the canonical JSON stored at accept, byte for byte: the text
+	// the fingerprint covers (RFC 8785 key order, exact numbers).
 	Payload json.RawMessage
 }
 
@@ -41,6 +48,10 @@ type Msg struct {
 // handler deadline. Returning nil completes the receipt; an error rolls back the
 // transaction and schedules a retry, unless it is Permanent.
 type Func func(ctx context.Context, m *Msg) error
+
+// Middleware wraps a handler: tracing, metrics, logging, panics policy. It
+// runs inside the message's transaction, around the handler call.
+type Middleware func(next Func) Func
 
 // Key selects the handler for a message.
 type Key struct {
@@ -52,6 +63,10 @@ type Key struct {
 func (k Key) String() string {
 	return fmt.Sprintf("%s <- %s v%d", k.Consumer, k.EventType, k.SchemaVersion)
 }
+
+// ErrTxOwnedByWorker is what Msg.Tx's Commit and Rollback return. Return nil
+// from the handler to commit, or an error to roll back.
+var ErrTxOwnedByWorker = errors.New("pginbox: the worker owns the handler's transaction: return nil to commit it with the completion, or an error to roll it back; do not call Commit or Rollback on m.Tx")
 
 // ErrPermanent matches errors wrapped with Permanent.
 var ErrPermanent = errors.New("permanent failure")
@@ -161,4 +176,19 @@ func (r *Registry) Consumers() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+type msgKey struct{}
+
+// ContextWithMsg returns ctx carrying m. The worker gives every handler such
+// a context, so code the handler calls (an outbox Emit, a tracer) can find
+// the message it runs for without extra parameters.
+func ContextWithMsg(ctx context.Context, m *Msg) context.Context {
+	return context.WithValue(ctx, msgKey{}, m)
+}
+
+// MsgFromContext returns the message a handler's context carries, if any.
+func MsgFromContext(ctx context.Context) (*Msg, bool) {
+	m, ok := ctx.Value(msgKey{}).(*Msg)
+	return m, ok
 }

@@ -37,19 +37,8 @@ type BatchItem struct {
 // others.
 func (it BatchItem) Action() Action { return ActionFor(it.Err) }
 
-// AcceptBatch accepts many messages with one multi-row insert and one commit, for
-// transports that acknowledge per batch (Kafka offsets, NATS ack-all). It returns
-// one item per message, in order. An invalid or conflicting message does not stop
-// the others; repeats of one identity inside the batch resolve to one receipt
-// (the first wins; a repeat is a Duplicate of it, or a Conflict when its content
-// differs).
-//
-// The error is for the whole batch, and then no item is reliable: a storage
-// failure, or ErrCommitUncertain when the connection failed after the insert was
-// sent. Do not acknowledge any message then; redeliveries reconcile.
-//
-// The batch travels in one statement, so bound its size (hundreds, not millions).
-func (c *Client) AcceptBatch(ctx context.Context, msgs []Message) ([]BatchItem, error) {
+// acceptBatch1 is AcceptBatch without middleware.
+func (c *Client) acceptBatch1(ctx context.Context, msgs []Message) ([]BatchItem, error) {
 	items, valid := c.prepareBatch(msgs)
 	if len(valid) == 0 {
 		return items, nil
@@ -65,10 +54,8 @@ func (c *Client) AcceptBatch(ctx context.Context, msgs []Message) ([]BatchItem, 
 	return items, nil
 }
 
-// AcceptBatchTx is AcceptBatch inside the caller's transaction: the receipts
-// commit or roll back with it, and the caller owns the commit. Whatever items
-// say, nothing is stored unless tx commits.
-func (c *Client) AcceptBatchTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([]BatchItem, error) {
+// acceptBatchTx is AcceptBatchTx without middleware.
+func (c *Client) acceptBatchTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([]BatchItem, error) {
 	items, valid := c.prepareBatch(msgs)
 	if len(valid) == 0 {
 		return items, nil
@@ -82,7 +69,7 @@ func (c *Client) AcceptBatchTx(ctx context.Context, tx pgx.Tx, msgs []Message) (
 // batchEntry is a validated message and its position in the caller's batch.
 type batchEntry struct {
 	pos int
-	p   db.ReceiptAcceptParams
+	d   *draft
 }
 
 // prepareBatch validates every message: invalid ones get their item now, the
@@ -91,32 +78,23 @@ func (c *Client) prepareBatch(msgs []Message) ([]BatchItem, []batchEntry) {
 	items := make([]BatchItem, len(msgs))
 	valid := make([]batchEntry, 0, len(msgs))
 	for i, m := range msgs {
-		p, err := c.prepare(m)
+		d, err := c.prepare(m)
 		if err != nil {
 			items[i] = BatchItem{Outcome: Invalid, Err: err}
 			continue
 		}
-		valid = append(valid, batchEntry{pos: i, p: p})
+		valid = append(valid, batchEntry{pos: i, d: d})
 	}
 	return items, valid
 }
 
-// identityKey is a receipt identity as a map key.
-type identityKey struct {
-	scopeKind, scopeID, source, consumer, messageID string
-}
-
-func keyOf(p *db.ReceiptAcceptParams) identityKey {
-	return identityKey{p.ScopeKind, p.ScopeID, p.Source, p.Consumer, p.MessageID}
-}
-
-func compareKeys(a, b identityKey) int {
+func compareIdentities(a, b Identity) int {
 	return cmp.Or(
-		cmp.Compare(a.scopeKind, b.scopeKind),
-		cmp.Compare(a.scopeID, b.scopeID),
-		cmp.Compare(a.source, b.source),
-		cmp.Compare(a.consumer, b.consumer),
-		cmp.Compare(a.messageID, b.messageID),
+		cmp.Compare(a.Scope.Kind, b.Scope.Kind),
+		cmp.Compare(a.Scope.ID, b.Scope.ID),
+		cmp.Compare(a.Source, b.Source),
+		cmp.Compare(a.Consumer, b.Consumer),
+		cmp.Compare(a.MessageID, b.MessageID),
 	)
 }
 
@@ -134,10 +112,10 @@ type holder struct {
 // statement is also the commit.
 func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, entries []batchEntry, autocommit bool, set func(pos int, it BatchItem)) error {
 	// First occurrence of each identity wins; later ones resolve against it.
-	first := make(map[identityKey]int, len(entries))
+	first := make(map[Identity]int, len(entries))
 	distinct := make([]int, 0, len(entries))
 	for i := range entries {
-		k := keyOf(&entries[i].p)
+		k := entries[i].d.identity
 		if _, seen := first[k]; !seen {
 			first[k] = i
 			distinct = append(distinct, i)
@@ -146,7 +124,7 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, entries []batch
 	// One global insert order: two batches inserting overlapping identities wait
 	// on each other's uncommitted rows in the same order, so they cannot deadlock.
 	slices.SortFunc(distinct, func(a, b int) int {
-		return compareKeys(keyOf(&entries[a].p), keyOf(&entries[b].p))
+		return compareIdentities(entries[a].d.identity, entries[b].d.identity)
 	})
 
 	n := len(distinct)
@@ -165,44 +143,44 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, entries []batch
 		MaxAttempts:    int32(c.cfg.MaxAttempts),
 	}
 	for j, i := range distinct {
-		p := &entries[i].p
-		arg.Ids[j] = p.ID.UUIDString()
-		arg.ScopeKinds[j] = p.ScopeKind
-		arg.ScopeIds[j] = p.ScopeID
-		arg.Sources[j] = p.Source
-		arg.Consumers[j] = p.Consumer
-		arg.MessageIds[j] = p.MessageID
-		arg.EventTypes[j] = p.EventType
-		arg.SchemaVersions[j] = p.SchemaVersion
-		arg.Fingerprints[j] = p.Fingerprint
-		arg.Payloads[j] = *p.Payload
-		arg.Metadatas[j] = p.Metadata
+		d := entries[i].d
+		arg.Ids[j] = d.id.UUIDString()
+		arg.ScopeKinds[j] = string(d.identity.Scope.Kind)
+		arg.ScopeIds[j] = d.identity.Scope.ID
+		arg.Sources[j] = d.identity.Source
+		arg.Consumers[j] = d.identity.Consumer
+		arg.MessageIds[j] = d.identity.MessageID
+		arg.EventTypes[j] = d.eventType
+		arg.SchemaVersions[j] = d.schemaVersion
+		arg.Fingerprints[j] = d.fingerprint[:]
+		arg.Payloads[j] = d.payload
+		arg.Metadatas[j] = d.metadata
 	}
 	// Inside a caller's transaction the wake-up must roll back with it; on its
 	// own, the batch's wake-up may be coalesced with other accepts'.
 	arg.Notify = !autocommit || c.wakeups.inline()
 	inserted, err := q.ReceiptAcceptBatch(ctx, arg)
 	if err != nil {
-		if autocommit {
-			return commitError(ctx, err)
+		if autocommit && !certainlyNotCommitted(ctx, err) {
+			return fmt.Errorf("%w: %w", ErrCommitUncertain, err)
 		}
 		return dbError("accept batch", err)
 	}
 	if !arg.Notify && len(inserted) > 0 {
 		for _, i := range distinct {
-			c.wakeups.later(entries[i].p.Consumer)
+			c.wakeups.later(entries[i].d.identity.Consumer)
 		}
 	}
 
-	holders := make(map[identityKey]holder, n)
+	holders := make(map[Identity]holder, n)
 	if len(inserted) > 0 {
 		byID := make(map[ID]int, n)
 		for _, i := range distinct {
-			byID[entries[i].p.ID] = i
+			byID[entries[i].d.id] = i
 		}
 		for _, id := range inserted {
 			i := byID[id]
-			holders[keyOf(&entries[i].p)] = holder{id: id, status: StatusPending, fingerprint: entries[i].p.Fingerprint, insertedPos: i}
+			holders[entries[i].d.identity] = holder{id: id, status: StatusPending, fingerprint: entries[i].d.fingerprint[:], insertedPos: i}
 		}
 	}
 	if len(inserted) < n {
@@ -210,53 +188,47 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, entries []batch
 		// finish, so this new statement sees their committed rows.
 		var ex db.ReceiptsByIdentitiesParams
 		for _, i := range distinct {
-			p := &entries[i].p
-			if _, ok := holders[keyOf(p)]; ok {
+			id := entries[i].d.identity
+			if _, ok := holders[id]; ok {
 				continue
 			}
-			ex.ScopeKinds = append(ex.ScopeKinds, p.ScopeKind)
-			ex.ScopeIds = append(ex.ScopeIds, p.ScopeID)
-			ex.Sources = append(ex.Sources, p.Source)
-			ex.Consumers = append(ex.Consumers, p.Consumer)
-			ex.MessageIds = append(ex.MessageIds, p.MessageID)
+			ex.ScopeKinds = append(ex.ScopeKinds, string(id.Scope.Kind))
+			ex.ScopeIds = append(ex.ScopeIds, id.Scope.ID)
+			ex.Sources = append(ex.Sources, id.Source)
+			ex.Consumers = append(ex.Consumers, id.Consumer)
+			ex.MessageIds = append(ex.MessageIds, id.MessageID)
 		}
 		rows, err := q.ReceiptsByIdentities(ctx, ex)
 		if err != nil {
 			return dbError("accept batch: reading the existing receipts", err)
 		}
 		for _, r := range rows {
-			k := identityKey{r.ScopeKind, r.ScopeID, r.Source, r.Consumer, r.MessageID}
+			k := identityOf(r.ScopeKind, r.ScopeID, r.Source, r.Consumer, r.MessageID)
 			holders[k] = holder{id: r.ID, status: Status(r.Status), fingerprint: r.Fingerprint, insertedPos: -1}
 		}
 	}
 
 	for i := range entries {
-		p := &entries[i].p
-		h, ok := holders[keyOf(p)]
+		d := entries[i].d
+		h, ok := holders[d.identity]
 		if !ok {
 			// Only a receipt deleted between the two statements gets here.
-			id := Identity{Scope: Scope{Kind: ScopeKind(p.ScopeKind), ID: p.ScopeID}, Source: p.Source, Consumer: p.Consumer, MessageID: p.MessageID}
-			return fmt.Errorf("pginbox: accept batch: the receipt of %s vanished while accepting: retry the batch", id)
+			return fmt.Errorf("pginbox: accept batch: the receipt of %s vanished while accepting: retry the batch", d.identity)
 		}
-		set(entries[i].pos, resolve(p, h, h.insertedPos == i))
+		set(entries[i].pos, resolve(d, h, h.insertedPos == i))
 	}
 	return nil
 }
 
 // resolve turns the receipt holding an entry's identity into the entry's item.
-func resolve(p *db.ReceiptAcceptParams, h holder, inserted bool) BatchItem {
+func resolve(d *draft, h holder, inserted bool) BatchItem {
 	switch {
 	case inserted:
 		return BatchItem{Outcome: Accepted, ID: h.id, Status: StatusPending}
-	case bytes.Equal(h.fingerprint, p.Fingerprint):
+	case bytes.Equal(h.fingerprint, d.fingerprint[:]):
 		return BatchItem{Outcome: Duplicate, ID: h.id, Status: h.status}
 	default:
-		return BatchItem{Outcome: Conflict, ID: h.id, Status: h.status, Err: &ConflictError{
-			Identity: Identity{
-				Scope:  Scope{Kind: ScopeKind(p.ScopeKind), ID: p.ScopeID},
-				Source: p.Source, Consumer: p.Consumer, MessageID: p.MessageID,
-			},
-			ReceiptID: h.id,
-		}}
+		return BatchItem{Outcome: Conflict, ID: h.id, Status: h.status,
+			Err: &ConflictError{Identity: d.identity, ReceiptID: h.id}}
 	}
 }

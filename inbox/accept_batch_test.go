@@ -20,6 +20,7 @@ import (
 )
 
 func TestAcceptBatchResolvesEveryItem(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -94,10 +95,11 @@ func TestAcceptBatchResolvesEveryItem(t *testing.T) {
 	is.Equal(rowSnapshot(t, pool, kept.ID), before) // a conflict changes nothing
 	var payload string
 	is.NoErr(pool.QueryRow(ctx, "SELECT payload::text FROM pginbox_receipts WHERE id = $1", items[4].ID).Scan(&payload))
-	is.Equal(payload, `{"n": 20}`)
+	is.Equal(payload, `{"n":20}`) // the canonical text, as stored
 }
 
 func TestAcceptBatchStoresWhatAcceptStores(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -118,12 +120,13 @@ func TestAcceptBatchStoresWhatAcceptStores(t *testing.T) {
 	var payload, md string
 	var maxAttempts int
 	is.NoErr(pool.QueryRow(ctx, "SELECT payload::text, metadata::text, max_attempts FROM pginbox_receipts WHERE id = $1", items[0].ID).Scan(&payload, &md, &maxAttempts))
-	is.Equal(payload, `{"big": 9007199254740993, "orderId": "o-1"}`)
+	is.Equal(payload, `{"big":9007199254740993,"orderId":"o-1"}`)
 	is.Equal(md, `{"traceparent": "00-abc-01"}`)
 	is.Equal(maxAttempts, 3)
 }
 
 func TestAcceptBatchWithNothingToStore(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -141,6 +144,7 @@ func TestAcceptBatchWithNothingToStore(t *testing.T) {
 }
 
 func TestAcceptBatchNotifiesOncePerConsumer(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, dsn := newPool(t)
@@ -179,6 +183,7 @@ func TestAcceptBatchNotifiesOncePerConsumer(t *testing.T) {
 }
 
 func TestAcceptBatchTxCommitsWithTheCaller(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -221,6 +226,7 @@ func TestAcceptBatchTxCommitsWithTheCaller(t *testing.T) {
 // Batches that overlap, each listing the identities in another order, must not
 // deadlock, and each identity ends up with exactly one receipt.
 func TestConcurrentOverlappingBatchesConverge(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -280,6 +286,7 @@ func TestConcurrentOverlappingBatchesConverge(t *testing.T) {
 }
 
 func TestAcceptBatchInEveryExecMode(t *testing.T) {
+	t.Parallel()
 	for name, mode := range map[string]pgx.QueryExecMode{
 		"cache statement": pgx.QueryExecModeCacheStatement,
 		"exec":            pgx.QueryExecModeExec,
@@ -357,6 +364,7 @@ func losingPool(t *testing.T, marker string, armed *atomic.Bool) *pgxpool.Pool {
 }
 
 func TestAcceptBatchLostReplyIsUncertainThenReconciles(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	var armed atomic.Bool

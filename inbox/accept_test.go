@@ -19,6 +19,7 @@ import (
 )
 
 func TestAcceptThenDuplicate(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -42,11 +43,12 @@ func TestAcceptThenDuplicate(t *testing.T) {
 
 	var md, payload string
 	is.NoErr(pool.QueryRow(ctx, "SELECT metadata::text, payload::text FROM pginbox_receipts WHERE id = $1", first.ID).Scan(&md, &payload))
-	is.Equal(md, `{"traceparent": "00-abc-01"}`) // the first delivery's metadata
-	is.Equal(payload, `{"total": 12.5, "orderId": "o-1"}`)
+	is.Equal(md, `{"traceparent": "00-abc-01"}`)        // the first delivery's metadata
+	is.Equal(payload, `{"orderId":"o-1","total":12.5}`) // canonical: sorted keys, no spaces
 }
 
 func TestDuplicateReportsCurrentStatusWithoutReset(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -66,6 +68,7 @@ func TestDuplicateReportsCurrentStatusWithoutReset(t *testing.T) {
 }
 
 func TestConcurrentRedeliveryConvergesOnOneReceipt(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t, func(c *pgxpool.Config) { c.MaxConns = 40 })
@@ -110,6 +113,7 @@ func TestConcurrentRedeliveryConvergesOnOneReceipt(t *testing.T) {
 }
 
 func TestConflictLeavesExistingRowUntouched(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -148,6 +152,7 @@ func TestConflictLeavesExistingRowUntouched(t *testing.T) {
 }
 
 func TestScopeIsPartOfIdentity(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -172,6 +177,7 @@ func TestScopeIsPartOfIdentity(t *testing.T) {
 }
 
 func TestFingerprintIgnoresKeyOrderButNotArrayOrder(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -188,6 +194,7 @@ func TestFingerprintIgnoresKeyOrderButNotArrayOrder(t *testing.T) {
 }
 
 func TestNumbersKeepTheirExactValue(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -216,6 +223,7 @@ func TestNumbersKeepTheirExactValue(t *testing.T) {
 }
 
 func TestInvalidInputIsRejectedAndNothingStored(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool, _ := newPool(t)
 	c := newClient(t, pool, inbox.Config{
@@ -318,6 +326,7 @@ func TestInvalidInputIsRejectedAndNothingStored(t *testing.T) {
 }
 
 func TestAcceptTxJoinsTheCallersTransaction(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -347,6 +356,7 @@ func TestAcceptTxJoinsTheCallersTransaction(t *testing.T) {
 }
 
 func TestAcceptNotifiesInsideItsTransaction(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, dsn := newPool(t)
@@ -385,6 +395,7 @@ func TestAcceptNotifiesInsideItsTransaction(t *testing.T) {
 }
 
 func TestAcceptReportsMissingSchema(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -398,6 +409,7 @@ func TestAcceptReportsMissingSchema(t *testing.T) {
 }
 
 func TestNewClientRejectsInvalidDeclaredConsumer(t *testing.T) {
+	t.Parallel()
 	pool, _ := newPool(t)
 	_, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{"ok", "bad\nname"}})
 	if !errors.Is(err, inbox.ErrInvalid) {

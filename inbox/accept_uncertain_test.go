@@ -43,6 +43,7 @@ func (c cutAfterSend) Read(b []byte) (int, error) {
 }
 
 func TestLostCommitReplyIsUncertainThenReconciles(t *testing.T) {
+	t.Parallel()
 	for name, mode := range map[string]pgx.QueryExecMode{
 		"simple protocol":   pgx.QueryExecModeSimpleProtocol,
 		"extended protocol": pgx.QueryExecModeExec,
@@ -89,6 +90,7 @@ func TestLostCommitReplyIsUncertainThenReconciles(t *testing.T) {
 }
 
 func TestAcceptFailingBeforeSendIsARetryableStorageError(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pool, _ := newPool(t)
 	c := newClient(t, pool, inbox.Config{})

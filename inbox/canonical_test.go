@@ -22,7 +22,7 @@ func TestCanonicalizeMatchesAccept(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := newPool(t)
 	client := newClient(t, pool, inbox.Config{})
-	admin := inbox.NewAdmin(pool, nil).Operator()
+	admin := admNew(t, pool).Operator()
 
 	payloads := []any{
 		json.RawMessage(`{"b":[1,2.50,1e3],"a":"x","c":{"\u20ac":1,"\r":2}}`),

@@ -4,7 +4,9 @@
 package inbox
 
 import (
+	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -23,13 +25,20 @@ type Client struct {
 	limits   canonjson.Limits
 	group    *groupCommitter // nil unless Config.GroupCommit
 	wakeups  *wakeups
+	closed   atomic.Bool
+
+	acceptFn      AcceptFunc      // accept1 wrapped in Config.AcceptMiddleware
+	acceptBatchFn AcceptBatchFunc // acceptBatch1 wrapped in Config.AcceptBatchMiddleware
 }
 
 // NewClient returns a Client on pool. It does not touch the database; the first
-// Accept reports a missing schema.
+// Accept reports a missing schema. An invalid cfg is a *ConfigError.
 func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if pool == nil {
-		return nil, fmt.Errorf("pginbox: NewClient: pool is nil")
+		return nil, errors.New("pginbox: NewClient: pool is nil: pass a *pgxpool.Pool from pgxpool.New")
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	c := &Client{
@@ -41,6 +50,8 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if cfg.GroupCommit {
 		c.group = newGroupCommitter(c)
 	}
+	c.acceptFn = chainAccept(cfg.AcceptMiddleware, c.accept1)
+	c.acceptBatchFn = chainAcceptBatch(cfg.AcceptBatchMiddleware, c.acceptBatch1)
 	if len(cfg.Consumers) > 0 {
 		c.declared = make(map[string]bool, len(cfg.Consumers))
 		for _, name := range cfg.Consumers {
@@ -51,4 +62,14 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		}
 	}
 	return c, nil
+}
+
+// Close sends the wake-ups still owed to workers and makes later Accept calls
+// fail with ErrClientClosed. Call it before closing the pool. Calls already
+// running finish normally. Close is idempotent.
+func (c *Client) Close() {
+	if c.closed.Swap(true) {
+		return
+	}
+	c.wakeups.close()
 }

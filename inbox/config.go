@@ -1,7 +1,9 @@
 package inbox
 
 import (
+	"fmt"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -15,7 +17,20 @@ const (
 	DefaultGroupCommitFlushers = 1
 )
 
-// Config configures a Client.
+// Limits of Config fields.
+const (
+	// MaxMaxAttempts is the largest retry budget (it is stored as an integer
+	// column).
+	MaxMaxAttempts = math.MaxInt32
+	// MaxPayloadDepthLimit is the deepest nesting MaxPayloadDepth may allow.
+	MaxPayloadDepthLimit = 10_000
+	// MaxPayloadBytesLimit is the largest MaxPayloadBytes: 256 MiB, far below
+	// PostgreSQL's 1 GB field limit.
+	MaxPayloadBytesLimit = 256 << 20
+)
+
+// Config configures a Client. Zero values mean the documented defaults;
+// NewClient rejects negative and out-of-range values with a *ConfigError.
 type Config struct {
 	// Consumers, when set, is the complete list of consumers this deployment
 	// accepts for. Accept rejects any other consumer with a validation error, so a
@@ -23,15 +38,17 @@ type Config struct {
 	Consumers []string
 
 	// MaxAttempts is the retry budget stored with each new receipt: after this many
-	// failed attempts it becomes DEAD. Defaults to DefaultMaxAttempts.
+	// failed attempts it becomes DEAD. Defaults to DefaultMaxAttempts; at most
+	// MaxMaxAttempts.
 	MaxAttempts int
 
 	// MaxPayloadDepth is the deepest nesting of arrays and objects a payload may
-	// have. Defaults to DefaultMaxPayloadDepth.
+	// have. Defaults to DefaultMaxPayloadDepth; at most MaxPayloadDepthLimit.
 	MaxPayloadDepth int
 
-	// MaxPayloadBytes bounds the size of a payload's canonical JSON. Defaults to
-	// DefaultMaxPayloadBytes.
+	// MaxPayloadBytes bounds the size of a payload's canonical JSON, counting
+	// each number at the length PostgreSQL would print it in plain decimal.
+	// Defaults to DefaultMaxPayloadBytes; at most MaxPayloadBytesLimit.
 	MaxPayloadBytes int
 
 	// Logger receives the client's logs. Defaults to slog.Default().
@@ -43,6 +60,7 @@ type Config struct {
 	// If the batch's commit outcome is unknown, every call in it gets
 	// ErrCommitUncertain. It raises throughput when many goroutines accept at
 	// once; a lone call is sent at once. AcceptTx and AcceptBatch are unaffected.
+	// Defaults to false.
 	GroupCommit bool
 
 	// GroupCommitMaxBatch is the most calls one group commit carries. Defaults
@@ -50,9 +68,17 @@ type Config struct {
 	GroupCommitMaxBatch int
 
 	// GroupCommitMaxWait is how long a flusher waits for a batch to fill before
-	// sending fewer than GroupCommitMaxBatch calls. Zero (the default) never
-	// waits: batches then grow only while earlier ones are being committed.
+	// sending fewer than GroupCommitMaxBatch calls. Defaults to zero: never
+	// wait, so batches grow only while earlier ones are being committed.
 	GroupCommitMaxWait time.Duration
+
+	// AcceptMiddleware wraps every Accept and AcceptTx call (tracing,
+	// metrics); the first is the outermost. Defaults to none.
+	AcceptMiddleware []AcceptMiddleware
+
+	// AcceptBatchMiddleware wraps every AcceptBatch and AcceptBatchTx call.
+	// Defaults to none.
+	AcceptBatchMiddleware []AcceptBatchMiddleware
 
 	// GroupCommitFlushers is how many group commits may be in flight at once,
 	// each on its own pool connection. Defaults to DefaultGroupCommitFlushers
@@ -62,24 +88,48 @@ type Config struct {
 	GroupCommitFlushers int
 }
 
+func (c Config) validate() error {
+	switch {
+	case c.MaxAttempts < 0 || c.MaxAttempts > MaxMaxAttempts:
+		return configRange("Config.MaxAttempts", c.MaxAttempts, 1, MaxMaxAttempts)
+	case c.MaxPayloadDepth < 0 || c.MaxPayloadDepth > MaxPayloadDepthLimit:
+		return configRange("Config.MaxPayloadDepth", c.MaxPayloadDepth, 1, MaxPayloadDepthLimit)
+	case c.MaxPayloadBytes < 0 || c.MaxPayloadBytes > MaxPayloadBytesLimit:
+		return configRange("Config.MaxPayloadBytes", c.MaxPayloadBytes, 1, MaxPayloadBytesLimit)
+	case c.GroupCommitMaxBatch < 0 || c.GroupCommitMaxBatch > 10_000:
+		return configRange("Config.GroupCommitMaxBatch", c.GroupCommitMaxBatch, 1, 10_000)
+	case c.GroupCommitFlushers < 0 || c.GroupCommitFlushers > 1_000:
+		return configRange("Config.GroupCommitFlushers", c.GroupCommitFlushers, 1, 1_000)
+	case c.GroupCommitMaxWait < 0 || c.GroupCommitMaxWait > time.Second:
+		return &ConfigError{Field: "Config.GroupCommitMaxWait", Detail: fmt.Sprintf("%s: must be between 0 and 1s (every waiting Accept waits that long)", c.GroupCommitMaxWait)}
+	}
+	return nil
+}
+
 func (c Config) withDefaults() Config {
-	if c.MaxAttempts <= 0 {
+	if c.MaxAttempts == 0 {
 		c.MaxAttempts = DefaultMaxAttempts
 	}
-	if c.MaxPayloadDepth <= 0 {
+	if c.MaxPayloadDepth == 0 {
 		c.MaxPayloadDepth = DefaultMaxPayloadDepth
 	}
-	if c.MaxPayloadBytes <= 0 {
+	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.GroupCommitMaxBatch <= 0 {
+	if c.GroupCommitMaxBatch == 0 {
 		c.GroupCommitMaxBatch = DefaultGroupCommitMaxBatch
 	}
-	if c.GroupCommitFlushers <= 0 {
+	if c.GroupCommitFlushers == 0 {
 		c.GroupCommitFlushers = DefaultGroupCommitFlushers
 	}
 	return c
+}
+
+// configRange reports an integer field outside lo..hi (zero meaning the
+// default is always allowed).
+func configRange(field string, v, lo, hi int) error {
+	return &ConfigError{Field: field, Detail: fmt.Sprintf("%d: must be between %d and %d (or 0 for the default)", v, lo, hi)}
 }

@@ -15,6 +15,7 @@ import (
 // PgBouncer in transaction mode needs the simple protocol or unnamed statements;
 // accept, duplicate detection and processing must work in every pgx exec mode.
 func TestAcceptAndProcessInEveryExecMode(t *testing.T) {
+	t.Parallel()
 	modes := map[string]pgx.QueryExecMode{
 		"cache statement": pgx.QueryExecModeCacheStatement,
 		"cache describe":  pgx.QueryExecModeCacheDescribe,

@@ -1,9 +1,15 @@
 package inbox
 
-// SetTestHooks installs crash-test hooks: afterClaim runs when a claim returned
-// rows, beforeCommit after the completion update and before COMMIT. Not for
-// concurrent tests: the hooks are global.
-func SetTestHooks(afterClaim func(claimed int), beforeCommit func(id ID)) {
-	testHookAfterClaim = afterClaim
-	testHookBeforeCommit = beforeCommit
+// SetTestHooks installs crash-test hooks on w: afterClaim runs when a claim
+// returned rows, beforeCommit after the completion update and before COMMIT.
+func SetTestHooks(w *Worker, afterClaim func(claimed int), beforeCommit func(id ID)) {
+	w.hooks.afterClaim, w.hooks.beforeCommit = afterClaim, beforeCommit
 }
+
+// StallHeartbeat makes w stop extending its leases, as a worker stalled by a
+// long pause or a partition would.
+func StallHeartbeat(w *Worker) { w.hooks.noHeartbeat = true }
+
+// SetAfterCommitHook installs a crash-test hook that runs after a handler
+// transaction committed.
+func SetAfterCommitHook(w *Worker, afterCommit func(id ID)) { w.hooks.afterCommit = afterCommit }

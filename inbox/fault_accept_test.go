@@ -27,6 +27,7 @@ type delivery struct {
 // stored; every failure must say Retry; redelivering the failures once traffic
 // passes must reconcile to exactly one receipt per identity.
 func TestFaultConnectionCutDuringAcceptBurst(t *testing.T) {
+	t.Parallel()
 	for name, groupCommit := range map[string]bool{"per call": false, "group commit": true} {
 		t.Run(name, func(t *testing.T) {
 			const (
@@ -201,6 +202,7 @@ func slicesContainsOutcome(rs []inbox.AcceptResult, o inbox.Outcome) bool {
 // back by that deadline with a Retry, and that the redelivery after the
 // partition reconciles with whatever the server ended up doing.
 func TestFaultBlackholeAccept(t *testing.T) {
+	t.Parallel()
 	const (
 		deadline = time.Second
 		slack    = 2 * time.Second // -race, a loaded machine

@@ -29,6 +29,7 @@ func smallPool(maxConns int32) func(*pgxpool.Config) {
 // connections wait their turn; none fails, and the 100 identities (each
 // delivered twice at once) end up as one receipt each.
 func TestFaultPoolSaturationQueuesAccepts(t *testing.T) {
+	t.Parallel()
 	const (
 		callers    = 200
 		identities = callers / 2
@@ -119,6 +120,7 @@ func TestFaultPoolSaturationQueuesAccepts(t *testing.T) {
 // nothing behind. A call that timed out after sending says ErrCommitUncertain
 // and reconciles on redelivery.
 func TestFaultPoolSaturationDeadlines(t *testing.T) {
+	t.Parallel()
 	const callDeadline = 50 * time.Millisecond
 
 	t.Run("every connection busy", func(t *testing.T) {
@@ -301,6 +303,7 @@ func TestFaultPoolSaturationDeadlines(t *testing.T) {
 // heartbeats and handler transactions queue for connections with the accepts;
 // the worker must still complete everything, once.
 func TestFaultWorkerOnSaturatedPool(t *testing.T) {
+	t.Parallel()
 	const (
 		concurrency = 2
 		backlog     = 100

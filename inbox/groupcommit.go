@@ -16,10 +16,6 @@ import (
 // Close. Under light load a call is flushed at once (a batch of one); under heavy
 // load calls pile up while the flushers are busy, so batches grow by themselves.
 
-// flushTimeout bounds one flush. A flush serves many callers, so it cannot use
-// any one caller's context.
-const flushTimeout = 30 * time.Second
-
 // States of a queued call.
 const (
 	callQueued    int32 = iota
@@ -28,7 +24,7 @@ const (
 )
 
 type groupCall struct {
-	p     db.ReceiptAcceptParams
+	d     *draft
 	state atomic.Int32
 	done  chan struct{} // closed once res and err are set
 	res   AcceptResult
@@ -59,11 +55,11 @@ func newGroupCommitter(c *Client) *groupCommitter {
 }
 
 // accept queues p and waits for the batch it joins to commit.
-func (g *groupCommitter) accept(ctx context.Context, p db.ReceiptAcceptParams) (AcceptResult, error) {
+func (g *groupCommitter) accept(ctx context.Context, d *draft) (AcceptResult, error) {
 	if err := ctx.Err(); err != nil {
 		return AcceptResult{}, fmt.Errorf("pginbox: accept: %w", err)
 	}
-	call := &groupCall{p: p, done: make(chan struct{})}
+	call := &groupCall{d: d, done: make(chan struct{})}
 	g.mu.Lock()
 	g.queue = append(g.queue, call)
 	spawn := g.flushers < g.maxFlushes
@@ -146,11 +142,11 @@ func (g *groupCommitter) take() []*groupCall {
 // flush accepts batch as one batch statement and hands every caller its own
 // result; a failure of the batch is every caller's failure.
 func (g *groupCommitter) flush(batch []*groupCall) {
-	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout) // it serves many callers
 	defer cancel()
 	entries := make([]batchEntry, len(batch))
 	for i, call := range batch {
-		entries[i] = batchEntry{pos: i, p: call.p}
+		entries[i] = batchEntry{pos: i, d: call.d}
 	}
 	err := g.send(ctx, entries, func(pos int, it BatchItem) {
 		call := batch[pos]

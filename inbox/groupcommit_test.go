@@ -42,6 +42,7 @@ func acceptConcurrently(c *inbox.Client, msgs []inbox.Message) []concurrentCall 
 }
 
 func TestGroupCommitGivesEveryCallItsOwnResult(t *testing.T) {
+	t.Parallel()
 	for name, cfg := range map[string]inbox.Config{
 		"defaults":           {GroupCommit: true},
 		"small batches wait": {GroupCommit: true, GroupCommitMaxBatch: 7, GroupCommitMaxWait: 2 * time.Millisecond, GroupCommitFlushers: 3},
@@ -136,6 +137,7 @@ func TestGroupCommitGivesEveryCallItsOwnResult(t *testing.T) {
 }
 
 func TestGroupCommitLoneCall(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -161,6 +163,7 @@ func TestGroupCommitLoneCall(t *testing.T) {
 }
 
 func TestGroupCommitLostReplyIsUncertainForTheWholeBatch(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	var armed atomic.Bool
 	pool := losingPool(t, "INSERT INTO pginbox_receipts", &armed)
@@ -210,6 +213,7 @@ func TestGroupCommitLostReplyIsUncertainForTheWholeBatch(t *testing.T) {
 // A caller that gives up while its call waits in the queue certainly stored
 // nothing; one that gives up after its batch was sent cannot know.
 func TestGroupCommitCallerGivingUp(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)

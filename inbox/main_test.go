@@ -46,6 +46,7 @@ func newClient(t testing.TB, pool *pgxpool.Pool, cfg inbox.Config) *inbox.Client
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(c.Close) // before the pool closes: cleanups run last-in first-out
 	return c
 }
 

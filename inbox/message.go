@@ -85,17 +85,8 @@ type AcceptResult struct {
 }
 
 func validateIdentity(id Identity) error {
-	switch id.Scope.Kind {
-	case ScopeGlobal:
-		if id.Scope.ID != "" {
-			return &ValidationError{Field: "scope.id", Rule: RuleOutOfRange, Detail: "a global scope has no ID; use inbox.Tenant(id) for a tenant"}
-		}
-	case ScopeTenant:
-		if err := validateString("scope.id", id.Scope.ID); err != nil {
-			return err
-		}
-	default:
-		return &ValidationError{Field: "scope", Rule: RuleRequired, Detail: "set Scope to inbox.Tenant(id) or inbox.Global()"}
+	if err := validateScope(id.Scope); err != nil {
+		return err
 	}
 	if err := validateString("source", id.Source); err != nil {
 		return err
@@ -104,6 +95,29 @@ func validateIdentity(id Identity) error {
 		return err
 	}
 	return validateString("message_id", id.MessageID)
+}
+
+// validateScope checks a scope: a tenant with a valid ID, or global without one.
+func validateScope(s Scope) error {
+	switch s.Kind {
+	case ScopeGlobal:
+		if s.ID != "" {
+			return &ValidationError{Field: "scope.id", Rule: RuleOutOfRange, Detail: "a global scope has no ID; use inbox.Tenant(id) for a tenant"}
+		}
+		return nil
+	case ScopeTenant:
+		return validateString("scope.id", s.ID)
+	default:
+		return &ValidationError{Field: "scope", Rule: RuleRequired, Detail: "set Scope to inbox.Tenant(id) or inbox.Global()"}
+	}
+}
+
+// identityOf builds an identity from its stored columns.
+func identityOf(scopeKind, scopeID, source, consumer, messageID string) Identity {
+	return Identity{
+		Scope:  Scope{Kind: ScopeKind(scopeKind), ID: scopeID},
+		Source: source, Consumer: consumer, MessageID: messageID,
+	}
 }
 
 func validateSchemaVersion(v int) error {

@@ -27,6 +27,9 @@ type wakeups struct {
 	quietTil time.Time           // accepts started before this do not notify inline
 	pending  map[string]struct{} // consumers of committed, not yet notified accepts
 	flushing bool
+	timer    *time.Timer    // the scheduled flush, while flushing
+	timers   sync.WaitGroup // scheduled or running flushes
+	closed   bool
 }
 
 func newWakeups(pool *pgxpool.Pool, log *slog.Logger) *wakeups {
@@ -51,16 +54,41 @@ func (w *wakeups) inline() bool {
 func (w *wakeups) later(consumer string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
 	w.pending[consumer] = struct{}{}
 	if w.flushing {
 		return
 	}
 	w.flushing = true
-	time.AfterFunc(max(time.Until(w.quietTil), 0), w.flush)
+	w.timers.Add(1)
+	w.timer = time.AfterFunc(max(time.Until(w.quietTil), 0), func() {
+		defer w.timers.Done()
+		w.flush()
+	})
+}
+
+// close sends the pending wake-ups now and stops scheduling new ones, so no
+// flush runs after the caller closes the pool.
+func (w *wakeups) close() {
+	w.mu.Lock()
+	w.closed = true
+	if w.timer != nil && w.timer.Stop() {
+		w.timers.Done() // it will never run
+	}
+	w.mu.Unlock()
+	w.flush()
+	w.timers.Wait()
 }
 
 func (w *wakeups) flush() {
 	w.mu.Lock()
+	if len(w.pending) == 0 {
+		w.flushing = false
+		w.mu.Unlock()
+		return
+	}
 	consumers := make([]string, 0, len(w.pending))
 	for c := range w.pending {
 		consumers = append(consumers, c)

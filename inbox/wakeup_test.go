@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 // A burst of accepts sends far fewer NOTIFYs than receipts, and a wake-up still
 // follows the last commit, so a listening worker never misses the tail.
 func TestAcceptCoalescesWakeups(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, dsn := newPool(t)
@@ -52,5 +54,54 @@ func TestAcceptCoalescesWakeups(t *testing.T) {
 	}
 	if !last.After(lastCommit) {
 		t.Fatal("no wake-up arrived after the last accept committed")
+	}
+}
+
+// Close sends the wake-ups the client still owes while the pool is open, so
+// closing the pool right after it logs nothing; later accepts are refused.
+func TestClientCloseFlushesWakeups(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, dsn := newPool(t)
+	logger, rec := newLogRecorder(t)
+	c, err := inbox.NewClient(pool, inbox.Config{Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listener, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(ctx)
+	if _, err := listener.Exec(ctx, "LISTEN "+inbox.NotifyChannel); err != nil {
+		t.Fatal(err)
+	}
+	// The second accept of a window owes a wake-up sent after the window.
+	for i := range 5 {
+		if _, err := c.Accept(ctx, orderMsg(fmt.Sprint("evt-", i), map[string]int{"n": i})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	pool.Close()
+	time.Sleep(100 * time.Millisecond) // past the coalescing window
+	if rec.logged("waking workers failed") {
+		t.Fatal("a wake-up was sent after Close, on the closed pool")
+	}
+	got := 0
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, err := listener.WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			break
+		}
+		got++
+	}
+	if got < 2 {
+		t.Fatalf("%d notifications: want the inline one and the one Close sent", got)
+	}
+	if _, err := c.Accept(ctx, orderMsg("late", map[string]int{"n": 1})); !errors.Is(err, inbox.ErrClientClosed) {
+		t.Fatalf("Accept after Close: %v, want ErrClientClosed", err)
 	}
 }

@@ -1,10 +1,13 @@
 package inbox
 
 import (
+	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/pginbox/pginbox/handler"
 )
 
 // Defaults for WorkerConfig fields left at their zero value.
@@ -22,7 +25,22 @@ const (
 	DefaultBackoffJitter = 0.2
 )
 
-// WorkerConfig configures a Worker.
+// Limits of WorkerConfig fields.
+const (
+	MaxConcurrency    = 10_000
+	MaxClaimBatch     = 10_000
+	MaxMessagesPerTx  = 1_000
+	MinLease          = 100 * time.Millisecond
+	MaxLease          = 24 * time.Hour
+	MaxHandlerTimeout = 24 * time.Hour
+)
+
+// workerSpareConns is what a worker needs beside one connection per handler:
+// the LISTEN session and the short claim, heartbeat and recovery statements.
+const workerSpareConns = 2
+
+// WorkerConfig configures a Worker. Zero values mean the documented defaults;
+// NewWorker rejects negative and out-of-range values with a *ConfigError.
 //
 // Sizing the pgx pool: a worker holds one connection per running handler
 // (Concurrency), one for LISTEN (unless PollOnly) and briefly one for claims,
@@ -36,7 +54,9 @@ type WorkerConfig struct {
 	Consumers []string
 
 	// Concurrency is the number of handlers running at once. Defaults to
-	// DefaultConcurrency.
+	// DefaultConcurrency, lowered to what the pool leaves room for (MaxConns
+	// minus 2) so a default pgxpool works on any machine; an explicit value
+	// the pool cannot serve is an error.
 	Concurrency int
 
 	// ClaimBatch is the most receipts claimed by one query, and how many
@@ -87,6 +107,10 @@ type WorkerConfig struct {
 	// cancelling them. Defaults to DefaultShutdownGrace.
 	ShutdownGrace time.Duration
 
+	// HandlerMiddleware wraps every handler call, inside the message's
+	// transaction; the first is the outermost. Defaults to none.
+	HandlerMiddleware []handler.Middleware
+
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -115,9 +139,55 @@ func ExponentialBackoff(base time.Duration, factor float64, max time.Duration, j
 	}
 }
 
-func (c WorkerConfig) withDefaults() WorkerConfig {
-	if c.Concurrency <= 0 {
-		c.Concurrency = DefaultConcurrency
+func (c WorkerConfig) validate() error {
+	lease := c.Lease
+	if lease == 0 {
+		lease = DefaultLease
+	}
+	for _, f := range []struct {
+		name   string
+		v, max int
+	}{
+		{"WorkerConfig.Concurrency", c.Concurrency, MaxConcurrency},
+		{"WorkerConfig.ClaimBatch", c.ClaimBatch, MaxClaimBatch},
+		{"WorkerConfig.MessagesPerTx", c.MessagesPerTx, MaxMessagesPerTx},
+	} {
+		if f.v < 0 || f.v > f.max {
+			return configRange(f.name, f.v, 1, f.max)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"WorkerConfig.PollInterval", c.PollInterval},
+		{"WorkerConfig.Lease", c.Lease},
+		{"WorkerConfig.HeartbeatInterval", c.HeartbeatInterval},
+		{"WorkerConfig.RecoverInterval", c.RecoverInterval},
+		{"WorkerConfig.HandlerTimeout", c.HandlerTimeout},
+		{"WorkerConfig.ShutdownGrace", c.ShutdownGrace},
+	} {
+		if f.v < 0 {
+			return &ConfigError{Field: f.name, Detail: fmt.Sprintf("%s: must not be negative (0 means the default)", f.v)}
+		}
+	}
+	switch {
+	case c.Lease != 0 && (c.Lease < MinLease || c.Lease > MaxLease):
+		return &ConfigError{Field: "WorkerConfig.Lease", Detail: fmt.Sprintf("%s: must be between %s and %s", c.Lease, MinLease, MaxLease)}
+	case c.HeartbeatInterval >= lease:
+		return &ConfigError{Field: "WorkerConfig.HeartbeatInterval", Detail: fmt.Sprintf("%s: must be shorter than Lease (%s), or a lease expires between two heartbeats; leave it 0 for Lease/3", c.HeartbeatInterval, lease)}
+	case c.HandlerTimeout > MaxHandlerTimeout:
+		return &ConfigError{Field: "WorkerConfig.HandlerTimeout", Detail: fmt.Sprintf("%s: must be at most %s", c.HandlerTimeout, MaxHandlerTimeout)}
+	case c.PollInterval > time.Hour:
+		return &ConfigError{Field: "WorkerConfig.PollInterval", Detail: fmt.Sprintf("%s: must be at most 1h (retries come due only at a poll)", c.PollInterval)}
+	}
+	return nil
+}
+
+// withDefaults fills zero fields; maxConns is the pool's size.
+func (c WorkerConfig) withDefaults(maxConns int) WorkerConfig {
+	if c.Concurrency == 0 {
+		c.Concurrency = max(1, min(DefaultConcurrency, maxConns-workerSpareConns))
 	}
 	if c.MessagesPerTx <= 0 {
 		c.MessagesPerTx = 1

@@ -17,6 +17,7 @@ import (
 )
 
 func TestLoadManyWorkersWithRetriesAndRedeliveries(t *testing.T) {
+	t.Parallel()
 	const (
 		workers     = 4
 		concurrency = 4

@@ -3,7 +3,6 @@ package inbox_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +34,7 @@ func waitClosed(t testing.TB, ch <-chan struct{}, what string) {
 }
 
 func TestStopLetsRunningHandlerFinish(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pool, _ := newPool(t)
 	setupEffects(t, pool)
@@ -61,6 +61,7 @@ func TestStopLetsRunningHandlerFinish(t *testing.T) {
 }
 
 func TestStopCancelsHandlerPastGrace(t *testing.T) {
+	t.Parallel()
 	const grace = 200 * time.Millisecond
 	cases := map[string]func(ctx context.Context) error{
 		// Returns as soon as it is cancelled, after the grace period.
@@ -113,6 +114,7 @@ func TestStopCancelsHandlerPastGrace(t *testing.T) {
 }
 
 func TestStopReleasesUnstartedClaims(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	pool, _ := newPool(t)
 	setupEffects(t, pool)
@@ -122,23 +124,22 @@ func TestStopReleasesUnstartedClaims(t *testing.T) {
 		orderMsg("evt-2", raw(`{"orderId":"o-2"}`)),
 		orderMsg("evt-3", raw(`{"orderId":"o-3"}`)))
 
-	// Hold the first claim until Stop has begun, so its receipts reach the
-	// handlers only after shutdown started.
-	claimed, proceed := make(chan int, 1), make(chan struct{})
-	var once sync.Once
-	inbox.SetTestHooks(func(n int) {
-		once.Do(func() {
-			claimed <- n
-			<-proceed
-		})
-	}, nil)
-	t.Cleanup(func() { inbox.SetTestHooks(nil, nil) })
-
 	var calls atomic.Int32
 	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
 		calls.Add(1)
 		return writeEffect(ctx, m, "w")
 	}), inbox.WorkerConfig{Concurrency: 3})
+	// Hold the first claim until Stop has begun, so its receipts reach the
+	// handlers only after shutdown started.
+	claimed, proceed := make(chan int, 1), make(chan struct{})
+	var once sync.Once
+	inbox.SetTestHooks(w, func(n int) {
+		once.Do(func() {
+			claimed <- n
+			<-proceed
+		})
+	}, nil)
+
 	is.NoErr(w.Start(context.Background()))
 	select {
 	case n := <-claimed:
@@ -175,81 +176,4 @@ func idleInTransaction(t testing.TB, pool *pgxpool.Pool) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func TestHandlerPastDeadlineCannotCommit(t *testing.T) {
-	const timeout = 500 * time.Millisecond
-	cases := map[string]struct {
-		// blocks past the deadline, ignoring ctx
-		run func(m *handler.Msg, unblock <-chan struct{}) error
-		// whether the transaction sits idle while the handler blocks
-		idle bool
-	}{
-		"sleeps holding the transaction": {
-			run: func(m *handler.Msg, unblock <-chan struct{}) error {
-				<-unblock
-				return nil
-			},
-			idle: true,
-		},
-		"runs a statement past the deadline": {
-			run: func(m *handler.Msg, unblock <-chan struct{}) error {
-				_, err := m.Tx.Exec(context.Background(), "SELECT pg_sleep(30)")
-				<-unblock
-				return err
-			},
-		},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			is := is.New(t)
-			pool, _ := newPool(t)
-			setupEffects(t, pool)
-			id := acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))[0]
-
-			wrote, unblock := make(chan struct{}), make(chan struct{})
-			w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
-				if err := writeEffect(ctx, m, "w"); err != nil {
-					return err
-				}
-				close(wrote)
-				return tc.run(m, unblock)
-			}), inbox.WorkerConfig{HandlerTimeout: timeout})
-			done := make(chan error, 1)
-			go func() {
-				_, err := w.Drain(context.Background())
-				done <- err
-			}()
-			waitClosed(t, wrote, "the business write")
-			start := time.Now()
-
-			// While the handler still blocks, the server ends its transaction.
-			if tc.idle {
-				eventually(t, 10*time.Second, "the idle transaction to be ended", func() bool {
-					return idleInTransaction(t, pool) == 0
-				})
-			} else {
-				sleeping := func() int {
-					var n int
-					is.NoErr(pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
-						WHERE datname = current_database() AND query = 'SELECT pg_sleep(30)' AND state = 'active'`).Scan(&n))
-					return n
-				}
-				eventually(t, 10*time.Second, "pg_sleep to start", func() bool { return sleeping() == 1 })
-				eventually(t, 10*time.Second, "pg_sleep to be cancelled", func() bool { return sleeping() == 0 })
-			}
-			t.Logf("transaction ended %v after the business write", time.Since(start).Round(time.Millisecond))
-			is.Equal(effectCount(t, pool, "true"), 0)
-			close(unblock)
-			is.NoErr(<-done)
-
-			st := stateOf(t, pool, id)
-			is.Equal(st.Status, "RETRYABLE")
-			is.Equal(st.Attempts, 1)
-			if st.LastError == nil || !strings.Contains(*st.LastError, "deadline") {
-				t.Fatalf("last_error = %s, want it to mention the deadline", deref(st.LastError))
-			}
-			is.Equal(effectCount(t, pool, "true"), 0)
-		})
-	}
 }

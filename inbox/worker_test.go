@@ -81,14 +81,15 @@ type receiptState struct {
 	LastError   *string
 	AvailableAt time.Time
 	Now         time.Time
+	Version     int64
 }
 
 func stateOf(t testing.TB, pool *pgxpool.Pool, id inbox.ID) receiptState {
 	t.Helper()
 	var s receiptState
 	err := pool.QueryRow(context.Background(),
-		"SELECT status, attempts, last_error, available_at, now() FROM pginbox_receipts WHERE id = $1", id).
-		Scan(&s.Status, &s.Attempts, &s.LastError, &s.AvailableAt, &s.Now)
+		"SELECT status, attempts, last_error, available_at, now(), version FROM pginbox_receipts WHERE id = $1", id).
+		Scan(&s.Status, &s.Attempts, &s.LastError, &s.AvailableAt, &s.Now, &s.Version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +97,7 @@ func stateOf(t testing.TB, pool *pgxpool.Pool, id inbox.ID) receiptState {
 }
 
 func TestHandlerErrorRollsBackBusinessWriteAndCompletion(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -151,6 +153,7 @@ func TestHandlerErrorRollsBackBusinessWriteAndCompletion(t *testing.T) {
 }
 
 func TestFailuresThatGoDead(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cases := map[string]struct {
 		msg     inbox.Message
@@ -230,6 +233,7 @@ func TestFailuresThatGoDead(t *testing.T) {
 }
 
 func TestHandlerSeesMessageContext(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -254,10 +258,11 @@ func TestHandlerSeesMessageContext(t *testing.T) {
 	is.Equal(got.Attempt, 1)
 	is.Equal(got.MaxAttempts, inbox.DefaultMaxAttempts)
 	is.Equal(got.Metadata["correlation-id"], "c-1")
-	is.Equal(string(got.Payload), `{"orderId": "o-1"}`)
+	is.Equal(string(got.Payload), `{"orderId":"o-1"}`) // canonical JSON, byte for byte
 }
 
 func TestNewWorkerValidatesOwnership(t *testing.T) {
+	t.Parallel()
 	pool, _ := newPool(t)
 	reg := registry(t, func(context.Context, *handler.Msg) error { return nil })
 	_, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{"orders.projection.v1", "billing.v1"}})

@@ -21,7 +21,7 @@ WITH inserted AS (
         unnest(sqlc.arg(event_types)::text[]),
         unnest(sqlc.arg(schema_versions)::integer[]),
         unnest(sqlc.arg(fingerprints)::bytea[]),
-        unnest(sqlc.arg(payloads)::text[])::jsonb,
+        unnest(sqlc.arg(payloads)::text[])::json,
         unnest(sqlc.arg(metadatas)::text[])::jsonb,
         sqlc.arg(max_attempts)::integer
     ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL

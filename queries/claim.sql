@@ -3,6 +3,9 @@
 -- SKIP LOCKED lets any number of workers claim at once without waiting on each
 -- other; every claim gets a fresh token that fences the completion and failure
 -- updates. With several consumers a few extra rows may be locked until commit.
+-- Payloads are not returned: the handler's transaction loads them
+-- (ReceiptStart), so a payload the server cannot produce fails that receipt's
+-- attempt alone instead of every claim of its consumer.
 WITH due AS (
     -- One ordered index scan per consumer: "consumer = ANY(...) ORDER BY
     -- available_at" would read and sort the whole backlog on every claim.
@@ -31,5 +34,5 @@ SET status = 'PROCESSING',
 FROM due
 WHERE r.id = due.id
 RETURNING r.id, r.claim_token, r.scope_kind, r.scope_id, r.source, r.consumer,
-    r.message_id, r.event_type, r.schema_version, r.payload, r.metadata,
-    r.attempts, r.max_attempts, r.created_at;
+    r.message_id, r.event_type, r.schema_version, r.attempts, r.max_attempts,
+    r.created_at;

@@ -1,15 +1,25 @@
--- name: ReceiptComplete :execrows
--- Runs inside the handler's transaction. Zero rows means the claim was lost, and the
--- caller must roll back the handler's writes with it.
-UPDATE pginbox_receipts
+-- name: ReceiptStart :many
+-- Runs first in a handler's transaction: completes the claimed receipts the
+-- worker still holds, fenced by their tokens, and returns their payloads. The
+-- row locks keep every other worker, recovery and admin change away until the
+-- transaction ends; the handlers then run in it, and their writes commit
+-- together with the completions or roll back with them. A receipt missing
+-- from the result was lost (recovered or re-claimed elsewhere): its handler
+-- must not run. backend_pid is the server process running the transaction
+-- (also behind a pooler), for ending it if its handler hangs. The set-returning functions in one select list advance in
+-- lockstep, zipping the arrays; IDs travel as text for the simple protocol.
+UPDATE pginbox_receipts r
 SET status = 'COMPLETED',
     claim_token = NULL,
     lease_expires_at = NULL,
     last_error = NULL,
     completed_at = now(),
     updated_at = now(),
-    version = version + 1
+    version = r.version + 1
+FROM (
+    SELECT unnest(sqlc.arg(ids)::text[])::uuid AS id,
+           unnest(sqlc.arg(tokens)::text[])::uuid AS token
+) AS held
 -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
--- Adding "status = 'PROCESSING'" would let the planner scan a partial index of
--- all PROCESSING rows instead of the primary key.
-WHERE id = @id AND claim_token = @claim_token;
+WHERE r.id = held.id AND r.claim_token = held.token
+RETURNING r.id, r.payload, r.metadata, pg_backend_pid() AS backend_pid;

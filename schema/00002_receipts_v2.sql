@@ -76,6 +76,10 @@ BEGIN
         RAISE EXCEPTION 'pginbox: cannot migrate down to schema v1: tenant-scoped, replayed or purged receipts exist and v1 cannot represent them'
             USING HINT = 'delete or archive those receipts first, or stay on schema v2';
     END IF;
+    IF EXISTS (SELECT 1 FROM pginbox_audit) THEN
+        RAISE EXCEPTION 'pginbox: cannot migrate down to schema v1: the audit trail holds admin actions and v1 has no place for them'
+            USING HINT = 'archive pginbox_audit (for example with COPY) and delete its rows first, or stay on schema v2';
+    END IF;
 END
 $$;
 -- +goose StatementEnd

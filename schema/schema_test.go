@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -64,7 +65,7 @@ func TestCheckNamesExpectedAndFoundVersion(t *testing.T) {
 	err = schema.Check(ctx, pool)
 	is.True(errors.As(err, &verr))
 	is.Equal(verr.Found, int64(1))
-	is.True(strings.Contains(err.Error(), "expected version 2, found 1"))
+	is.True(strings.Contains(err.Error(), fmt.Sprintf("expected version %d, found 1", schema.Version)))
 
 	_, err = m.Up(ctx)
 	is.NoErr(err)
@@ -105,7 +106,7 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 
 	applied, err = m.Up(ctx)
 	is.NoErr(err)
-	is.Equal(applied, []int64{2})
+	is.Equal(applied, []int64{2, 3})
 
 	c, err := inbox.NewClient(pool, inbox.Config{})
 	is.NoErr(err)
@@ -134,7 +135,7 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 	// Down to v1 keeps the row (v1 can represent it), then up again.
 	rolled, err := m.DownTo(ctx, 1)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{2})
+	is.Equal(rolled, []int64{3, 2})
 	var n int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE id = $1 AND message_id = 'evt-v1'", v1ID).Scan(&n))
 	is.Equal(n, 1)
@@ -217,11 +218,11 @@ func TestConcurrentUpIsSerialized(t *testing.T) {
 		all = append(all, results[i]...)
 	}
 	// Each migration ran exactly once across all migrators.
-	is.Equal(len(all), 2)
+	is.Equal(len(all), int(schema.Version))
 	_, pool := open(t, dsn)
 	var applied int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM "+schema.VersionTable+" WHERE version_id > 0").Scan(&applied))
-	is.Equal(applied, 2)
+	is.Equal(applied, int(schema.Version))
 	is.NoErr(schema.Check(ctx, pool))
 }
 
@@ -234,10 +235,100 @@ func TestStatusListsMigrations(t *testing.T) {
 	is.NoErr(err)
 	st, err := m.Status(ctx)
 	is.NoErr(err)
-	is.Equal(len(st), 2)
+	is.Equal(len(st), int(schema.Version))
 	is.Equal(st[0].Version, int64(1))
 	is.True(st[0].Applied)
 	is.Equal(st[1].Version, int64(2))
 	is.True(!st[1].Applied)
 	is.True(strings.HasPrefix(st[1].Source, "00002_"))
+}
+
+// Receipts written under v2 (payload stored as jsonb) keep deduplicating after
+// v3 stores payloads as their canonical text, and a v3 accept stores exactly
+// the canonical JSON.
+func TestV2ReceiptsStillDeduplicateAfterPayloadText(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, pool := open(t, inboxtest.EmptyDatabase(t))
+	m := migrator(t, db)
+	_, err := m.UpTo(ctx, 2)
+	is.NoErr(err)
+
+	c, err := inbox.NewClient(pool, inbox.Config{})
+	is.NoErr(err)
+	defer c.Close()
+	msg := inbox.Message{
+		Identity:      inbox.Identity{Scope: inbox.Tenant("t1"), Source: "s", Consumer: "c", MessageID: "v2-era"},
+		EventType:     "e",
+		SchemaVersion: 1,
+		Payload:       json.RawMessage(`{"b":[1.50,2e2],"aa":1}`),
+	}
+	canon := []byte(`{"aa":1,"b":[1.5,200]}`)
+	fp := inbox.Fingerprint("e", 1, canon)
+	v2ID := inboxtype.New()
+	_, err = pool.Exec(ctx, `INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, fingerprint, payload)
+		VALUES ($1, 'tenant', 't1', 's', 'c', 'v2-era', 'e', 1, $2, $3::text::jsonb)`, v2ID, fp[:], string(canon))
+	is.NoErr(err)
+
+	applied, err := m.Up(ctx)
+	is.NoErr(err)
+	is.Equal(applied, []int64{3})
+	pool.Reset() // cached plans refer to the old column type
+	res, err := c.Accept(ctx, msg)
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Duplicate)
+	is.Equal(res.ID, v2ID)
+	msg.Payload = json.RawMessage(`{"aa":2}`)
+	_, err = c.Accept(ctx, msg)
+	is.True(errors.Is(err, inbox.ErrIdentityConflict))
+
+	// A new receipt stores the canonical text byte for byte.
+	msg.MessageID = "v3-era"
+	msg.Payload = json.RawMessage(`{"b":[1.50,2e2],"aa":1}`)
+	res, err = c.Accept(ctx, msg)
+	is.NoErr(err)
+	var stored string
+	is.NoErr(pool.QueryRow(ctx, "SELECT payload::text FROM pginbox_receipts WHERE id = $1", res.ID).Scan(&stored))
+	is.Equal(stored, string(canon))
+
+	// Down to v2 converts back to jsonb and keeps every row.
+	rolled, err := m.DownTo(ctx, 2)
+	is.NoErr(err)
+	is.Equal(rolled, []int64{3})
+	var n int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE payload = $1::jsonb", string(canon)).Scan(&n))
+	is.Equal(n, 2)
+}
+
+// Down to v1 drops the audit table, so it refuses while admin actions are
+// recorded there, and changes nothing.
+func TestDownToV1RefusesWithAuditRows(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, pool := open(t, inboxtest.EmptyDatabase(t))
+	m := migrator(t, db)
+	_, err := m.Up(ctx)
+	is.NoErr(err)
+	id := inboxtype.New()
+	_, err = pool.Exec(ctx, `INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, fingerprint, payload, status)
+		VALUES ($1, 'global', '', 's', 'c', 'm', 'e', 1, $2, '{}', 'PENDING')`, id, make([]byte, 32))
+	is.NoErr(err)
+	_, err = pool.Exec(ctx, `INSERT INTO pginbox_audit (receipt_id, action, actor, reason, from_status, to_status, from_version, to_version)
+		VALUES ($1, 'requeue', 'ops', 'test', 'DEAD', 'PENDING', 1, 2)`, id)
+	is.NoErr(err)
+
+	_, err = m.DownTo(ctx, 1)
+	is.True(err != nil)
+	is.True(strings.Contains(err.Error(), "the audit trail holds admin actions"))
+	cur, err := m.Current(ctx)
+	is.NoErr(err)
+	is.Equal(cur, int64(2))
+	var n int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_audit").Scan(&n))
+	is.Equal(n, 1)
+
+	_, err = pool.Exec(ctx, "DELETE FROM pginbox_audit")
+	is.NoErr(err)
+	_, err = m.DownTo(ctx, 1)
+	is.NoErr(err)
 }

@@ -80,7 +80,11 @@ func runConsole(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer pool.Close()
-	h, err := webconsole.New(inbox.NewAdmin(pool, &inbox.AdminConfig{Logger: discardLogger}), webconsole.Config{
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: discardLogger})
+	if err != nil {
+		return err
+	}
+	h, err := webconsole.New(admin, webconsole.Config{
 		LocalActor: who,
 		LocalScope: scope,
 		ReadOnly:   *readOnly,

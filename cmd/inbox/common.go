@@ -148,7 +148,12 @@ func adminFor(ctx context.Context, e *env, d *dbFlags, s *scopeFlags) (*inbox.Ad
 	if err != nil {
 		return nil, nil, err
 	}
-	return s.view(inbox.NewAdmin(pool, &inbox.AdminConfig{Logger: discardLogger})), pool.Close, nil
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: discardLogger})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return s.view(admin), pool.Close, nil
 }
 
 // changeFlags are the flags of an audited change (requeue, replay).

@@ -193,7 +193,10 @@ func (s *demoScenario) run(ctx context.Context) (err error) {
 			}
 		}
 	}()
-	admin := inbox.NewAdmin(s.pool, &inbox.AdminConfig{Logger: discardLogger})
+	admin, err := inbox.NewAdmin(s.pool, inbox.AdminConfig{Logger: discardLogger})
+	if err != nil {
+		return err
+	}
 	view := admin.ForTenant(s.tenant)
 
 	orders := demoOrders()

@@ -175,7 +175,11 @@ func TestConsoleInBrowser(t *testing.T) {
 	s := newShop(t, pool)
 	s.seed(t)
 
-	h, err := console.New(inbox.NewAdmin(pool, &inbox.AdminConfig{Logger: slog.New(slog.DiscardHandler)}), console.Config{
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := console.New(admin, console.Config{
 		LocalActor:      actor,
 		RefreshInterval: time.Second,
 		Logger:          slog.New(slog.DiscardHandler),

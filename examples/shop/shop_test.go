@@ -142,7 +142,11 @@ func TestShop(t *testing.T) {
 	wg.Wait()
 	is.Equal(outcomes[inbox.Accepted], 1)
 	is.Equal(outcomes[inbox.Duplicate], 15)
-	stats, err := inbox.NewAdmin(pool, &inbox.AdminConfig{Logger: quiet}).ForTenant("acme").Stats(ctx, inbox.StatsParams{})
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats, err := admin.ForTenant("acme").Stats(ctx, inbox.StatsParams{})
 	is.NoErr(err)
 	pending := 0
 	for _, c := range stats.Consumers {
@@ -275,7 +279,11 @@ func TestHandlingDecodesStrictly(t *testing.T) {
 	// An operator's requeue makes it due at once instead of after its backoff.
 	if r := inboxtest.RequireReceipt(t, pool, tolerated); r.Status != inbox.StatusCompleted {
 		is.Equal(r.Status, inbox.StatusRetryable)
-		admin := inbox.NewAdmin(pool, &inbox.AdminConfig{Logger: quiet}).ForTenant("acme")
+		a, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin := a.ForTenant("acme")
 		got, err := admin.Get(ctx, r.ID)
 		is.NoErr(err)
 		_, err = admin.Requeue(ctx, r.ID, inbox.ChangeParams{ExpectedVersion: got.Version, Actor: "test", Reason: "order exists now"})

@@ -114,7 +114,11 @@ func TestRequireAfterReplay(t *testing.T) {
 	id := accept(t, c, "evt-1")
 	inboxtest.Drain(t, w)
 
-	admin := inbox.NewAdmin(pool, &inbox.AdminConfig{Logger: slog.New(slog.DiscardHandler)}).Operator()
+	a, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := a.Operator()
 	got, err := admin.Get(ctx, id)
 	is.NoErr(err)
 	res, err := admin.Replay(ctx, id, inbox.ChangeParams{ExpectedVersion: got.Version, Actor: "test", Reason: "rebuild"})

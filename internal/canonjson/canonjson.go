@@ -32,9 +32,12 @@ type Limits struct {
 	// MaxDepth is the deepest allowed nesting of arrays and objects. A scalar
 	// top-level value has depth 0, [] has depth 1, [[]] depth 2.
 	MaxDepth int
-	// MaxBytes is the largest allowed size of the canonical output in bytes.
-	// It applies to the output, not the input: input padded with whitespace
-	// or escapes may be larger and still be accepted.
+	// MaxBytes is the largest allowed size of the canonical output in bytes,
+	// with every number counted at the length of its plain decimal form (how
+	// PostgreSQL's numeric prints it: 1e131071 counts 131072 bytes), so the
+	// limit also bounds what the database produces if the document is ever
+	// rendered as jsonb. It applies to the output, not the input: input padded
+	// with whitespace or escapes may be larger and still be accepted.
 	MaxBytes int
 }
 
@@ -50,7 +53,7 @@ const (
 	RuleNullChar      Rule = "null_character"      // \u0000, which PostgreSQL jsonb cannot store
 	RuleNumberRange   Rule = "number_out_of_range" // number PostgreSQL numeric (jsonb) cannot store
 	RuleDepth         Rule = "too_deep"            // nesting deeper than Limits.MaxDepth
-	RuleSize          Rule = "too_large"           // canonical output larger than Limits.MaxBytes
+	RuleSize          Rule = "too_large"           // canonical output (numbers at plain-decimal length) larger than Limits.MaxBytes
 )
 
 // hint tells the sender what to do about a broken rule.
@@ -185,17 +188,20 @@ type parser struct {
 	pos      int
 	maxDepth int
 	maxBytes int
-	stack    []frame
-	members  []member
-	arena    []byte   // decoded keys that contained escapes
-	scratch  []byte   // used when reordering object members
-	tmp      []member // used when sorting members
+	// expansion is how many bytes longer the numbers written so far are in
+	// plain decimal than in canonical form; it counts against maxBytes.
+	expansion int64
+	stack     []frame
+	members   []member
+	arena     []byte   // decoded keys that contained escapes
+	scratch   []byte   // used when reordering object members
+	tmp       []member // used when sorting members
 }
 
 var parserPool = sync.Pool{New: func() any { return new(parser) }}
 
 func (p *parser) release() {
-	p.src, p.pos = nil, 0
+	p.src, p.pos, p.expansion = nil, 0, 0
 	p.stack = p.stack[:0]
 	p.members = p.members[:0]
 	p.arena = p.arena[:0]
@@ -224,6 +230,9 @@ func (p *parser) fail(r Rule, off int, detail string) *Error {
 }
 
 func (p *parser) tooLarge() *Error {
+	if p.expansion > 0 {
+		return p.fail(RuleSize, p.pos, "canonical output, with numbers counted at their plain decimal length as PostgreSQL prints them, exceeds the limit of "+strconv.Itoa(p.maxBytes)+" bytes")
+	}
 	return p.fail(RuleSize, p.pos, "canonical output exceeds the limit of "+strconv.Itoa(p.maxBytes)+" bytes")
 }
 
@@ -328,7 +337,7 @@ func (p *parser) run(out []byte) ([]byte, *Error) {
 
 		// A value is complete: close containers until one continues.
 		for {
-			if len(out) > p.maxBytes {
+			if int64(len(out))+p.expansion > int64(p.maxBytes) {
 				return nil, p.tooLarge()
 			}
 			n := len(p.stack)
@@ -820,6 +829,16 @@ func (p *parser) parseNumber(out []byte) ([]byte, *Error) {
 	if n-1 > pgMaxLeadPower {
 		return nil, p.fail(RuleNumberRange, start, "number has more than "+strconv.Itoa(pgMaxLeadPower+1)+" digits before the decimal point")
 	}
+	// Plain decimal has max(n, 1) integer digits and max(k-n, 0) fraction
+	// digits; the canonical form below is never longer.
+	plain := max(n, 1) + max(k-n, 0)
+	if k > n {
+		plain++ // the decimal point
+	}
+	if neg {
+		plain++
+	}
+	canonStart := len(out)
 	if neg {
 		out = append(out, '-')
 	}
@@ -852,6 +871,7 @@ func (p *parser) parseNumber(out []byte) ([]byte, *Error) {
 		}
 		out = strconv.AppendInt(out, e, 10)
 	}
+	p.expansion += max(0, plain-int64(len(out)-canonStart))
 	return out, nil
 }
 

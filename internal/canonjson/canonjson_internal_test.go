@@ -2,6 +2,7 @@ package canonjson
 
 import (
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -67,6 +68,32 @@ func TestCompareUTF16(t *testing.T) {
 		want := slices.Compare(utf16.Encode([]rune(string(a))), utf16.Encode([]rune(string(b))))
 		if got := compareUTF16(a, b); got != want {
 			t.Fatalf("compareUTF16(%q, %q) = %d, want %d", a, b, got, want)
+		}
+	}
+}
+
+// Numbers count at their plain decimal length, as PostgreSQL prints numeric,
+// so a short document cannot stand for gigabytes of digits.
+func TestSizeCountsPlainDecimalLength(t *testing.T) {
+	for _, tc := range []struct {
+		in        string
+		plainSize int
+	}{
+		{`1e131071`, 131072},
+		{`-1e131071`, 131073},
+		{`1e-16383`, 16385},      // 0.<16382 zeros>1
+		{`123.456e3`, 6},         // 123456
+		{`1.5e-3`, 6},            // 0.0015
+		{`[1e30,2]`, 2 + 31 + 2}, // [ , ] and 2
+		{`{"a":1e25}`, 6 + 26},   // {"a":} and 26 digits
+	} {
+		if _, err := Canonicalize([]byte(tc.in), Limits{MaxBytes: tc.plainSize}); err != nil {
+			t.Errorf("%s at MaxBytes %d: %v", tc.in, tc.plainSize, err)
+		}
+		_, err := Canonicalize([]byte(tc.in), Limits{MaxBytes: tc.plainSize - 1})
+		var cerr *Error
+		if !errors.As(err, &cerr) || cerr.Rule != RuleSize {
+			t.Errorf("%s at MaxBytes %d: want too_large, got %v", tc.in, tc.plainSize-1, err)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 // With MessagesPerTx, several messages commit in one transaction, yet each one
 // still reaches its own outcome: a failing handler rolls back only its message.
 func TestBatchedTransactionsKeepPerMessageOutcomes(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -58,8 +59,9 @@ func TestBatchedTransactionsKeepPerMessageOutcomes(t *testing.T) {
 	t.Logf("%d completed receipts committed in %d transactions", n-6, txs)
 }
 
-// A lease lost in the middle of a batch rolls back that message alone.
+// A lease lost before a batch starts skips that message alone.
 func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
+	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -71,27 +73,67 @@ func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
 	}
 	var stolen atomic.Bool
 	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
-		if err := writeEffect(ctx, m, "w"); err != nil {
-			return err
-		}
-		if m.MessageID == "evt-1" && stolen.CompareAndSwap(false, true) {
-			// Another worker took this receipt over while it ran.
-			_, err := pool.Exec(ctx, "UPDATE pginbox_receipts SET claim_token = gen_random_uuid() WHERE id = $1", m.ReceiptID)
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeEffect(ctx, m, "w")
 	})
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 3, ClaimBatch: 3})
+	inbox.SetTestHooks(w, func(int) {
+		// Another worker takes one receipt over before the batch starts.
+		if stolen.CompareAndSwap(false, true) {
+			_, err := pool.Exec(ctx, "UPDATE pginbox_receipts SET claim_token = gen_random_uuid() WHERE message_id = 'evt-1'")
+			is.NoErr(err)
+		}
+	}, nil)
 	is.NoErr(w.Start(ctx))
 	eventually(t, 10*time.Second, "2 receipts COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 2 })
 	is.NoErr(w.Stop(ctx))
 
 	is.True(stolen.Load())
-	is.Equal(effectCount(t, pool, "message_id = 'evt-1'"), 0) // the stolen one's write rolled back
+	is.Equal(effectCount(t, pool, "message_id = 'evt-1'"), 0) // the stolen one never ran here
 	is.Equal(effectCount(t, pool, "message_id <> 'evt-1'"), 2)
 	var status string
 	is.NoErr(pool.QueryRow(ctx, "SELECT status FROM pginbox_receipts WHERE message_id = 'evt-1'").Scan(&status))
 	is.Equal(status, "PROCESSING") // owned by the (simulated) other worker, untouched here
+}
+
+// In a batched transaction, a message whose deadline ends mid-statement breaks
+// the shared connection; the other messages are handed back without spending
+// an attempt, and only the slow one is charged.
+func TestBatchSurvivesOneMessageTimingOutMidStatement(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	setupEffects(t, pool)
+	c := newClient(t, pool, inbox.Config{})
+	for _, id := range []string{"evt-1", "evt-2", "evt-3"} {
+		_, err := c.Accept(ctx, orderMsg(id, map[string]string{"orderId": id}))
+		is.NoErr(err)
+	}
+	var slept atomic.Bool
+	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		if m.MessageID == "evt-2" && slept.CompareAndSwap(false, true) {
+			if _, err := m.Tx.Exec(ctx, "SELECT pg_sleep(5)"); err != nil {
+				return err
+			}
+		}
+		return writeEffect(ctx, m, "w")
+	})
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{
+		Concurrency: 1, MessagesPerTx: 3, ClaimBatch: 3, HandlerTimeout: 300 * time.Millisecond,
+		Backoff: func(int) time.Duration { return 10 * time.Millisecond }, PollInterval: 50 * time.Millisecond,
+	})
+	is.NoErr(w.Start(ctx))
+	defer w.Stop(ctx)
+	eventually(t, 15*time.Second, "3 receipts COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 })
+
+	is.True(slept.Load())
+	is.Equal(effectCount(t, pool, "true"), 3)
+	attempts := func(id string) int {
+		var n int
+		is.NoErr(pool.QueryRow(ctx, "SELECT attempts FROM pginbox_receipts WHERE message_id = $1", id).Scan(&n))
+		return n
+	}
+	is.Equal(attempts("evt-2"), 2) // charged for its timeout
+	is.Equal(attempts("evt-1"), 1) // released, not charged
+	is.Equal(attempts("evt-3"), 1)
 }

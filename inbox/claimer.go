@@ -1,0 +1,156 @@
+package inbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pginbox/pginbox/db"
+)
+
+// asyncCommit runs bookkeeping transactions (claims) without waiting for their
+// WAL flush. Losing one in a server crash only returns the receipt to its due
+// state, and the handler's durable commit flushes the claim before it anyway, so
+// a message's outcome never depends on it. It saves one disk flush per claim.
+var asyncCommit = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
+
+// readyQueue holds claimed receipts until a handler slot takes them. Pushing
+// after close hands the lease back instead of panicking on a closed channel.
+type readyQueue struct {
+	mu     sync.Mutex
+	ch     chan *lease
+	closed bool
+}
+
+func newReadyQueue(capacity int) *readyQueue {
+	return &readyQueue{ch: make(chan *lease, capacity)}
+}
+
+// push queues l; false means the queue is closed (or full) and the caller
+// still owns l.
+func (q *readyQueue) push(l *lease) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return false
+	}
+	select {
+	case q.ch <- l:
+		return true
+	default:
+		return false
+	}
+}
+
+// close ends the queue: slots drain what is left and exit.
+func (q *readyQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		q.closed = true
+		close(q.ch)
+	}
+}
+
+// claimLoop keeps the ready queue topped up: it claims when there is room,
+// again at once after a full claim, and otherwise waits for a notification, a
+// freed slot or the poll interval.
+func (w *Worker) claimLoop(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		// Slots whose handler hung take no work until it returns.
+		alive := w.cfg.Concurrency - int(w.abandonedSlots.Load())
+		capacity := 0
+		if alive > 0 {
+			capacity = alive*w.cfg.MessagesPerTx + w.cfg.ClaimBatch
+		}
+		held := w.leases.count()
+		free := capacity - held
+		queued := held - int(w.running.Load())
+		claimed, full := false, false
+		// Top the queue up once half of it is taken, so handlers never wait
+		// for a claim and claims stay batched.
+		if free > 0 && queued <= w.cfg.ClaimBatch/2 {
+			n := min(free, w.cfg.ClaimBatch)
+			leases, err := w.claim(ctx, n)
+			if err != nil && ctx.Err() == nil {
+				w.log.Error("pginbox worker: claim failed", "error", err)
+			}
+			for _, l := range leases {
+				if !w.queue.push(l) {
+					w.handBack(l) // stopping: nobody will run it
+				}
+			}
+			claimed = true
+			full = err == nil && len(leases) == n
+		}
+		if full && ctx.Err() == nil {
+			continue // probably more due work
+		}
+		// A freed slot matters only when the worker held back; after a claim
+		// that came up short, only a notification or the poll brings work.
+		var slotFreed chan struct{}
+		if !claimed {
+			slotFreed = w.slotFreed
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-slotFreed:
+		case <-poll.C:
+			poll.Reset(w.cfg.PollInterval)
+		}
+	}
+}
+
+// claim claims up to n due receipts. Once sent, it is not interrupted by ctx: a
+// claim that committed unseen would leave receipts PROCESSING until their
+// leases expire.
+func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
+	if ctx.Err() != nil {
+		return nil, nil
+	}
+	// Waiting for a connection may end with ctx; nothing was sent yet.
+	conn, err := w.pool.Acquire(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil
+		}
+		return nil, dbError("claim", err)
+	}
+	defer conn.Release()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
+	defer cancel()
+	var rows []db.ReceiptClaimRow
+	err = pgx.BeginTxFunc(cctx, conn, asyncCommit, func(tx pgx.Tx) error {
+		var err error
+		rows, err = db.New(tx).ReceiptClaim(cctx, db.ReceiptClaimParams{
+			LeaseMs:   w.cfg.Lease.Milliseconds(),
+			Consumers: w.owned,
+			MaxCount:  int32(n),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, dbError("claim", err)
+	}
+	batch := make([]claimed, len(rows))
+	for i, r := range rows {
+		batch[i] = claimedFromRow(r)
+	}
+	leases := w.leases.add(batch)
+	if w.events.active() {
+		for _, r := range batch {
+			w.events.publish(receiptEvent(EventClaimed, r))
+		}
+	}
+	if w.hooks.afterClaim != nil && len(rows) > 0 {
+		w.hooks.afterClaim(len(rows))
+	}
+	return leases, nil
+}

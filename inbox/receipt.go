@@ -1,0 +1,152 @@
+package inbox
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pginbox/pginbox/db"
+)
+
+// Receipt is a stored receipt as the admin API shows it.
+type Receipt struct {
+	ID            ID
+	Scope         Scope
+	Source        string
+	Consumer      string
+	MessageID     string
+	EventType     string
+	SchemaVersion int
+	// Fingerprint is the SHA-256 content fingerprint (see Fingerprint).
+	Fingerprint []byte
+	// Payload is the canonical JSON payload. It is nil when purged, and List
+	// does not load it (use Get).
+	Payload json.RawMessage
+	// Metadata is nil when empty, and in List results.
+	Metadata map[string]string
+
+	Status      Status
+	Attempts    int
+	MaxAttempts int
+	// AvailableAt is when the receipt is (or was) due for its next attempt.
+	AvailableAt    time.Time
+	LeaseExpiresAt *time.Time
+	LastError      string
+
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	CompletedAt *time.Time
+	// Version grows with every change; requeue and replay take it as their
+	// expected version.
+	Version int64
+	// ReplayOf is the receipt this one replays; zero for an original.
+	ReplayOf ID
+	// PayloadPurgedAt is when retention dropped the payload; nil while kept.
+	PayloadPurgedAt *time.Time
+}
+
+// Identity returns the receipt's identity (shared by an original and its
+// replays).
+func (r *Receipt) Identity() Identity {
+	return Identity{Scope: r.Scope, Source: r.Source, Consumer: r.Consumer, MessageID: r.MessageID}
+}
+
+// Purged reports whether the payload was dropped by Purge.
+func (r *Receipt) Purged() bool { return r.PayloadPurgedAt != nil }
+
+// IsReplay reports whether the receipt was created by Replay.
+func (r *Receipt) IsReplay() bool { return !r.ReplayOf.IsZero() }
+
+// ReceiptDetails is a receipt with its lineage and audit trail.
+type ReceiptDetails struct {
+	Receipt
+	// Replays are the receipts created by replaying this one, oldest first.
+	Replays []ReplaySummary
+	// Audit is the trail of admin actions on this receipt, oldest first; for a
+	// replay it starts with the replay of its original that created it.
+	Audit []AuditEntry
+}
+
+// ReplaySummary is one receipt created by a replay.
+type ReplaySummary struct {
+	ID          ID
+	Status      Status
+	Version     int64
+	CreatedAt   time.Time
+	CompletedAt *time.Time
+}
+
+// Audit actions.
+const (
+	AuditRequeue = "requeue"
+	AuditReplay  = "replay"
+)
+
+// AuditEntry is one audited admin action. From and To describe ReceiptID's
+// row: a requeue moves it to PENDING; a replay leaves the original COMPLETED
+// (only its version moves) and names the receipt it created in NewReceiptID.
+type AuditEntry struct {
+	ID           int64
+	ReceiptID    ID
+	Action       string // AuditRequeue or AuditReplay
+	Actor        string
+	Reason       string
+	FromStatus   Status
+	ToStatus     Status
+	FromVersion  int64
+	ToVersion    int64
+	NewReceiptID ID // replays only
+	CreatedAt    time.Time
+}
+
+func receiptFromRow(row db.PginboxReceipt) (Receipt, error) {
+	r := Receipt{
+		ID:              row.ID,
+		Scope:           Scope{Kind: ScopeKind(row.ScopeKind), ID: row.ScopeID},
+		Source:          row.Source,
+		Consumer:        row.Consumer,
+		MessageID:       row.MessageID,
+		EventType:       row.EventType,
+		SchemaVersion:   int(row.SchemaVersion),
+		Fingerprint:     row.Fingerprint,
+		Status:          Status(row.Status),
+		Attempts:        int(row.Attempts),
+		MaxAttempts:     int(row.MaxAttempts),
+		AvailableAt:     row.AvailableAt,
+		LeaseExpiresAt:  row.LeaseExpiresAt,
+		CreatedAt:       row.CreatedAt,
+		UpdatedAt:       row.UpdatedAt,
+		CompletedAt:     row.CompletedAt,
+		Version:         row.Version,
+		ReplayOf:        row.ReplayOf,
+		PayloadPurgedAt: row.PayloadPurgedAt,
+	}
+	if row.Payload != nil {
+		r.Payload = json.RawMessage(*row.Payload)
+	}
+	if row.LastError != nil {
+		r.LastError = *row.LastError
+	}
+	if row.Metadata != "" && row.Metadata != "{}" {
+		if err := json.Unmarshal([]byte(row.Metadata), &r.Metadata); err != nil {
+			return Receipt{}, fmt.Errorf("pginbox: receipt %s: decoding metadata: %w", row.ID, err)
+		}
+	}
+	return r, nil
+}
+
+func auditFromRow(a db.PginboxAudit) AuditEntry {
+	return AuditEntry{
+		ID:           a.ID,
+		ReceiptID:    a.ReceiptID,
+		Action:       a.Action,
+		Actor:        a.Actor,
+		Reason:       a.Reason,
+		FromStatus:   Status(a.FromStatus),
+		ToStatus:     Status(a.ToStatus),
+		FromVersion:  a.FromVersion,
+		ToVersion:    a.ToVersion,
+		NewReceiptID: a.NewReceiptID,
+		CreatedAt:    a.CreatedAt,
+	}
+}

@@ -1,0 +1,50 @@
+package inbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/pginbox/pginbox/db"
+)
+
+func (w *Worker) recoverLoop(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	t := time.NewTicker(w.cfg.RecoverInterval)
+	defer t.Stop()
+	for {
+		if _, err := w.RecoverExpired(ctx); err != nil && ctx.Err() == nil {
+			w.log.Error("pginbox worker: lease recovery failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RecoverExpired returns receipts of the owned consumers whose lease expired to
+// RETRYABLE (or DEAD when their attempts are spent) and reports how many. Every
+// running worker does this periodically; no leader is needed.
+func (w *Worker) RecoverExpired(ctx context.Context) (int, error) {
+	const batch = 100
+	total := 0
+	for {
+		rows, err := db.New(w.pool).ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: w.owned, MaxCount: batch})
+		if err != nil {
+			return total, dbError("recover", err)
+		}
+		for _, r := range rows {
+			w.log.Warn("pginbox worker: recovered an expired lease", "receipt_id", r.ID, "consumer", r.Consumer, "status", r.Status)
+			w.events.publish(Event{Kind: EventRecovered, ReceiptID: r.ID, Consumer: r.Consumer})
+		}
+		total += len(rows)
+		if len(rows) > 0 {
+			signal(w.wake)
+		}
+		if len(rows) < batch {
+			return total, nil
+		}
+	}
+}
