@@ -154,7 +154,7 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 	}
 	completed := func() (int, error) {
 		var c int
-		err := s.admin.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'").Scan(&c)
+		err := s.admin.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts_live WHERE status = 'COMPLETED'").Scan(&c)
 		return c, err
 	}
 	stop := s.prog.phase(label, n, func() int { return int(handled.Load()) })

@@ -118,7 +118,7 @@ func (s *suite) jobsPhase(ctx context.Context, label string, workers, perTx int)
 			case <-t.C:
 			}
 			var pending int
-			err := s.admin.QueryRow(feedCtx, "SELECT count(*) FROM pginbox_receipts WHERE status = 'PENDING'").Scan(&pending)
+			err := s.admin.QueryRow(feedCtx, "SELECT count(*) FROM pginbox_work WHERE status = 'PENDING'").Scan(&pending)
 			if missing := s.o.JobBacklog - pending; err == nil && missing > s.o.JobBacklog/4 {
 				_, err = s.seed(feedCtx, fmt.Sprintf("jobs-%d", chunk), missing, inbox.StatusPending)
 				chunk++
