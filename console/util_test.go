@@ -16,6 +16,7 @@ import (
 
 	"github.com/pginbox/pginbox/console"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 // fixture is a database with receipts of two tenants in several states.
@@ -69,15 +70,13 @@ func (f *fixture) accept(t *testing.T, scope inbox.Scope, msgID string, payload 
 // changed it".
 func (f *fixture) set(t *testing.T, id inbox.ID, set string, args ...any) {
 	t.Helper()
-	if _, err := f.pool.Exec(context.Background(), "UPDATE pginbox_receipts SET "+set+" WHERE id = $1", append([]any{id}, args...)...); err != nil {
-		t.Fatal(err)
-	}
+	inboxtest.SetState(t, f.pool, id, set, args...)
 }
 
 // state is a receipt's status and version as stored.
 func (f *fixture) state(t *testing.T, id inbox.ID) (status string, version int64) {
 	t.Helper()
-	err := f.pool.QueryRow(context.Background(), "SELECT status, version FROM pginbox_receipts WHERE id = $1", id).Scan(&status, &version)
+	err := f.pool.QueryRow(context.Background(), "SELECT status, version FROM pginbox_receipts_live WHERE id = $1", id).Scan(&status, &version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,22 +12,31 @@ import (
 )
 
 const receiptAccept = `-- name: ReceiptAccept :one
-INSERT INTO pginbox_receipts (
-    id, scope_kind, scope_id, source, consumer, message_id,
-    event_type, schema_version, fingerprint, payload, metadata, max_attempts
-) VALUES (
-    $1, $2, $3, $4, $5, $6,
-    $7, $8, $9, $10, $11, $12
+WITH inserted AS (
+    INSERT INTO pginbox_receipts (
+        id, scope_kind, scope_id, source, consumer, message_id,
+        event_type, schema_version, fingerprint, payload, metadata, max_attempts
+    ) VALUES (
+        $2, $3, $4, $5, $6, $7,
+        $8, $9, $10, $11, $12, $13
+    )
+    ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+    DO NOTHING
+    RETURNING id, scope_kind, scope_id, consumer, max_attempts
+), queued AS (
+    INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+    SELECT id, scope_kind, scope_id, consumer, max_attempts FROM inserted
+    RETURNING receipt_id, consumer, status
 )
-ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
-DO NOTHING
-RETURNING id, status,
-    CASE WHEN $13::boolean
-         THEN pg_notify('pginbox_receipt', consumer) IS NOT NULL
+SELECT q.receipt_id AS id, q.status,
+    CASE WHEN $1::boolean
+         THEN pg_notify('pginbox_receipt', q.consumer) IS NOT NULL
          ELSE false END AS notified
+FROM queued q
 `
 
 type ReceiptAcceptParams struct {
+	Notify        bool
 	ID            inboxtype.ID
 	ScopeKind     string
 	ScopeID       string
@@ -40,7 +49,6 @@ type ReceiptAcceptParams struct {
 	Payload       *string
 	Metadata      string
 	MaxAttempts   int32
-	Notify        bool
 }
 
 type ReceiptAcceptRow struct {
@@ -49,11 +57,13 @@ type ReceiptAcceptRow struct {
 	Notified bool
 }
 
-// Inserts a new PENDING receipt, or nothing when the identity already exists. With
-// @notify the wake-up rides in the same statement, so a fresh accept is one round
-// trip and one commit; a duplicate writes nothing and notifies nobody.
+// Inserts a new receipt and its queue row, or nothing when the identity already
+// exists. With @notify the wake-up rides in the same statement, so a fresh
+// accept is one round trip and one commit; a duplicate writes nothing and
+// notifies nobody.
 func (q *Queries) ReceiptAccept(ctx context.Context, arg ReceiptAcceptParams) (ReceiptAcceptRow, error) {
 	row := q.db.QueryRow(ctx, receiptAccept,
+		arg.Notify,
 		arg.ID,
 		arg.ScopeKind,
 		arg.ScopeID,
@@ -66,7 +76,6 @@ func (q *Queries) ReceiptAccept(ctx context.Context, arg ReceiptAcceptParams) (R
 		arg.Payload,
 		arg.Metadata,
 		arg.MaxAttempts,
-		arg.Notify,
 	)
 	var i ReceiptAcceptRow
 	err := row.Scan(&i.ID, &i.Status, &i.Notified)
@@ -74,14 +83,15 @@ func (q *Queries) ReceiptAccept(ctx context.Context, arg ReceiptAcceptParams) (R
 }
 
 const receiptByIdentity = `-- name: ReceiptByIdentity :one
-SELECT id, status, fingerprint
-FROM pginbox_receipts
-WHERE scope_kind = $1
-  AND scope_id = $2
-  AND source = $3
-  AND consumer = $4
-  AND message_id = $5
-  AND replay_of IS NULL
+SELECT r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint
+FROM pginbox_receipts r
+LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+WHERE r.scope_kind = $1
+  AND r.scope_id = $2
+  AND r.source = $3
+  AND r.consumer = $4
+  AND r.message_id = $5
+  AND r.replay_of IS NULL
 `
 
 type ReceiptByIdentityParams struct {
@@ -98,7 +108,8 @@ type ReceiptByIdentityRow struct {
 	Fingerprint []byte
 }
 
-// The original receipt of an identity (replays share it but are not originals).
+// The original receipt of an identity (replays share it but are not originals)
+// with its live status.
 func (q *Queries) ReceiptByIdentity(ctx context.Context, arg ReceiptByIdentityParams) (ReceiptByIdentityRow, error) {
 	row := q.db.QueryRow(ctx, receiptByIdentity,
 		arg.ScopeKind,

@@ -32,16 +32,21 @@ WITH inserted AS (
         $12::integer
     ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
     DO NOTHING
-    RETURNING id, consumer
+    RETURNING id, scope_kind, scope_id, consumer, max_attempts
+),
+queued AS (
+    INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+    SELECT id, scope_kind, scope_id, consumer, max_attempts FROM inserted
+    RETURNING receipt_id AS id, consumer
 ),
 woken AS (
     SELECT count(*) AS n
-    FROM (SELECT DISTINCT i.consumer FROM inserted i) c
+    FROM (SELECT DISTINCT q.consumer FROM queued q) c
     WHERE CASE WHEN $13::boolean
                THEN pg_notify('pginbox_receipt', c.consumer) IS NOT NULL
                ELSE false END
 )
-SELECT inserted.id FROM inserted, woken
+SELECT queued.id FROM queued, woken
 `
 
 type ReceiptAcceptBatchParams struct {
@@ -60,7 +65,7 @@ type ReceiptAcceptBatchParams struct {
 	Notify         bool
 }
 
-// Inserts many receipts in one statement (one commit outside a caller's
+// Inserts many receipts and their queue rows in one statement (one commit outside a caller's
 // transaction). Identities that already exist are skipped; the caller reads them
 // with ReceiptsByIdentities. With @notify the wake-up is sent once per distinct
 // consumer that got a new receipt, not once per row. The set-returning functions in one
@@ -103,7 +108,7 @@ func (q *Queries) ReceiptAcceptBatch(ctx context.Context, arg ReceiptAcceptBatch
 
 const receiptsByIdentities = `-- name: ReceiptsByIdentities :many
 SELECT r.scope_kind, r.scope_id, r.source, r.consumer, r.message_id,
-    r.id, r.status, r.fingerprint
+    r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint
 FROM (
     SELECT
         unnest($1::text[]) AS scope_kind,
@@ -119,6 +124,7 @@ JOIN pginbox_receipts r
  AND r.consumer = k.consumer
  AND r.message_id = k.message_id
  AND r.replay_of IS NULL
+LEFT JOIN pginbox_work w ON w.receipt_id = r.id
 `
 
 type ReceiptsByIdentitiesParams struct {
@@ -140,8 +146,8 @@ type ReceiptsByIdentitiesRow struct {
 	Fingerprint []byte
 }
 
-// The original receipts of many identities at once, for the batch items that
-// ReceiptAcceptBatch did not insert.
+// The original receipts of many identities at once, with their live status, for
+// the batch items that ReceiptAcceptBatch did not insert.
 func (q *Queries) ReceiptsByIdentities(ctx context.Context, arg ReceiptsByIdentitiesParams) ([]ReceiptsByIdentitiesRow, error) {
 	rows, err := q.db.Query(ctx, receiptsByIdentities,
 		arg.ScopeKinds,

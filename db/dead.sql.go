@@ -13,19 +13,19 @@ import (
 )
 
 const receiptDeadGroups = `-- name: ReceiptDeadGroups :many
-SELECT r.consumer,
-    coalesce(r.last_error, '')::text AS last_error,
+SELECT w.consumer,
+    coalesce(w.last_error, '')::text AS last_error,
     count(*) AS total,
-    min(r.updated_at)::timestamptz AS first_dead_at,
-    max(r.updated_at)::timestamptz AS last_dead_at,
-    (array_agg(r.id ORDER BY r.id DESC))[1:$1::integer]::uuid[] AS sample_ids
-FROM pginbox_receipts r
-WHERE r.status = 'DEAD'
+    min(w.updated_at)::timestamptz AS first_dead_at,
+    max(w.updated_at)::timestamptz AS last_dead_at,
+    (array_agg(w.receipt_id ORDER BY w.receipt_id DESC))[1:$1::integer]::uuid[] AS sample_ids
+FROM pginbox_work w
+WHERE w.status = 'DEAD'
   AND ($2::boolean
-       OR (r.scope_kind = $3::text AND r.scope_id = $4::text))
-  AND ($5::text = '' OR r.consumer = $5::text)
-GROUP BY r.consumer, coalesce(r.last_error, '')
-ORDER BY total DESC, r.consumer, last_error
+       OR (w.scope_kind = $3::text AND w.scope_id = $4::text))
+  AND ($5::text = '' OR w.consumer = $5::text)
+GROUP BY w.consumer, coalesce(w.last_error, '')
+ORDER BY total DESC, w.consumer, last_error
 LIMIT $6::integer
 `
 
@@ -49,8 +49,9 @@ type ReceiptDeadGroupsRow struct {
 
 // DEAD receipts grouped by consumer and last error, largest group first, with
 // when the group's receipts died (their last update) and the newest few IDs. It
-// finds them through the pginbox_receipts_active partial index, so COMPLETED history
-// does not slow it down. The scope predicate is the one every admin query uses.
+// reads only the queue table, where DEAD receipts wait for an operator, so
+// COMPLETED history does not slow it down. The scope predicate is the one
+// every admin query uses.
 func (q *Queries) ReceiptDeadGroups(ctx context.Context, arg ReceiptDeadGroupsParams) ([]ReceiptDeadGroupsRow, error) {
 	rows, err := q.db.Query(ctx, receiptDeadGroups,
 		arg.Samples,

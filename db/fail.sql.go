@@ -13,17 +13,28 @@ import (
 )
 
 const receiptFail = `-- name: ReceiptFail :one
-UPDATE pginbox_receipts
-SET status = CASE WHEN $1::boolean OR attempts >= max_attempts
-                  THEN 'DEAD' ELSE 'RETRYABLE' END,
-    available_at = now() + $2::bigint * interval '1 millisecond',
-    last_error = $3::text,
-    claim_token = NULL,
-    lease_expires_at = NULL,
-    updated_at = now(),
-    version = version + 1
-WHERE id = $4 AND claim_token = $5
-RETURNING status, available_at
+WITH failed AS (
+    UPDATE pginbox_work
+    SET status = CASE WHEN $1::boolean OR attempts >= max_attempts
+                      THEN 'DEAD' ELSE 'RETRYABLE' END,
+        available_at = now() + $2::bigint * interval '1 millisecond',
+        last_error = $3::text,
+        claim_token = NULL,
+        lease_expires_at = NULL,
+        updated_at = now(),
+        version = version + 1
+    -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
+    WHERE receipt_id = $4 AND claim_token = $5
+    RETURNING receipt_id, status, available_at, attempts, last_error, version
+), settled AS (
+    UPDATE pginbox_receipts r
+    SET status = 'DEAD', attempts = f.attempts, last_error = f.last_error,
+        version = f.version, updated_at = now()
+    FROM failed f
+    WHERE r.id = f.receipt_id AND f.status = 'DEAD'
+    RETURNING r.id
+)
+SELECT f.status, f.available_at FROM failed f
 `
 
 type ReceiptFailParams struct {
@@ -41,9 +52,7 @@ type ReceiptFailRow struct {
 
 // Records a failed attempt after the handler's transaction rolled back: DEAD when
 // @dead is set or the attempts are spent, otherwise RETRYABLE after @delay_ms.
-// The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
-// Adding "status = 'PROCESSING'" would let the planner scan a partial index of
-// all PROCESSING rows instead of the primary key.
+// A DEAD receipt is marked so on its retained row too.
 func (q *Queries) ReceiptFail(ctx context.Context, arg ReceiptFailParams) (ReceiptFailRow, error) {
 	row := q.db.QueryRow(ctx, receiptFail,
 		arg.Dead,

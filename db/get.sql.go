@@ -13,8 +13,8 @@ import (
 )
 
 const receiptGet = `-- name: ReceiptGet :one
-SELECT id, source, consumer, message_id, event_type, schema_version, fingerprint, payload, metadata, status, attempts, max_attempts, available_at, claim_token, lease_expires_at, last_error, created_at, updated_at, completed_at, scope_kind, scope_id, version, replay_of, payload_purged_at
-FROM pginbox_receipts r
+SELECT id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, fingerprint, payload, metadata, status, attempts, max_attempts, available_at, claim_token, lease_expires_at, last_error, created_at, updated_at, completed_at, version, replay_of, payload_purged_at
+FROM pginbox_receipts_live r
 WHERE r.id = $1
   AND ($2::boolean
        OR (r.scope_kind = $3::text AND r.scope_id = $4::text))
@@ -27,19 +27,22 @@ type ReceiptGetParams struct {
 	ScopeID   string
 }
 
-// One receipt with everything stored for it. Every admin query carries the same
-// scope predicate: @all_scopes for the operator view, otherwise the exact scope,
-// so a tenant view cannot see another tenant's receipt even by ID.
-func (q *Queries) ReceiptGet(ctx context.Context, arg ReceiptGetParams) (PginboxReceipt, error) {
+// One receipt with everything stored for it, its live state from its queue row
+// (pginbox_receipts_live joins them). Every admin query carries the same scope
+// predicate: @all_scopes for the operator view, otherwise the exact scope, so a
+// tenant view cannot see another tenant's receipt even by ID.
+func (q *Queries) ReceiptGet(ctx context.Context, arg ReceiptGetParams) (PginboxReceiptsLive, error) {
 	row := q.db.QueryRow(ctx, receiptGet,
 		arg.ID,
 		arg.AllScopes,
 		arg.ScopeKind,
 		arg.ScopeID,
 	)
-	var i PginboxReceipt
+	var i PginboxReceiptsLive
 	err := row.Scan(
 		&i.ID,
+		&i.ScopeKind,
+		&i.ScopeID,
 		&i.Source,
 		&i.Consumer,
 		&i.MessageID,
@@ -58,8 +61,6 @@ func (q *Queries) ReceiptGet(ctx context.Context, arg ReceiptGetParams) (Pginbox
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.CompletedAt,
-		&i.ScopeKind,
-		&i.ScopeID,
 		&i.Version,
 		&i.ReplayOf,
 		&i.PayloadPurgedAt,
@@ -68,13 +69,16 @@ func (q *Queries) ReceiptGet(ctx context.Context, arg ReceiptGetParams) (Pginbox
 }
 
 const receiptGetForUpdate = `-- name: ReceiptGetForUpdate :one
-SELECT id, consumer, status, version, (payload IS NULL)::boolean AS purged, payload_purged_at,
-    coalesce(lease_expires_at < now(), false)::boolean AS lease_expired
+SELECT r.id, r.consumer, coalesce(w.status, r.status)::text AS status,
+    coalesce(w.version, r.version)::bigint AS version,
+    (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
+    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
 FROM pginbox_receipts r
+LEFT JOIN pginbox_work w ON w.receipt_id = r.id
 WHERE r.id = $1
   AND ($2::boolean
        OR (r.scope_kind = $3::text AND r.scope_id = $4::text))
-FOR UPDATE
+FOR UPDATE OF r
 `
 
 type ReceiptGetForUpdateParams struct {
@@ -117,13 +121,16 @@ func (q *Queries) ReceiptGetForUpdate(ctx context.Context, arg ReceiptGetForUpda
 }
 
 const receiptGetForUpdateNoWait = `-- name: ReceiptGetForUpdateNoWait :one
-SELECT id, consumer, status, version, (payload IS NULL)::boolean AS purged, payload_purged_at,
-    coalesce(lease_expires_at < now(), false)::boolean AS lease_expired
+SELECT r.id, r.consumer, coalesce(w.status, r.status)::text AS status,
+    coalesce(w.version, r.version)::bigint AS version,
+    (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
+    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
 FROM pginbox_receipts r
+LEFT JOIN pginbox_work w ON w.receipt_id = r.id
 WHERE r.id = $1
   AND ($2::boolean
        OR (r.scope_kind = $3::text AND r.scope_id = $4::text))
-FOR UPDATE NOWAIT
+FOR UPDATE OF r NOWAIT
 `
 
 type ReceiptGetForUpdateNoWaitParams struct {
@@ -168,7 +175,7 @@ func (q *Queries) ReceiptGetForUpdateNoWait(ctx context.Context, arg ReceiptGetF
 
 const receiptListReplays = `-- name: ReceiptListReplays :many
 SELECT id, status, version, created_at, completed_at
-FROM pginbox_receipts r
+FROM pginbox_receipts_live r
 WHERE r.replay_of = $1
   AND ($2::boolean
        OR (r.scope_kind = $3::text AND r.scope_id = $4::text))
@@ -223,8 +230,10 @@ func (q *Queries) ReceiptListReplays(ctx context.Context, arg ReceiptListReplays
 }
 
 const receiptState = `-- name: ReceiptState :one
-SELECT status, coalesce(lease_expires_at < now(), false)::boolean AS lease_expired, lease_expires_at
+SELECT coalesce(w.status, r.status)::text AS status,
+    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired, w.lease_expires_at
 FROM pginbox_receipts r
+LEFT JOIN pginbox_work w ON w.receipt_id = r.id
 WHERE r.id = $1
   AND ($2::boolean
        OR (r.scope_kind = $3::text AND r.scope_id = $4::text))

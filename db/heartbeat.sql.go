@@ -18,23 +18,23 @@ WITH held AS (
     SELECT unnest($1::text[])::uuid AS id,
            unnest($2::text[])::uuid AS token
 ), extended AS (
-    UPDATE pginbox_receipts r
+    UPDATE pginbox_work w
     SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
     FROM (
-        SELECT l.id
-        FROM pginbox_receipts l
-        JOIN held ON l.id = held.id AND l.claim_token = held.token
+        SELECT l.receipt_id
+        FROM pginbox_work l
+        JOIN held ON l.receipt_id = held.id AND l.claim_token = held.token
         FOR UPDATE OF l SKIP LOCKED
     ) AS owned
-    WHERE r.id = owned.id
-    RETURNING r.id
+    WHERE w.receipt_id = owned.receipt_id
+    RETURNING w.receipt_id
 )
 SELECT held.id AS lost_id
 FROM held
 WHERE NOT EXISTS (
     SELECT 1
-    FROM pginbox_receipts r
-    WHERE r.id = held.id AND r.claim_token = held.token
+    FROM pginbox_work w
+    WHERE w.receipt_id = held.id AND w.claim_token = held.token
 )
 `
 
@@ -46,9 +46,9 @@ type ReceiptHeartbeatParams struct {
 
 // Extends the leases of every receipt a worker holds in one statement and returns
 // the IDs whose claim is gone (recovered or re-claimed elsewhere). A matching
-// token means PROCESSING (a CHECK ties them). A row locked by
-// this worker's own completion or failure update is skipped, not waited for. IDs
-// travel as text so the statement works under the simple protocol too.
+// token means PROCESSING (a CHECK ties them). A row locked by a handler's
+// transaction (running, or completing) is skipped, not waited for. IDs travel
+// as text so the statement works under the simple protocol too.
 func (q *Queries) ReceiptHeartbeat(ctx context.Context, arg ReceiptHeartbeatParams) ([]inboxtype.ID, error) {
 	rows, err := q.db.Query(ctx, receiptHeartbeat, arg.Ids, arg.Tokens, arg.LeaseMs)
 	if err != nil {

@@ -13,11 +13,11 @@ import (
 )
 
 const receiptList = `-- name: ReceiptList :many
-SELECT id, source, consumer, message_id, event_type, schema_version, fingerprint,
-    NULL::json AS payload, '{}'::jsonb AS metadata, status, attempts, max_attempts,
-    available_at, claim_token, lease_expires_at, last_error, created_at, updated_at,
-    completed_at, scope_kind, scope_id, version, replay_of, payload_purged_at
-FROM pginbox_receipts r
+SELECT id, scope_kind, scope_id, source, consumer, message_id, event_type,
+    schema_version, fingerprint, NULL::json AS payload, '{}'::jsonb AS metadata, status,
+    attempts, max_attempts, available_at, claim_token, lease_expires_at, last_error,
+    created_at, updated_at, completed_at, version, replay_of, payload_purged_at
+FROM pginbox_receipts_live r
 WHERE ($1::boolean
        OR (r.scope_kind = $2::text AND r.scope_id = $3::text))
   AND ($4::uuid IS NULL OR r.id > $4::uuid)
@@ -45,6 +45,8 @@ type ReceiptListParams struct {
 
 type ReceiptListRow struct {
 	ID              inboxtype.ID
+	ScopeKind       string
+	ScopeID         string
 	Source          string
 	Consumer        string
 	MessageID       string
@@ -56,15 +58,13 @@ type ReceiptListRow struct {
 	Status          string
 	Attempts        int32
 	MaxAttempts     int32
-	AvailableAt     time.Time
+	AvailableAt     *time.Time
 	ClaimToken      inboxtype.ID
 	LeaseExpiresAt  *time.Time
 	LastError       *string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 	CompletedAt     *time.Time
-	ScopeKind       string
-	ScopeID         string
 	Version         int64
 	ReplayOf        inboxtype.ID
 	PayloadPurgedAt *time.Time
@@ -97,6 +97,8 @@ func (q *Queries) ReceiptList(ctx context.Context, arg ReceiptListParams) ([]Rec
 		var i ReceiptListRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.ScopeKind,
+			&i.ScopeID,
 			&i.Source,
 			&i.Consumer,
 			&i.MessageID,
@@ -115,8 +117,6 @@ func (q *Queries) ReceiptList(ctx context.Context, arg ReceiptListParams) ([]Rec
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.CompletedAt,
-			&i.ScopeKind,
-			&i.ScopeID,
 			&i.Version,
 			&i.ReplayOf,
 			&i.PayloadPurgedAt,

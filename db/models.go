@@ -37,9 +37,6 @@ type PginboxReceipt struct {
 	Status          string
 	Attempts        int32
 	MaxAttempts     int32
-	AvailableAt     time.Time
-	ClaimToken      inboxtype.ID
-	LeaseExpiresAt  *time.Time
 	LastError       *string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
@@ -49,4 +46,47 @@ type PginboxReceipt struct {
 	Version         int64
 	ReplayOf        inboxtype.ID
 	PayloadPurgedAt *time.Time
+}
+
+type PginboxReceiptsLive struct {
+	ID              inboxtype.ID
+	ScopeKind       string
+	ScopeID         string
+	Source          string
+	Consumer        string
+	MessageID       string
+	EventType       string
+	SchemaVersion   int32
+	Fingerprint     []byte
+	Payload         *string
+	Metadata        string
+	Status          string
+	Attempts        int32
+	MaxAttempts     int32
+	AvailableAt     *time.Time
+	ClaimToken      inboxtype.ID
+	LeaseExpiresAt  *time.Time
+	LastError       *string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	CompletedAt     *time.Time
+	Version         int64
+	ReplayOf        inboxtype.ID
+	PayloadPurgedAt *time.Time
+}
+
+type PginboxWork struct {
+	ReceiptID      inboxtype.ID
+	ScopeKind      string
+	ScopeID        string
+	Consumer       string
+	Status         string
+	Attempts       int32
+	MaxAttempts    int32
+	AvailableAt    time.Time
+	ClaimToken     inboxtype.ID
+	LeaseExpiresAt *time.Time
+	LastError      *string
+	Version        int64
+	UpdatedAt      time.Time
 }

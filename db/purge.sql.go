@@ -14,12 +14,13 @@ const receiptPurge = `-- name: ReceiptPurge :execrows
 WITH batch AS (
     SELECT p.id
     FROM pginbox_receipts p
-    WHERE p.status = 'COMPLETED'
-      AND p.payload IS NOT NULL
+    WHERE p.payload IS NOT NULL
+      AND p.created_at < $1::timestamptz
+      AND p.status = 'COMPLETED'
       AND p.completed_at < $1::timestamptz
       AND ($2::boolean
            OR (p.scope_kind = $3::text AND p.scope_id = $4::text))
-    ORDER BY p.completed_at
+    ORDER BY p.created_at
     LIMIT $5::integer
     FOR UPDATE SKIP LOCKED
 )
@@ -41,11 +42,15 @@ type ReceiptPurgeParams struct {
 }
 
 // Drops the payloads of up to @max_count COMPLETED receipts completed before
-// @cutoff, oldest first, through the pginbox_receipts_purge partial index. One
-// bounded statement per batch keeps locks and WAL bursts short; SKIP LOCKED leaves
-// rows an admin action holds for the next run. Identity, fingerprint and lineage
-// stay, so redeliveries still deduplicate. The candidates are picked in a CTE,
-// evaluated once: an IN (subquery) may be re-run per row and exceed the limit.
+// @cutoff, oldest first, through the pginbox_receipts_purge partial index (the
+// receipts still holding a payload, in creation order). A receipt completed
+// before the cutoff was created before it, so the scan stops there. One
+// bounded statement per
+// batch keeps locks and WAL bursts short; SKIP LOCKED leaves rows an admin
+// action or a handler holds for the next run. Identity, fingerprint and
+// lineage stay, so redeliveries still deduplicate. The candidates are picked
+// in a CTE, evaluated once: an IN (subquery) may be re-run per row and exceed
+// the limit.
 func (q *Queries) ReceiptPurge(ctx context.Context, arg ReceiptPurgeParams) (int64, error) {
 	result, err := q.db.Exec(ctx, receiptPurge,
 		arg.Cutoff,
@@ -63,8 +68,9 @@ func (q *Queries) ReceiptPurge(ctx context.Context, arg ReceiptPurgeParams) (int
 const receiptPurgeCount = `-- name: ReceiptPurgeCount :one
 SELECT count(*)
 FROM pginbox_receipts p
-WHERE p.status = 'COMPLETED'
-  AND p.payload IS NOT NULL
+WHERE p.payload IS NOT NULL
+  AND p.created_at < $1::timestamptz
+  AND p.status = 'COMPLETED'
   AND p.completed_at < $1::timestamptz
   AND ($2::boolean
        OR (p.scope_kind = $3::text AND p.scope_id = $4::text))

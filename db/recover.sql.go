@@ -13,26 +13,35 @@ import (
 
 const receiptRecover = `-- name: ReceiptRecover :many
 WITH expired AS (
-    SELECT e.id
-    FROM pginbox_receipts e
+    SELECT e.receipt_id
+    FROM pginbox_work e
     WHERE e.status = 'PROCESSING'
       AND e.lease_expires_at < now()
       AND e.consumer = ANY ($1::text[])
     ORDER BY e.lease_expires_at
     LIMIT $2
     FOR UPDATE SKIP LOCKED
+), recovered AS (
+    UPDATE pginbox_work w
+    SET status = CASE WHEN w.attempts >= w.max_attempts THEN 'DEAD' ELSE 'RETRYABLE' END,
+        last_error = 'lease expired: the worker stopped heartbeating (crash, network loss or overload)',
+        claim_token = NULL,
+        lease_expires_at = NULL,
+        available_at = now(),
+        updated_at = now(),
+        version = w.version + 1
+    FROM expired
+    WHERE w.receipt_id = expired.receipt_id
+    RETURNING w.receipt_id, w.consumer, w.status, w.attempts, w.last_error, w.version
+), settled AS (
+    UPDATE pginbox_receipts r
+    SET status = 'DEAD', attempts = v.attempts, last_error = v.last_error,
+        version = v.version, updated_at = now()
+    FROM recovered v
+    WHERE r.id = v.receipt_id AND v.status = 'DEAD'
+    RETURNING r.id
 )
-UPDATE pginbox_receipts r
-SET status = CASE WHEN r.attempts >= r.max_attempts THEN 'DEAD' ELSE 'RETRYABLE' END,
-    last_error = 'lease expired: the worker stopped heartbeating (crash, network loss or overload)',
-    claim_token = NULL,
-    lease_expires_at = NULL,
-    available_at = now(),
-    updated_at = now(),
-    version = r.version + 1
-FROM expired
-WHERE r.id = expired.id
-RETURNING r.id, r.consumer, r.status
+SELECT v.receipt_id AS id, v.consumer, v.status FROM recovered v
 `
 
 type ReceiptRecoverParams struct {
@@ -47,7 +56,8 @@ type ReceiptRecoverRow struct {
 }
 
 // Returns expired leases of the given consumers to RETRYABLE (due now), or DEAD when
-// their attempts are spent. Safe to run from every worker: SKIP LOCKED, no leader.
+// their attempts are spent. Safe to run from every worker: SKIP LOCKED, no leader;
+// a receipt a handler's transaction holds is locked, so it is never taken.
 func (q *Queries) ReceiptRecover(ctx context.Context, arg ReceiptRecoverParams) ([]ReceiptRecoverRow, error) {
 	rows, err := q.db.Query(ctx, receiptRecover, arg.Consumers, arg.MaxCount)
 	if err != nil {

@@ -12,14 +12,14 @@ import (
 )
 
 const receiptRelease = `-- name: ReceiptRelease :execrows
-UPDATE pginbox_receipts
+UPDATE pginbox_work
 SET status = CASE WHEN attempts <= 1 THEN 'PENDING' ELSE 'RETRYABLE' END,
     attempts = attempts - 1,
     claim_token = NULL,
     lease_expires_at = NULL,
     updated_at = now(),
     version = version + 1
-WHERE id = $1 AND claim_token = $2
+WHERE receipt_id = $1 AND claim_token = $2
 `
 
 type ReceiptReleaseParams struct {
@@ -30,8 +30,6 @@ type ReceiptReleaseParams struct {
 // Hands back a claim that never reached its handler (shutdown), without spending
 // an attempt, so it does not wait for lease expiry.
 // The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
-// Adding "status = 'PROCESSING'" would let the planner scan a partial index of
-// all PROCESSING rows instead of the primary key.
 func (q *Queries) ReceiptRelease(ctx context.Context, arg ReceiptReleaseParams) (int64, error) {
 	result, err := q.db.Exec(ctx, receiptRelease, arg.ID, arg.ClaimToken)
 	if err != nil {

@@ -12,15 +12,24 @@ import (
 )
 
 const receiptReplay = `-- name: ReceiptReplay :one
-INSERT INTO pginbox_receipts (
-    id, scope_kind, scope_id, source, consumer, message_id,
-    event_type, schema_version, fingerprint, payload, metadata, max_attempts, replay_of
+WITH created AS (
+    INSERT INTO pginbox_receipts (
+        id, scope_kind, scope_id, source, consumer, message_id,
+        event_type, schema_version, fingerprint, payload, metadata, max_attempts, replay_of
+    )
+    SELECT $1, o.scope_kind, o.scope_id, o.source, o.consumer, o.message_id,
+        o.event_type, o.schema_version, o.fingerprint, o.payload, o.metadata, o.max_attempts, o.id
+    FROM pginbox_receipts o
+    WHERE o.id = $2 AND o.status = 'COMPLETED' AND o.payload IS NOT NULL
+    RETURNING id, scope_kind, scope_id, consumer, max_attempts
+), queued AS (
+    INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+    SELECT id, scope_kind, scope_id, consumer, max_attempts FROM created
+    RETURNING receipt_id, consumer, status, version
 )
-SELECT $1, o.scope_kind, o.scope_id, o.source, o.consumer, o.message_id,
-    o.event_type, o.schema_version, o.fingerprint, o.payload, o.metadata, o.max_attempts, o.id
-FROM pginbox_receipts o
-WHERE o.id = $2 AND o.status = 'COMPLETED' AND o.payload IS NOT NULL
-RETURNING id, status, version, (pg_notify('pginbox_receipt', consumer) IS NOT NULL)::boolean AS notified
+SELECT q.receipt_id AS id, q.status, q.version,
+    (pg_notify('pginbox_receipt', q.consumer) IS NOT NULL)::boolean AS notified
+FROM queued q
 `
 
 type ReceiptReplayParams struct {
@@ -35,10 +44,11 @@ type ReceiptReplayRow struct {
 	Notified bool
 }
 
-// Creates a new PENDING receipt from a COMPLETED original with a payload: same
-// identity, content and fingerprint, linked by replay_of. The identity's unique
-// index covers originals only, so the copy does not collide, and a redelivery of
-// the original message is still a duplicate of the original.
+// Creates a new PENDING receipt (and its queue row) from a COMPLETED original
+// with a payload: same identity, content and fingerprint, linked by replay_of.
+// The identity's unique index covers originals only, so the copy does not
+// collide, and a redelivery of the original message is still a duplicate of the
+// original.
 func (q *Queries) ReceiptReplay(ctx context.Context, arg ReceiptReplayParams) (ReceiptReplayRow, error) {
 	row := q.db.QueryRow(ctx, receiptReplay, arg.NewID, arg.OriginalID)
 	var i ReceiptReplayRow

@@ -16,10 +16,9 @@ SELECT consumer,
     count(*) FILTER (WHERE status IN ('PENDING', 'RETRYABLE') AND available_at <= now()) AS due,
     coalesce((extract(epoch FROM now() - min(available_at)
         FILTER (WHERE status IN ('PENDING', 'RETRYABLE') AND available_at <= now())) * 1000)::bigint, 0)::bigint AS oldest_due_ms
-FROM pginbox_receipts r
-WHERE r.status <> 'COMPLETED'
-  AND ($1::boolean
-       OR (r.scope_kind = $2::text AND r.scope_id = $3::text))
+FROM pginbox_work w
+WHERE ($1::boolean
+       OR (w.scope_kind = $2::text AND w.scope_id = $3::text))
 GROUP BY consumer, status
 ORDER BY consumer, status
 `
@@ -39,8 +38,8 @@ type ReceiptStatsRow struct {
 }
 
 // Counts of the active (not COMPLETED) receipts per consumer and status, and the
-// due ones' count and oldest available_at. It reads only the partial indexes'
-// rows, so it does not slow down as COMPLETED history grows.
+// due ones' count and oldest available_at. It reads only the queue table, so it
+// does not slow down as COMPLETED history grows.
 func (q *Queries) ReceiptStats(ctx context.Context, arg ReceiptStatsParams) ([]ReceiptStatsRow, error) {
 	rows, err := q.db.Query(ctx, receiptStats, arg.AllScopes, arg.ScopeKind, arg.ScopeID)
 	if err != nil {

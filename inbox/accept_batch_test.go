@@ -17,6 +17,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func TestAcceptBatchResolvesEveryItem(t *testing.T) {
@@ -28,7 +29,7 @@ func TestAcceptBatchResolvesEveryItem(t *testing.T) {
 
 	done, err := c.Accept(ctx, orderMsg("evt-done", raw(`{"n":1}`)))
 	is.NoErr(err)
-	_, err = pool.Exec(ctx, "UPDATE pginbox_receipts SET status = 'COMPLETED', completed_at = now() WHERE id = $1", done.ID)
+	inboxtest.SetState(t, pool, done.ID, "status = 'COMPLETED', completed_at = now()")
 	is.NoErr(err)
 	kept, err := c.Accept(ctx, orderMsg("evt-kept", raw(`{"n":2}`)))
 	is.NoErr(err)
@@ -94,7 +95,7 @@ func TestAcceptBatchResolvesEveryItem(t *testing.T) {
 	is.Equal(countRows(t, pool, "true"), 4)
 	is.Equal(rowSnapshot(t, pool, kept.ID), before) // a conflict changes nothing
 	var payload string
-	is.NoErr(pool.QueryRow(ctx, "SELECT payload::text FROM pginbox_receipts WHERE id = $1", items[4].ID).Scan(&payload))
+	is.NoErr(pool.QueryRow(ctx, "SELECT payload::text FROM pginbox_receipts_live WHERE id = $1", items[4].ID).Scan(&payload))
 	is.Equal(payload, `{"n":20}`) // the canonical text, as stored
 }
 
@@ -119,7 +120,7 @@ func TestAcceptBatchStoresWhatAcceptStores(t *testing.T) {
 
 	var payload, md string
 	var maxAttempts int
-	is.NoErr(pool.QueryRow(ctx, "SELECT payload::text, metadata::text, max_attempts FROM pginbox_receipts WHERE id = $1", items[0].ID).Scan(&payload, &md, &maxAttempts))
+	is.NoErr(pool.QueryRow(ctx, "SELECT payload::text, metadata::text, max_attempts FROM pginbox_receipts_live WHERE id = $1", items[0].ID).Scan(&payload, &md, &maxAttempts))
 	is.Equal(payload, `{"big":9007199254740993,"orderId":"o-1"}`)
 	is.Equal(md, `{"traceparent": "00-abc-01"}`)
 	is.Equal(maxAttempts, 3)
@@ -310,7 +311,7 @@ func TestAcceptBatchInEveryExecMode(t *testing.T) {
 			is.Equal(again[0].ID, items[0].ID)
 
 			var payload, md string
-			is.NoErr(pool.QueryRow(ctx, "SELECT payload->>'s', metadata->>'k' FROM pginbox_receipts WHERE id = $1", items[0].ID).Scan(&payload, &md))
+			is.NoErr(pool.QueryRow(ctx, "SELECT payload->>'s', metadata->>'k' FROM pginbox_receipts_live WHERE id = $1", items[0].ID).Scan(&payload, &md))
 			is.Equal(payload, `it's "quoted" \ {x,y}`)
 			is.Equal(md, `v'"}`)
 		})

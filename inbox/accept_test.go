@@ -15,6 +15,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -42,7 +43,7 @@ func TestAcceptThenDuplicate(t *testing.T) {
 	is.Equal(inbox.ActionFor(err), inbox.ActionAck)
 
 	var md, payload string
-	is.NoErr(pool.QueryRow(ctx, "SELECT metadata::text, payload::text FROM pginbox_receipts WHERE id = $1", first.ID).Scan(&md, &payload))
+	is.NoErr(pool.QueryRow(ctx, "SELECT metadata::text, payload::text FROM pginbox_receipts_live WHERE id = $1", first.ID).Scan(&md, &payload))
 	is.Equal(md, `{"traceparent": "00-abc-01"}`)        // the first delivery's metadata
 	is.Equal(payload, `{"orderId":"o-1","total":12.5}`) // canonical: sorted keys, no spaces
 }
@@ -56,7 +57,7 @@ func TestDuplicateReportsCurrentStatusWithoutReset(t *testing.T) {
 
 	res, err := c.Accept(ctx, orderMsg("evt-1", raw(`{}`)))
 	is.NoErr(err)
-	_, err = pool.Exec(ctx, "UPDATE pginbox_receipts SET status = 'DEAD', attempts = 10, last_error = 'boom' WHERE id = $1", res.ID)
+	inboxtest.SetState(t, pool, res.ID, "status = 'DEAD', attempts = 10, last_error = 'boom'")
 	is.NoErr(err)
 	before := rowSnapshot(t, pool, res.ID)
 
@@ -218,7 +219,7 @@ func TestNumbersKeepTheirExactValue(t *testing.T) {
 		is.Equal(res.Outcome, inbox.Duplicate)
 	}
 	var stored string
-	is.NoErr(pool.QueryRow(ctx, "SELECT payload->>'id' FROM pginbox_receipts WHERE message_id = 'big'").Scan(&stored))
+	is.NoErr(pool.QueryRow(ctx, "SELECT payload->>'id' FROM pginbox_receipts_live WHERE message_id = 'big'").Scan(&stored))
 	is.Equal(stored, "9007199254740993")
 }
 
@@ -399,7 +400,7 @@ func TestAcceptReportsMissingSchema(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
-	_, err := pool.Exec(ctx, "DROP TABLE pginbox_audit, pginbox_receipts")
+	_, err := pool.Exec(ctx, "DROP TABLE pginbox_audit, pginbox_receipts, pginbox_work CASCADE")
 	is.NoErr(err)
 	c := newClient(t, pool, inbox.Config{})
 	_, err = c.Accept(ctx, orderMsg("evt-1", raw(`{}`)))

@@ -127,7 +127,7 @@ func (v *AdminView) List(ctx context.Context, p ListParams) (*ListResult, error)
 			out.Next = out.Receipts[limit-1].ID
 			break
 		}
-		r, err := receiptFromRow(db.PginboxReceipt(row)) // same columns, payload left out
+		r, err := receiptFromRow(db.PginboxReceiptsLive(row)) // same columns, payload left out
 		if err != nil {
 			return nil, err
 		}

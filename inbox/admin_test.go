@@ -15,6 +15,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func admNew(t testing.TB, pool *pgxpool.Pool) *inbox.Admin {
@@ -25,13 +26,10 @@ func admNew(t testing.TB, pool *pgxpool.Pool) *inbox.Admin {
 	return a
 }
 
-// admSet forces a receipt's columns with SQL, as a fixture.
+// admSet forces a receipt's state with SQL, as a fixture.
 func admSet(t testing.TB, pool *pgxpool.Pool, id inbox.ID, set string, args ...any) {
 	t.Helper()
-	args = append([]any{id}, args...)
-	if _, err := pool.Exec(context.Background(), "UPDATE pginbox_receipts SET "+set+" WHERE id = $1", args...); err != nil {
-		t.Fatal(err)
-	}
+	inboxtest.SetState(t, pool, id, set, args...)
 }
 
 func admAudit(t testing.TB, pool *pgxpool.Pool) int {
@@ -289,7 +287,7 @@ func TestAdminConcurrentReplaysCreateOneReceipt(t *testing.T) {
 	is.Equal(won[0].OriginalVersion, int64(4))
 	var fpSame, payloadSame, metadataSame bool
 	is.NoErr(pool.QueryRow(ctx, `SELECT n.fingerprint = o.fingerprint, n.payload::text = o.payload::text, n.metadata = o.metadata
-		FROM pginbox_receipts n JOIN pginbox_receipts o ON o.id = n.replay_of WHERE n.id = $1`, newID).
+		FROM pginbox_receipts_live n JOIN pginbox_receipts_live o ON o.id = n.replay_of WHERE n.id = $1`, newID).
 		Scan(&fpSame, &payloadSame, &metadataSame))
 	is.True(fpSame && payloadSame && metadataSame)
 
@@ -371,7 +369,7 @@ func TestAdminPurgeKeepsDeduplication(t *testing.T) {
 	admSet(t, pool, recentID, "status = 'COMPLETED', completed_at = now() - interval '29 days'")
 	admSet(t, pool, deadID, "status = 'DEAD', updated_at = now() - interval '90 days'")
 	var fpBefore []byte
-	is.NoErr(pool.QueryRow(ctx, "SELECT fingerprint FROM pginbox_receipts WHERE id = $1", oldID).Scan(&fpBefore))
+	is.NoErr(pool.QueryRow(ctx, "SELECT fingerprint FROM pginbox_receipts_live WHERE id = $1", oldID).Scan(&fpBefore))
 
 	n, _, err := ops.PurgeCount(ctx, inbox.PurgeParams{OlderThan: 30 * 24 * time.Hour})
 	is.NoErr(err)
@@ -424,18 +422,18 @@ func TestAdminPurgeRunsInBatches(t *testing.T) {
 	t0 := time.Now()
 	_, err := pool.Exec(ctx, `
 		INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id,
-			event_type, schema_version, fingerprint, payload, status, attempts, completed_at)
+			event_type, schema_version, fingerprint, payload, status, attempts, completed_at, created_at)
 		SELECT lpad(to_hex(i), 32, '0')::uuid, 'tenant', 'bulk', 'orders-service', 'orders.projection.v1',
 			'bulk-' || lpad(i::text, 6, '0'), -- ascending keys: cheap index inserts
 			'order.created', 1, sha256(('bulk-' || i)::bytea), jsonb_build_object('orderId', 'o-' || i),
-			'COMPLETED', 1, now() - interval '40 days' + i * interval '1 second'
+			'COMPLETED', 1, now() - interval '40 days' + i * interval '1 second', now() - interval '40 days' + i * interval '1 second'
 		FROM generate_series(1, $1::int) AS i`, eligible)
 	is.NoErr(err)
 	_, err = pool.Exec(ctx, `
 		INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id,
-			event_type, schema_version, fingerprint, payload, status, completed_at)
+			event_type, schema_version, fingerprint, payload, status, completed_at, created_at)
 		SELECT gen_random_uuid(), 'global', '', 'orders-service', 'orders.projection.v1', 'recent-' || i,
-			'order.created', 1, sha256(('recent-' || i)::bytea), '{}', 'COMPLETED', now() - interval '1 day'
+			'order.created', 1, sha256(('recent-' || i)::bytea), '{}', 'COMPLETED', now() - interval '1 day', now() - interval '1 day'
 		FROM generate_series(1, 10) AS i`)
 	is.NoErr(err)
 	_, err = pool.Exec(ctx, "ANALYZE pginbox_receipts")
@@ -584,17 +582,14 @@ func TestAdminStatsMatchFixture(t *testing.T) {
 		{"t1", "mail.v1", "COMPLETED", "0"}, // only COMPLETED: listed only when counted
 	}
 	for i, r := range fixture {
-		_, err := pool.Exec(ctx, `
+		var id inbox.ID
+		err := pool.QueryRow(ctx, `
 			INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id,
-				event_type, schema_version, fingerprint, payload, status, available_at, completed_at,
-				claim_token, lease_expires_at)
-			VALUES (gen_random_uuid(), 'tenant', $1, 'fixture', $2, $3, 'x', 1, sha256(convert_to($3, 'UTF8')), '{}', $4,
-				now() + $5::interval,
-				CASE WHEN $4 = 'COMPLETED' THEN now() END,
-				CASE WHEN $4 = 'PROCESSING' THEN gen_random_uuid() END,
-				CASE WHEN $4 = 'PROCESSING' THEN now() + interval '30 seconds' END)`,
-			r.scope, r.consumer, fmt.Sprintf("m-%d", i), r.status, r.due)
+				event_type, schema_version, fingerprint, payload)
+			VALUES (gen_random_uuid(), 'tenant', $1, 'fixture', $2, $3, 'x', 1, sha256(convert_to($3, 'UTF8')), '{}')
+			RETURNING id`, r.scope, r.consumer, fmt.Sprintf("m-%d", i)).Scan(&id)
 		is.NoErr(err)
+		admSet(t, pool, id, "status = '"+r.status+"', available_at = now() + $2::interval", r.due)
 	}
 
 	st, err := admin.Operator().Stats(ctx, inbox.StatsParams{})

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/inboxtype"
 )
 
 // asyncCommit runs bookkeeping transactions (claims) without waiting for their
@@ -130,9 +131,10 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
 	err = pgx.BeginTxFunc(cctx, conn, asyncCommit, func(tx pgx.Tx) error {
 		var err error
 		rows, err = db.New(tx).ReceiptClaim(cctx, db.ReceiptClaimParams{
-			LeaseMs:   w.cfg.Lease.Milliseconds(),
-			Consumers: w.owned,
-			MaxCount:  int32(n),
+			ClaimToken: inboxtype.New(), // fences together with each receipt's ID
+			LeaseMs:    w.cfg.Lease.Milliseconds(),
+			Consumers:  w.owned,
+			MaxCount:   int32(n),
 		})
 		return err
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/matryer/is"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func TestWorkerClaimsOnlyOwnedConsumers(t *testing.T) {
@@ -37,9 +38,7 @@ func TestWorkerClaimsOnlyOwnedConsumers(t *testing.T) {
 		bills = append(bills, acceptAll(t, c, m)...)
 	}
 	// A billing receipt with an expired lease: not this worker's to recover.
-	_, err := pool.Exec(ctx, `UPDATE pginbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(),
-		attempts = 1, lease_expires_at = now() - interval '1 second' WHERE id = $1`, bills[0])
-	is.NoErr(err)
+	inboxtest.SetState(t, pool, bills[0], "status = 'PROCESSING', attempts = 1, lease_expires_at = now() - interval '1 second'")
 
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Consumers: []string{"orders.projection.v1"}, Lease: 600 * time.Millisecond, PollInterval: 100 * time.Millisecond})
 	is.Equal(w.Consumers(), []string{"orders.projection.v1"})

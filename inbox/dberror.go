@@ -19,12 +19,21 @@ const bookkeepingTimeout = 30 * time.Second
 
 // certainlyNotCommitted reports whether a failed COMMIT, or a failed statement
 // that was its own transaction, certainly did not commit: the server answered
-// with an error, or nothing was sent because ctx was already done. Anything
+// with an error (not a FATAL one), or nothing was sent because ctx was already
+// done. Anything
 // else (a connection lost after sending) may have committed. pgx's SafeToRetry
 // alone is not enough: a reply lost after sending can surface as "conn closed".
 func certainlyNotCommitted(ctx context.Context, err error) bool {
-	if isServerError(err) {
-		return true
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// ERROR rolled the transaction back. FATAL ends the session: a COMMIT
+		// terminated while it waited for a synchronous standby has already
+		// committed locally.
+		sev := pgErr.SeverityUnlocalized
+		if sev == "" {
+			sev = pgErr.Severity
+		}
+		return sev == "ERROR"
 	}
 	return pgconn.SafeToRetry(err) && ctx.Err() != nil && errors.Is(err, ctx.Err())
 }

@@ -52,7 +52,7 @@ func TestBatchedTransactionsKeepPerMessageOutcomes(t *testing.T) {
 	// Completions share transactions: completed_at is now(), the start time of
 	// the transaction, so one batch shares one value.
 	var txs int
-	is.NoErr(pool.QueryRow(ctx, "SELECT count(DISTINCT completed_at) FROM pginbox_receipts WHERE status = 'COMPLETED'").Scan(&txs))
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(DISTINCT completed_at) FROM pginbox_receipts_live WHERE status = 'COMPLETED'").Scan(&txs))
 	if txs >= n-6 || txs < (n-6)/10 {
 		t.Fatalf("%d completed receipts in %d transactions: want batches of up to 10", n-6, txs)
 	}
@@ -79,7 +79,7 @@ func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
 	inbox.SetTestHooks(w, func(int) {
 		// Another worker takes one receipt over before the batch starts.
 		if stolen.CompareAndSwap(false, true) {
-			_, err := pool.Exec(ctx, "UPDATE pginbox_receipts SET claim_token = gen_random_uuid() WHERE message_id = 'evt-1'")
+			_, err := pool.Exec(ctx, "UPDATE pginbox_work SET claim_token = gen_random_uuid() WHERE receipt_id = (SELECT id FROM pginbox_receipts WHERE message_id = 'evt-1')")
 			is.NoErr(err)
 		}
 	}, nil)
@@ -91,7 +91,7 @@ func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
 	is.Equal(effectCount(t, pool, "message_id = 'evt-1'"), 0) // the stolen one never ran here
 	is.Equal(effectCount(t, pool, "message_id <> 'evt-1'"), 2)
 	var status string
-	is.NoErr(pool.QueryRow(ctx, "SELECT status FROM pginbox_receipts WHERE message_id = 'evt-1'").Scan(&status))
+	is.NoErr(pool.QueryRow(ctx, "SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'").Scan(&status))
 	is.Equal(status, "PROCESSING") // owned by the (simulated) other worker, untouched here
 }
 
@@ -130,7 +130,7 @@ func TestBatchSurvivesOneMessageTimingOutMidStatement(t *testing.T) {
 	is.Equal(effectCount(t, pool, "true"), 3)
 	attempts := func(id string) int {
 		var n int
-		is.NoErr(pool.QueryRow(ctx, "SELECT attempts FROM pginbox_receipts WHERE message_id = $1", id).Scan(&n))
+		is.NoErr(pool.QueryRow(ctx, "SELECT attempts FROM pginbox_receipts_live WHERE message_id = $1", id).Scan(&n))
 		return n
 	}
 	is.Equal(attempts("evt-2"), 2) // charged for its timeout

@@ -108,7 +108,7 @@ func receiptID(t testing.TB, direct *pgxpool.Pool, messageID string) (inbox.ID, 
 	t.Helper()
 	var id inbox.ID
 	n := 0
-	rows, err := direct.Query(context.Background(), "SELECT id FROM pginbox_receipts WHERE message_id = $1", messageID)
+	rows, err := direct.Query(context.Background(), "SELECT id FROM pginbox_receipts_live WHERE message_id = $1", messageID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func receiptID(t testing.TB, direct *pgxpool.Pool, messageID string) (inbox.ID, 
 // message with more than one receipt.
 func receiptIDs(t testing.TB, direct *pgxpool.Pool) map[string]inbox.ID {
 	t.Helper()
-	rows, err := direct.Query(context.Background(), "SELECT message_id, id FROM pginbox_receipts")
+	rows, err := direct.Query(context.Background(), "SELECT message_id, id FROM pginbox_receipts_live")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestFaultWorkerDrainsBacklogThroughCuts(t *testing.T) {
 // attemptSummary is "attempts=receipts, ..." over all receipts.
 func attemptSummary(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), "SELECT attempts, count(*) FROM pginbox_receipts GROUP BY attempts ORDER BY attempts")
+	rows, err := pool.Query(context.Background(), "SELECT attempts, count(*) FROM pginbox_receipts_live GROUP BY attempts ORDER BY attempts")
 	if err != nil {
 		t.Fatal(err)
 	}

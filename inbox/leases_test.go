@@ -185,7 +185,7 @@ func TestLeaseLostWhileQueuedSkipsTheHandler(t *testing.T) {
 	var stolen inbox.ID
 	inbox.SetTestHooks(w, func(int) {
 		// Another worker takes the receipt over between claim and handler.
-		is.NoErr(pool.QueryRow(ctx, "UPDATE pginbox_receipts SET claim_token = gen_random_uuid() WHERE id = $1 RETURNING claim_token", id).Scan(&stolen))
+		is.NoErr(pool.QueryRow(ctx, "UPDATE pginbox_work SET claim_token = gen_random_uuid() WHERE receipt_id = $1 RETURNING claim_token", id).Scan(&stolen))
 	}, nil)
 	n, err := w.Drain(ctx)
 	is.NoErr(err)
@@ -195,7 +195,7 @@ func TestLeaseLostWhileQueuedSkipsTheHandler(t *testing.T) {
 	var status string
 	var token inbox.ID
 	var lastError *string
-	is.NoErr(pool.QueryRow(ctx, "SELECT status, claim_token, last_error FROM pginbox_receipts WHERE id = $1", id).Scan(&status, &token, &lastError))
+	is.NoErr(pool.QueryRow(ctx, "SELECT status, claim_token, last_error FROM pginbox_receipts_live WHERE id = $1", id).Scan(&status, &token, &lastError))
 	is.Equal(status, "PROCESSING")
 	is.Equal(token, stolen)
 	is.True(lastError == nil)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 // A handler that ignores its context and never returns is abandoned shortly
@@ -210,7 +211,7 @@ func TestDeferredConstraintChargesOnlyTheCulprit(t *testing.T) {
 	is.Equal(countRows(t, pool, "status = 'COMPLETED' AND attempts = 1"), 5)
 	var status, lastError string
 	var attempts int
-	is.NoErr(pool.QueryRow(ctx, "SELECT status, attempts, last_error FROM pginbox_receipts WHERE message_id = 'evt-3'").Scan(&status, &attempts, &lastError))
+	is.NoErr(pool.QueryRow(ctx, "SELECT status, attempts, last_error FROM pginbox_receipts_live WHERE message_id = 'evt-3'").Scan(&status, &attempts, &lastError))
 	is.Equal(status, "DEAD")
 	is.Equal(attempts, 3)
 	is.True(strings.Contains(lastError, "foreign key"))
@@ -298,7 +299,7 @@ func TestHandlerCannotEndItsTransaction(t *testing.T) {
 		v, _ := refused.Load(id)
 		is.True(errors.Is(v.(error), handler.ErrTxOwnedByWorker))
 		var status, lastError string
-		is.NoErr(pool.QueryRow(ctx, "SELECT status, last_error FROM pginbox_receipts WHERE message_id = $1", id).Scan(&status, &lastError))
+		is.NoErr(pool.QueryRow(ctx, "SELECT status, last_error FROM pginbox_receipts_live WHERE message_id = $1", id).Scan(&status, &lastError))
 		is.Equal(status, "DEAD")
 		is.True(strings.Contains(lastError, "the worker owns the handler's transaction"))
 	}
@@ -308,7 +309,7 @@ func TestHandlerCannotEndItsTransaction(t *testing.T) {
 	// (COMMIT would have rolled everything back); the retry completed.
 	var status string
 	var attempts int
-	is.NoErr(pool.QueryRow(ctx, "SELECT status, attempts FROM pginbox_receipts WHERE message_id = 'swallow'").Scan(&status, &attempts))
+	is.NoErr(pool.QueryRow(ctx, "SELECT status, attempts FROM pginbox_receipts_live WHERE message_id = 'swallow'").Scan(&status, &attempts))
 	is.Equal(status, "COMPLETED")
 	is.Equal(attempts, 2)
 	is.True(rec.logged("handler failed, will retry"))
@@ -353,13 +354,9 @@ func TestRequeueProcessingReceipts(t *testing.T) {
 	ids := acceptAll(t, c, orderMsg("gone", map[string]int{"n": 1}), orderMsg("held", map[string]int{"n": 2}))
 	ops := admNew(t, pool).Operator()
 	// A worker that died after claiming: expired lease, no transaction.
-	_, err := pool.Exec(ctx, `UPDATE pginbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(),
-		lease_expires_at = now() - interval '1 second', attempts = 1, version = version + 1 WHERE id = $1`, ids[0])
-	is.NoErr(err)
+	inboxtest.SetState(t, pool, ids[0], "status = 'PROCESSING', lease_expires_at = now() - interval '1 second', attempts = 1, version = version + 1")
 	// A live claim.
-	_, err = pool.Exec(ctx, `UPDATE pginbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(),
-		lease_expires_at = now() + interval '1 hour', attempts = 1, version = version + 1 WHERE id = $1`, ids[1])
-	is.NoErr(err)
+	inboxtest.SetState(t, pool, ids[1], "status = 'PROCESSING', lease_expires_at = now() + interval '1 hour', attempts = 1, version = version + 1")
 
 	res, err := ops.Requeue(ctx, ids[0], inbox.ChangeParams{ExpectedVersion: 2, Actor: "ops", Reason: "worker host died"})
 	is.NoErr(err)

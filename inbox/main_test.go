@@ -53,7 +53,7 @@ func newClient(t testing.TB, pool *pgxpool.Pool, cfg inbox.Config) *inbox.Client
 func countRows(t testing.TB, pool *pgxpool.Pool, where string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pginbox_receipts WHERE "+where, args...).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pginbox_receipts_live WHERE "+where, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -77,7 +77,7 @@ func orderMsg(id string, payload any) inbox.Message {
 func rowSnapshot(t testing.TB, pool *pgxpool.Pool, id inbox.ID) string {
 	t.Helper()
 	var s string
-	err := pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts r WHERE id = $1", id).Scan(&s)
+	err := pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts_live r WHERE id = $1", id).Scan(&s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,7 +128,7 @@ func TestUnstartableReceiptDoesNotBlockItsConsumer(t *testing.T) {
 			is.True(!poisonRan)
 			is.Equal(countRows(t, pool, "status = 'COMPLETED'"), 2)
 			var lastError string
-			is.NoErr(pool.QueryRow(ctx, "SELECT last_error FROM pginbox_receipts WHERE message_id = 'poison' AND status = 'DEAD'").Scan(&lastError))
+			is.NoErr(pool.QueryRow(ctx, "SELECT last_error FROM pginbox_receipts_live WHERE message_id = 'poison' AND status = 'DEAD'").Scan(&lastError))
 			is.True(strings.Contains(lastError, "cannot produce the payload of poison"))
 		})
 	}

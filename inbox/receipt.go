@@ -28,7 +28,8 @@ type Receipt struct {
 	Status      Status
 	Attempts    int
 	MaxAttempts int
-	// AvailableAt is when the receipt is (or was) due for its next attempt.
+	// AvailableAt is when the receipt is (or was) due for its next attempt;
+	// zero once it is COMPLETED.
 	AvailableAt    time.Time
 	LeaseExpiresAt *time.Time
 	LastError      string
@@ -99,7 +100,7 @@ type AuditEntry struct {
 	CreatedAt    time.Time
 }
 
-func receiptFromRow(row db.PginboxReceipt) (Receipt, error) {
+func receiptFromRow(row db.PginboxReceiptsLive) (Receipt, error) {
 	r := Receipt{
 		ID:              row.ID,
 		Scope:           Scope{Kind: ScopeKind(row.ScopeKind), ID: row.ScopeID},
@@ -112,7 +113,6 @@ func receiptFromRow(row db.PginboxReceipt) (Receipt, error) {
 		Status:          Status(row.Status),
 		Attempts:        int(row.Attempts),
 		MaxAttempts:     int(row.MaxAttempts),
-		AvailableAt:     row.AvailableAt,
 		LeaseExpiresAt:  row.LeaseExpiresAt,
 		CreatedAt:       row.CreatedAt,
 		UpdatedAt:       row.UpdatedAt,
@@ -120,6 +120,9 @@ func receiptFromRow(row db.PginboxReceipt) (Receipt, error) {
 		Version:         row.Version,
 		ReplayOf:        row.ReplayOf,
 		PayloadPurgedAt: row.PayloadPurgedAt,
+	}
+	if row.AvailableAt != nil {
+		r.AvailableAt = *row.AvailableAt
 	}
 	if row.Payload != nil {
 		r.Payload = json.RawMessage(*row.Payload)

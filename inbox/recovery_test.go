@@ -9,12 +9,12 @@ import (
 	"github.com/matryer/is"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func TestRecoveryOfExpiredLeases(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
-	ctx := context.Background()
 	pool, _ := newPool(t)
 	setupEffects(t, pool)
 	ids := acceptAll(t, newClient(t, pool, inbox.Config{}),
@@ -22,12 +22,9 @@ func TestRecoveryOfExpiredLeases(t *testing.T) {
 		orderMsg("evt-spent", raw(`{"orderId":"o-2"}`)))
 	live, spent := ids[0], ids[1]
 	// As a crashed worker leaves them: claimed, lease in the past.
-	const expire = `UPDATE pginbox_receipts SET status = 'PROCESSING', claim_token = gen_random_uuid(),
-		lease_expires_at = now() - interval '1 second', attempts = %s WHERE id = $1`
-	_, err := pool.Exec(ctx, strings.Replace(expire, "%s", "1", 1), live)
-	is.NoErr(err)
-	_, err = pool.Exec(ctx, strings.Replace(expire, "%s", "max_attempts", 1), spent)
-	is.NoErr(err)
+	const expire = "status = 'PROCESSING', lease_expires_at = now() - interval '1 second', attempts = "
+	inboxtest.SetState(t, pool, live, expire+"1")
+	inboxtest.SetState(t, pool, spent, expire+"max_attempts")
 
 	startWorker(t, newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
 		return writeEffect(ctx, m, "w")

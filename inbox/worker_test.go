@@ -13,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 const businessTable = `CREATE TABLE order_projection (
@@ -79,7 +80,7 @@ type receiptState struct {
 	Status      string
 	Attempts    int
 	LastError   *string
-	AvailableAt time.Time
+	AvailableAt *time.Time // nil once COMPLETED
 	Now         time.Time
 	Version     int64
 }
@@ -88,7 +89,7 @@ func stateOf(t testing.TB, pool *pgxpool.Pool, id inbox.ID) receiptState {
 	t.Helper()
 	var s receiptState
 	err := pool.QueryRow(context.Background(),
-		"SELECT status, attempts, last_error, available_at, now(), version FROM pginbox_receipts WHERE id = $1", id).
+		"SELECT status, attempts, last_error, available_at, now(), version FROM pginbox_receipts_live WHERE id = $1", id).
 		Scan(&s.Status, &s.Attempts, &s.LastError, &s.AvailableAt, &s.Now, &s.Version)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestHandlerErrorRollsBackBusinessWriteAndCompletion(t *testing.T) {
 	is.Equal(st.Attempts, 1)
 	is.True(st.LastError != nil && *st.LastError == "downstream said no")
 	// First retry: 1s +-20%, persisted.
-	delay := st.AvailableAt.Sub(st.Now)
+	delay := st.AvailableAt.Sub(st.Now) // RETRYABLE: it has one
 	if delay < 700*time.Millisecond || delay > 1200*time.Millisecond {
 		t.Fatalf("retry delay %v outside the backoff window", delay)
 	}
@@ -140,7 +141,7 @@ func TestHandlerErrorRollsBackBusinessWriteAndCompletion(t *testing.T) {
 	is.Equal(n, 0)
 
 	fail.Store(false)
-	_, err = pool.Exec(ctx, "UPDATE pginbox_receipts SET available_at = now() WHERE id = $1", res.ID)
+	inboxtest.SetState(t, pool, res.ID, "available_at = now()")
 	is.NoErr(err)
 	n, err = w.Drain(ctx)
 	is.NoErr(err)
@@ -171,7 +172,7 @@ func TestFailuresThatGoDead(t *testing.T) {
 		"attempts exhausted": {
 			msg:     orderMsg("e", map[string]string{"orderId": "o-1"}),
 			handler: func(ctx context.Context, m *handler.Msg) error { return errors.New("still failing") },
-			tweak:   "UPDATE pginbox_receipts SET attempts = max_attempts - 1",
+			tweak:   "UPDATE pginbox_work SET attempts = max_attempts - 1",
 			want:    "still failing",
 		},
 		"unknown event type": {

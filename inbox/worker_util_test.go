@@ -55,7 +55,7 @@ func requireOneEffectPerReceipt(t testing.TB, pool *pgxpool.Pool, wantReceipts i
 	ctx := context.Background()
 	var receipts, completed, effects int
 	err := pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status = 'COMPLETED'),
-		(SELECT count(*) FROM effects) FROM pginbox_receipts`).Scan(&receipts, &completed, &effects)
+		(SELECT count(*) FROM effects) FROM pginbox_receipts_live`).Scan(&receipts, &completed, &effects)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func requireOneEffectPerReceipt(t testing.TB, pool *pgxpool.Pool, wantReceipts i
 	}
 	rows, err := pool.Query(ctx, `
 		SELECT r.message_id, count(e.message_id)
-		FROM pginbox_receipts r LEFT JOIN effects e ON e.message_id = r.message_id
+		FROM pginbox_receipts_live r LEFT JOIN effects e ON e.message_id = r.message_id
 		GROUP BY r.message_id HAVING count(e.message_id) <> 1
 		ORDER BY r.message_id LIMIT 10`)
 	if err != nil {
@@ -93,7 +93,7 @@ func requireOneEffectPerReceipt(t testing.TB, pool *pgxpool.Pool, wantReceipts i
 // statusSummary is "STATUS=n, ..." over all receipts, for failure messages.
 func statusSummary(t testing.TB, pool *pgxpool.Pool) string {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), "SELECT status, count(*) FROM pginbox_receipts GROUP BY status ORDER BY status")
+	rows, err := pool.Query(context.Background(), "SELECT status, count(*) FROM pginbox_receipts_live GROUP BY status ORDER BY status")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,31 +1,42 @@
 -- name: ReceiptAccept :one
--- Inserts a new PENDING receipt, or nothing when the identity already exists. With
--- @notify the wake-up rides in the same statement, so a fresh accept is one round
--- trip and one commit; a duplicate writes nothing and notifies nobody.
-INSERT INTO pginbox_receipts (
-    id, scope_kind, scope_id, source, consumer, message_id,
-    event_type, schema_version, fingerprint, payload, metadata, max_attempts
-) VALUES (
-    @id, @scope_kind, @scope_id, @source, @consumer, @message_id,
-    @event_type, @schema_version, @fingerprint, @payload, @metadata, @max_attempts
+-- Inserts a new receipt and its queue row, or nothing when the identity already
+-- exists. With @notify the wake-up rides in the same statement, so a fresh
+-- accept is one round trip and one commit; a duplicate writes nothing and
+-- notifies nobody.
+WITH inserted AS (
+    INSERT INTO pginbox_receipts (
+        id, scope_kind, scope_id, source, consumer, message_id,
+        event_type, schema_version, fingerprint, payload, metadata, max_attempts
+    ) VALUES (
+        @id, @scope_kind, @scope_id, @source, @consumer, @message_id,
+        @event_type, @schema_version, @fingerprint, @payload, @metadata, @max_attempts
+    )
+    ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+    DO NOTHING
+    RETURNING id, scope_kind, scope_id, consumer, max_attempts
+), queued AS (
+    INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+    SELECT id, scope_kind, scope_id, consumer, max_attempts FROM inserted
+    RETURNING receipt_id, consumer, status
 )
-ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
-DO NOTHING
-RETURNING id, status,
+SELECT q.receipt_id AS id, q.status,
     CASE WHEN sqlc.arg(notify)::boolean
-         THEN pg_notify('pginbox_receipt', consumer) IS NOT NULL
-         ELSE false END AS notified;
+         THEN pg_notify('pginbox_receipt', q.consumer) IS NOT NULL
+         ELSE false END AS notified
+FROM queued q;
 
 -- name: ReceiptByIdentity :one
--- The original receipt of an identity (replays share it but are not originals).
-SELECT id, status, fingerprint
-FROM pginbox_receipts
-WHERE scope_kind = @scope_kind
-  AND scope_id = @scope_id
-  AND source = @source
-  AND consumer = @consumer
-  AND message_id = @message_id
-  AND replay_of IS NULL;
+-- The original receipt of an identity (replays share it but are not originals)
+-- with its live status.
+SELECT r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint
+FROM pginbox_receipts r
+LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+WHERE r.scope_kind = @scope_kind
+  AND r.scope_id = @scope_id
+  AND r.source = @source
+  AND r.consumer = @consumer
+  AND r.message_id = @message_id
+  AND r.replay_of IS NULL;
 
 -- name: ReceiptNotify :exec
 -- Wakes the workers of the given consumers at once (coalesced wake-ups).

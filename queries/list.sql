@@ -4,11 +4,11 @@
 -- columns match ReceiptGet's, so one mapping serves both. Empty
 -- filters match everything; callers fetch one row more than they show to know
 -- whether another page exists.
-SELECT id, source, consumer, message_id, event_type, schema_version, fingerprint,
-    NULL::json AS payload, '{}'::jsonb AS metadata, status, attempts, max_attempts,
-    available_at, claim_token, lease_expires_at, last_error, created_at, updated_at,
-    completed_at, scope_kind, scope_id, version, replay_of, payload_purged_at
-FROM pginbox_receipts r
+SELECT id, scope_kind, scope_id, source, consumer, message_id, event_type,
+    schema_version, fingerprint, NULL::json AS payload, '{}'::jsonb AS metadata, status,
+    attempts, max_attempts, available_at, claim_token, lease_expires_at, last_error,
+    created_at, updated_at, completed_at, version, replay_of, payload_purged_at
+FROM pginbox_receipts_live r
 WHERE (sqlc.arg(all_scopes)::boolean
        OR (r.scope_kind = sqlc.arg(scope_kind)::text AND r.scope_id = sqlc.arg(scope_id)::text))
   AND (sqlc.narg(after)::uuid IS NULL OR r.id > sqlc.narg(after)::uuid)

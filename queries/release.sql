@@ -1,7 +1,7 @@
 -- name: ReceiptRelease :execrows
 -- Hands back a claim that never reached its handler (shutdown), without spending
 -- an attempt, so it does not wait for lease expiry.
-UPDATE pginbox_receipts
+UPDATE pginbox_work
 SET status = CASE WHEN attempts <= 1 THEN 'PENDING' ELSE 'RETRYABLE' END,
     attempts = attempts - 1,
     claim_token = NULL,
@@ -9,6 +9,4 @@ SET status = CASE WHEN attempts <= 1 THEN 'PENDING' ELSE 'RETRYABLE' END,
     updated_at = now(),
     version = version + 1
 -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
--- Adding "status = 'PROCESSING'" would let the planner scan a partial index of
--- all PROCESSING rows instead of the primary key.
-WHERE id = @id AND claim_token = @claim_token;
+WHERE receipt_id = @id AND claim_token = @claim_token;

@@ -1,20 +1,31 @@
 -- name: ReceiptRequeue :one
 -- Gives a DEAD or RETRYABLE receipt, or a PROCESSING one whose lease expired
 -- (its worker is gone), a fresh retry budget, due now. Dropping the claim
--- token fences the old worker out. The caller has
--- locked the row (ReceiptGetForUpdate) and checked it; the version and status
--- guards stay as a fence. The notify wakes listening workers at commit, like
--- accept's. last_error is kept until the next attempt, for the record.
-UPDATE pginbox_receipts
-SET status = 'PENDING',
-    attempts = 0,
-    available_at = now(),
-    claim_token = NULL,
-    lease_expires_at = NULL,
-    updated_at = now(),
-    version = version + 1
-WHERE id = @id
-  AND version = @expected_version
-  AND (status IN ('DEAD', 'RETRYABLE')
-       OR (status = 'PROCESSING' AND lease_expires_at < now()))
-RETURNING version, (pg_notify('pginbox_receipt', consumer) IS NOT NULL)::boolean AS notified;
+-- token fences the old worker out. The caller has locked the receipt
+-- (ReceiptGetForUpdate) and checked it; the version and status guards stay as
+-- a fence. A DEAD receipt's retained row is marked PENDING again. The notify
+-- wakes listening workers at commit, like accept's. last_error is kept until
+-- the next attempt, for the record.
+WITH requeued AS (
+    UPDATE pginbox_work w
+    SET status = 'PENDING',
+        attempts = 0,
+        available_at = now(),
+        claim_token = NULL,
+        lease_expires_at = NULL,
+        updated_at = now(),
+        version = w.version + 1
+    WHERE w.receipt_id = sqlc.arg(id)::uuid
+      AND w.version = sqlc.arg(expected_version)::bigint
+      AND (w.status IN ('DEAD', 'RETRYABLE')
+           OR (w.status = 'PROCESSING' AND w.lease_expires_at < now()))
+    RETURNING w.receipt_id, w.consumer, w.version
+), unsettled AS (
+    UPDATE pginbox_receipts r
+    SET status = 'PENDING', version = q.version, updated_at = now()
+    FROM requeued q
+    WHERE r.id = q.receipt_id AND r.status = 'DEAD'
+    RETURNING r.id
+)
+SELECT q.version, (pg_notify('pginbox_receipt', q.consumer) IS NOT NULL)::boolean AS notified
+FROM requeued q;

@@ -106,7 +106,7 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 
 	applied, err = m.Up(ctx)
 	is.NoErr(err)
-	is.Equal(applied, []int64{2, 3})
+	is.Equal(applied, []int64{2, 3, 4})
 
 	c, err := inbox.NewClient(pool, inbox.Config{})
 	is.NoErr(err)
@@ -135,7 +135,7 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 	// Down to v1 keeps the row (v1 can represent it), then up again.
 	rolled, err := m.DownTo(ctx, 1)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{3, 2})
+	is.Equal(rolled, []int64{4, 3, 2})
 	var n int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE id = $1 AND message_id = 'evt-v1'", v1ID).Scan(&n))
 	is.Equal(n, 1)
@@ -272,7 +272,7 @@ func TestV2ReceiptsStillDeduplicateAfterPayloadText(t *testing.T) {
 
 	applied, err := m.Up(ctx)
 	is.NoErr(err)
-	is.Equal(applied, []int64{3})
+	is.Equal(applied, []int64{3, 4})
 	pool.Reset() // cached plans refer to the old column type
 	res, err := c.Accept(ctx, msg)
 	is.NoErr(err)
@@ -294,7 +294,7 @@ func TestV2ReceiptsStillDeduplicateAfterPayloadText(t *testing.T) {
 	// Down to v2 converts back to jsonb and keeps every row.
 	rolled, err := m.DownTo(ctx, 2)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{3})
+	is.Equal(rolled, []int64{4, 3})
 	var n int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE payload = $1::jsonb", string(canon)).Scan(&n))
 	is.Equal(n, 2)
@@ -331,4 +331,67 @@ func TestDownToV1RefusesWithAuditRows(t *testing.T) {
 	is.NoErr(err)
 	_, err = m.DownTo(ctx, 1)
 	is.NoErr(err)
+}
+
+// Schema v4 moves the queue state of active receipts into pginbox_work: every
+// state survives the migration both ways, a redelivery is still a Duplicate
+// with its live status, and the moved receipts can be processed.
+func TestV3QueueStateMovesToTheWorkTable(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, pool := open(t, inboxtest.EmptyDatabase(t))
+	m := migrator(t, db)
+	_, err := m.UpTo(ctx, 3)
+	is.NoErr(err)
+	states := []string{"PENDING", "PROCESSING", "RETRYABLE", "DEAD", "COMPLETED"}
+	for i, st := range states {
+		canon := fmt.Sprintf(`{"n":%d}`, i)
+		fp := inbox.Fingerprint("e", 1, []byte(canon))
+		_, err := pool.Exec(ctx, `INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id,
+			event_type, schema_version, fingerprint, payload, status, attempts, version, last_error, claim_token, lease_expires_at, completed_at)
+			VALUES ($1, 'tenant', 't1', 's', 'c', $2, 'e', 1, $3, $4, $2, 2, 7, 'boom',
+				CASE WHEN $2 = 'PROCESSING' THEN gen_random_uuid() END,
+				CASE WHEN $2 = 'PROCESSING' THEN now() - interval '1 minute' END,
+				CASE WHEN $2 = 'COMPLETED' THEN now() END)`, inboxtype.New(), st, fp[:], canon)
+		is.NoErr(err)
+	}
+	snapshot := func() string {
+		var s string
+		is.NoErr(pool.QueryRow(ctx, `SELECT string_agg(message_id || ':' || status || ':' || attempts || ':' || version || ':' || coalesce(last_error, '-'), ' ' ORDER BY message_id)
+			FROM pginbox_receipts_live`).Scan(&s))
+		return s
+	}
+	_, err = m.Up(ctx)
+	is.NoErr(err)
+	pool.Reset()
+	want := "COMPLETED:COMPLETED:2:7:boom DEAD:DEAD:2:7:boom PENDING:PENDING:2:7:boom PROCESSING:PROCESSING:2:7:boom RETRYABLE:RETRYABLE:2:7:boom"
+	is.Equal(snapshot(), want)
+	var queued int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_work").Scan(&queued))
+	is.Equal(queued, 4) // every state but COMPLETED
+
+	c, err := inbox.NewClient(pool, inbox.Config{})
+	is.NoErr(err)
+	defer c.Close()
+	for i, st := range states {
+		res, err := c.Accept(ctx, inbox.Message{
+			Identity:  inbox.Identity{Scope: inbox.Tenant("t1"), Source: "s", Consumer: "c", MessageID: st},
+			EventType: "e", SchemaVersion: 1, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
+		})
+		is.NoErr(err)
+		is.Equal(res.Outcome, inbox.Duplicate)
+		is.Equal(string(res.Status), st)
+	}
+
+	// Down to v3 puts the queue state back on the receipts.
+	rolled, err := m.DownTo(ctx, 3)
+	is.NoErr(err)
+	is.Equal(rolled, []int64{4})
+	var back string
+	is.NoErr(pool.QueryRow(ctx, `SELECT string_agg(message_id || ':' || status || ':' || attempts || ':' || version || ':' || coalesce(last_error, '-'), ' ' ORDER BY message_id)
+		FROM pginbox_receipts`).Scan(&back))
+	is.Equal(back, want)
+	var claimed int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE claim_token IS NOT NULL AND status = 'PROCESSING'").Scan(&claimed))
+	is.Equal(claimed, 1)
 }

@@ -195,7 +195,7 @@ func previousVersion(ctx context.Context, m *schema.Migrator, cur int64) int64 {
 
 // schemaTables are the tables pginbox's migrations create; rolling back to
 // version 0 drops them.
-var schemaTables = []string{"pginbox_receipts", "pginbox_audit"}
+var schemaTables = []string{"pginbox_receipts", "pginbox_work", "pginbox_audit"}
 
 // maxCounted bounds the row counts of refuseDrop, so a refusal stays cheap on
 // a large history.

@@ -76,9 +76,7 @@ func newFixture(t *testing.T) *fixture {
 		{f.completed, "status = 'COMPLETED', attempts = 1, version = 4, completed_at = now() - interval '40 days'"},
 		{f.other, "status = 'DEAD', version = 3"},
 	} {
-		if _, err := pool.Exec(ctx, "UPDATE pginbox_receipts SET "+u.set+" WHERE id = $1", u.id); err != nil {
-			t.Fatal(err)
-		}
+		inboxtest.SetState(t, pool, u.id, u.set)
 	}
 	return f
 }

@@ -115,7 +115,7 @@ func payloadKept(t *testing.T, f *fixture) bool {
 	t.Helper()
 	var kept bool
 	if err := f.pool.QueryRow(context.Background(),
-		"SELECT payload_purged_at IS NULL FROM pginbox_receipts WHERE id = $1", f.completed).Scan(&kept); err != nil {
+		"SELECT payload_purged_at IS NULL FROM pginbox_receipts_live WHERE id = $1", f.completed).Scan(&kept); err != nil {
 		t.Fatal(err)
 	}
 	return kept

@@ -155,12 +155,17 @@ func (s *shop) seed(t *testing.T) {
 		s.accept(t, billing, "invoice.requested", fmt.Sprintf("evt-i-%d", n), map[string]string{"invoiceId": fmt.Sprintf("i-%d", n)}, nil)
 	}
 	// Two orders completed long ago, for purge.
-	if _, err := s.pool.Exec(t.Context(), "UPDATE pginbox_receipts SET completed_at = now() - interval '40 days' WHERE message_id IN ('evt-o-1001', 'evt-o-1002')"); err != nil {
+	if _, err := s.pool.Exec(t.Context(), "UPDATE pginbox_receipts SET completed_at = now() - interval '40 days', created_at = now() - interval '40 days' WHERE message_id IN ('evt-o-1001', 'evt-o-1002')"); err != nil {
 		t.Fatal(err)
 	}
 	// A backlog that has waited a while, as on a real bad day.
-	if _, err := s.pool.Exec(t.Context(), "UPDATE pginbox_receipts SET available_at = now() - interval '12 minutes', created_at = now() - interval '12 minutes' WHERE consumer = $1", billing); err != nil {
-		t.Fatal(err)
+	for _, q := range []string{
+		"UPDATE pginbox_work SET available_at = now() - interval '12 minutes' WHERE consumer = $1",
+		"UPDATE pginbox_receipts SET created_at = now() - interval '12 minutes' WHERE consumer = $1",
+	} {
+		if _, err := s.pool.Exec(t.Context(), q, billing); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -249,7 +254,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if other == id {
 		t.Fatal("the group's first and last sample are the same receipt")
 	}
-	if _, err := pool.Exec(t.Context(), "UPDATE pginbox_receipts SET version = version + 1 WHERE id = $1", other); err != nil {
+	if _, err := pool.Exec(t.Context(), "UPDATE pginbox_work SET version = version + 1 WHERE receipt_id = $1", other); err != nil {
 		t.Fatal(err)
 	}
 	b.expect("/requeue:1 Failed to load resource: the server responded with a status of 409 (Conflict)")
@@ -303,7 +308,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.do("purge", chromedp.Click(chromedp.CSS("button.danger")), chromedp.WaitVisible(chromedp.CSS(".notice")))
 	b.wantText(".notice", "Purged the payloads of 2 receipts")
 	var purged int
-	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM pginbox_receipts WHERE payload IS NULL").Scan(&purged); err != nil || purged != 2 {
+	if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM pginbox_receipts_live WHERE payload IS NULL").Scan(&purged); err != nil || purged != 2 {
 		t.Fatalf("%d payloads purged (%v), want 2", purged, err)
 	}
 

@@ -62,7 +62,7 @@ func TestDatabaseHasBothSchemas(t *testing.T) {
 	report(t, conn)
 	is.NoErr(schema.Check(t.Context(), conn))
 	is.Equal(queryString(t, conn, "SELECT version::text FROM app_version"), "7")
-	is.Equal(queryString(t, conn, "SELECT count(*)::text FROM pginbox_receipts"), "0")
+	is.Equal(queryString(t, conn, "SELECT count(*)::text FROM pginbox_receipts_live"), "0")
 }
 
 func TestDatabasesIsolated(t *testing.T) {

@@ -56,9 +56,9 @@ func TestDrillChangedRedelivery(t *testing.T) {
 	r.produce(t, 0, "evt-1", `{"total":"10.00"}`)
 	drill.Eventually(t, 30*time.Second, "the original committed", func() bool { return r.committedAll(t) })
 	var before string
-	must(t, pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts r").Scan(&before))
+	must(t, pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts_live r").Scan(&before))
 	var id inbox.ID
-	must(t, pool.QueryRow(context.Background(), "SELECT id FROM pginbox_receipts").Scan(&id))
+	must(t, pool.QueryRow(context.Background(), "SELECT id FROM pginbox_receipts_live").Scan(&id))
 
 	r.produce(t, 0, "evt-1", `{"total":"99.00"}`) // changed redelivery
 	r.produce(t, 0, "evt-2", `{"a":1,"a":2}`)     // invalid: duplicate key
@@ -83,7 +83,7 @@ func TestDrillChangedRedelivery(t *testing.T) {
 		t.Fatalf("dead-letter reasons %v, want %v", reasons, want)
 	}
 	var after string
-	must(t, pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts r WHERE id = $1", id).Scan(&after))
+	must(t, pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts_live r WHERE id = $1", id).Scan(&after))
 	if after != before {
 		t.Fatalf("the changed redelivery touched the receipt:\n%s\n%s", before, after)
 	}

@@ -122,7 +122,7 @@ func (r *rig) committedAll(t testing.TB) bool {
 func (r *rig) checkNoCommitPastUnaccepted(t testing.TB, pool *pgxpool.Pool, deadLettered map[string]bool) {
 	t.Helper()
 	stored := map[string]bool{}
-	rows, err := pool.Query(context.Background(), "SELECT message_id FROM pginbox_receipts")
+	rows, err := pool.Query(context.Background(), "SELECT message_id FROM pginbox_receipts_live")
 	must(t, err)
 	for rows.Next() {
 		var id string

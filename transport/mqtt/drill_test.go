@@ -195,7 +195,7 @@ func waitQuiet(t testing.TB, logs *testlog.Buffer) {
 func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) (receipt, row string) {
 	t.Helper()
 	var rid inbox.ID
-	err := pool.QueryRow(context.Background(), `SELECT r.id, to_jsonb(r)::text FROM pginbox_receipts r WHERE message_id = $1`, id).Scan(&rid, &row)
+	err := pool.QueryRow(context.Background(), `SELECT r.id, to_jsonb(r)::text FROM pginbox_receipts_live r WHERE message_id = $1`, id).Scan(&rid, &row)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func TestAcceptThenAck(t *testing.T) {
 	drill.Eventually(t, 20*time.Second, "all messages acked", func() bool { return e.unsettled(t) == 0 })
 
 	var receipts int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts WHERE scope_id = $1`, testTenant).Scan(&receipts); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts_live WHERE scope_id = $1`, testTenant).Scan(&receipts); err != nil {
 		t.Fatal(err)
 	}
 	if receipts != 2 {

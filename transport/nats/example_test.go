@@ -70,7 +70,7 @@ func Example() {
 	var status string
 	for i := 0; status == "" && i < 3000; i++ { // up to 30s
 		time.Sleep(10 * time.Millisecond)
-		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts WHERE message_id = 'evt-1'`).Scan(&status)
+		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
 	}
 	fmt.Println("evt-1:", status)
 	stop()

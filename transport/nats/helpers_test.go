@@ -262,7 +262,7 @@ func natsURL(t testing.TB) string { return brokertest.Require(t, brokertest.NATS
 func receipts(t testing.TB, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts`).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts_live`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -55,9 +55,9 @@ func TestRejectsGoToDeadLetterExchange(t *testing.T) {
 	r.publish(t, "evt-1", `{"total":"10.00"}`)
 	drill.Eventually(t, 30*time.Second, "the original's ack", func() bool { return c.Stats().Acked == 1 })
 	var before string
-	must(t, pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts r").Scan(&before))
+	must(t, pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts_live r").Scan(&before))
 	var id inbox.ID
-	must(t, pool.QueryRow(context.Background(), "SELECT id FROM pginbox_receipts").Scan(&id))
+	must(t, pool.QueryRow(context.Background(), "SELECT id FROM pginbox_receipts_live").Scan(&id))
 	receipt := id.String()
 
 	r.publish(t, "evt-1", `{"total":"99.00"}`) // changed redelivery
@@ -84,7 +84,7 @@ func TestRejectsGoToDeadLetterExchange(t *testing.T) {
 		t.Fatalf("dead-letter reasons %v, want %v", reasons, want)
 	}
 	var after string
-	must(t, pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts r").Scan(&after))
+	must(t, pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts_live r").Scan(&after))
 	if after != before || ledger.Receipts(t) != 1 {
 		t.Fatalf("the changed redelivery touched the receipt:\n%s\n%s", before, after)
 	}

@@ -67,7 +67,7 @@ func TestAcceptThenAck(t *testing.T) {
 	e.add(t, "", `{"orderId":"o-1","eventId":"evt-1"}`) // redelivery by the producer: a new entry, keys reordered
 	drill.Eventually(t, 20*time.Second, "all entries acknowledged", func() bool { return e.unsettled(t) == 0 })
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts WHERE scope_id = $1`, testTenant).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts_live WHERE scope_id = $1`, testTenant).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n != 2 {

@@ -174,7 +174,7 @@ func newClient(t testing.TB, pool *pgxpool.Pool) *inbox.Client {
 func receipts(t testing.TB, pool *pgxpool.Pool) int {
 	t.Helper()
 	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts`).Scan(&n); err != nil {
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts_live`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -121,7 +121,7 @@ func (f *fixture) send(t *testing.T, r request) (*http.Response, map[string]stri
 func (f *fixture) receipts(t *testing.T) int {
 	t.Helper()
 	var n int
-	if err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM pginbox_receipts").Scan(&n); err != nil {
+	if err := f.pool.QueryRow(context.Background(), "SELECT count(*) FROM pginbox_receipts_live").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -130,7 +130,7 @@ func (f *fixture) receipts(t *testing.T) int {
 func (f *fixture) snapshot(t *testing.T) string {
 	t.Helper()
 	var s string
-	if err := f.pool.QueryRow(context.Background(), "SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY id)::text, '') FROM pginbox_receipts r").Scan(&s); err != nil {
+	if err := f.pool.QueryRow(context.Background(), "SELECT coalesce(jsonb_agg(to_jsonb(r) ORDER BY id)::text, '') FROM pginbox_receipts_live r").Scan(&s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -185,7 +185,7 @@ func TestTenantComesFromTheKey(t *testing.T) {
 			t.Fatalf("%s: %d %v", k.id, res.StatusCode, out)
 		}
 	}
-	rows, err := f.pool.Query(context.Background(), "SELECT scope_id FROM pginbox_receipts ORDER BY scope_id")
+	rows, err := f.pool.Query(context.Background(), "SELECT scope_id FROM pginbox_receipts_live ORDER BY scope_id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("first: %d %v", res.StatusCode, first)
 	}
 	var msgID string
-	if err := pool.QueryRow(context.Background(), "SELECT message_id FROM pginbox_receipts").Scan(&msgID); err != nil || msgID != "idem-1" {
+	if err := pool.QueryRow(context.Background(), "SELECT message_id FROM pginbox_receipts_live").Scan(&msgID); err != nil || msgID != "idem-1" {
 		t.Fatalf("message ID %q (%v), want the Idempotency-Key", msgID, err)
 	}
 

@@ -114,7 +114,7 @@ func (l *Ledger) Drain(t testing.TB) { inboxtest.Drain(t, l.worker) }
 func (l *Ledger) Receipts(t testing.TB) int {
 	t.Helper()
 	var n int
-	if err := l.pool.QueryRow(context.Background(), "SELECT count(*) FROM pginbox_receipts").Scan(&n); err != nil {
+	if err := l.pool.QueryRow(context.Background(), "SELECT count(*) FROM pginbox_receipts_live").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -36,13 +37,20 @@ const (
 	ScenarioDrain          = "drain" // one result per DrainConcurrency, named drain-c<N>
 	ScenarioDrainBatched   = "drain-batched"
 	ScenarioRetained1M     = "retained-1m"
+	ScenarioJobs           = "jobs"         // one result per JobWorkers, named jobs-c<N>
+	ScenarioJobsBatched    = "jobs-batched" // the same with MessagesPerTx = DrainBatch
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.
 var Scenarios = []string{
 	ScenarioAcceptFresh, ScenarioAcceptRetained, ScenarioAcceptDup90,
 	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M,
+	ScenarioJobs, ScenarioJobsBatched,
 }
+
+// DefaultScenarios are what a plain `inbox bench` runs: every scenario but
+// the job-queue ones, which take a fixed wall time each.
+var DefaultScenarios = Scenarios[:len(Scenarios)-2]
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -68,11 +76,22 @@ type Options struct {
 	BatchSize    int // messages per accept-batch call; default 100
 	Batches      int // accept-batch calls per phase; default 200
 
-	DrainMessages    int   // receipts per drain phase; default Calls
-	DrainConcurrency []int // worker concurrencies; default 4 and 16
-	DrainBatch       int   // messages per handler transaction in drain-batched (Concurrency 4); default 10
+	DrainMessages           int   // receipts per drain phase; default Calls
+	DrainConcurrency        []int // worker concurrencies; default 4 and 16
+	DrainBatch              int   // messages per handler transaction in drain-batched; default 10
+	DrainBatchedConcurrency []int // worker concurrencies of drain-batched; default 4 and 16
+
+	JobWorkers  []int         // worker concurrencies of jobs and jobs-batched; default 4, 16, 64
+	JobBacklog  int           // receipts kept due; default 4,000
+	JobSleep    time.Duration // what a no-op handler waits; default 1ms
+	JobDuration time.Duration // measured time per phase; default 20s
 
 	RetainedRows int // COMPLETED receipts in retained-1m; default 1,000,000
+
+	// ProfileDir, when set, receives a CPU profile and a pg_stat_statements
+	// report of every pginbox drain phase (the ephemeral cluster then loads
+	// pg_stat_statements).
+	ProfileDir string
 
 	// Progress receives a progress indicator while the run goes on. TTY
 	// rewrites one line in place; otherwise one line per phase. Nil: none.
@@ -102,8 +121,21 @@ func (o Options) withDefaults() Options {
 	if len(o.DrainConcurrency) == 0 {
 		o.DrainConcurrency = []int{4, 16}
 	}
+	if len(o.DrainBatchedConcurrency) == 0 {
+		o.DrainBatchedConcurrency = []int{4, 16}
+	}
+	if len(o.JobWorkers) == 0 {
+		o.JobWorkers = []int{4, 16, 64}
+	}
+	def(&o.JobBacklog, 4000)
+	if o.JobSleep <= 0 {
+		o.JobSleep = time.Millisecond
+	}
+	if o.JobDuration <= 0 {
+		o.JobDuration = 20 * time.Second
+	}
 	if len(o.Scenarios) == 0 {
-		o.Scenarios = Scenarios
+		o.Scenarios = DefaultScenarios
 	}
 	return o
 }
@@ -194,7 +226,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	dsn, target := o.DatabaseURL, "DATABASE_URL"
 	if dsn == "" {
 		prog.note("starting an ephemeral PostgreSQL cluster (fsync %s)", onOff(!o.NoFsync))
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: !o.NoFsync})
+		copts := pgcluster.Options{Fsync: !o.NoFsync}
+		if o.ProfileDir != "" {
+			copts.Settings = map[string]string{"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
+		}
+		cluster, err := pgcluster.Start(ctx, copts)
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
 		}
@@ -211,6 +247,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if err := migrate(ctx, base); err != nil {
 		return nil, err
+	}
+	if o.ProfileDir != "" {
+		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		if err := createExtension(ctx, base, "pg_stat_statements"); err != nil {
+			prog.note("profile: %v (statement reports left out)", err)
+		}
 	}
 	s, err := newSuite(ctx, o, base, prog)
 	if err != nil {
@@ -263,7 +307,21 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 		}
 		return out
 	case ScenarioDrainBatched:
-		return []*Result{s.drain(ctx, 4, s.o.DrainBatch)}
+		var out []*Result
+		for _, c := range s.o.DrainBatchedConcurrency {
+			out = append(out, s.drain(ctx, c, s.o.DrainBatch))
+		}
+		return out
+	case ScenarioJobs, ScenarioJobsBatched:
+		perTx := 1
+		if name == ScenarioJobsBatched {
+			perTx = s.o.DrainBatch
+		}
+		var out []*Result
+		for _, c := range s.o.JobWorkers {
+			out = append(out, s.jobs(ctx, c, perTx))
+		}
+		return out
 	case ScenarioRetained1M:
 		return []*Result{s.retained1M(ctx)}
 	}

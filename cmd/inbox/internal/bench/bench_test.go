@@ -26,7 +26,7 @@ func tinyArgs(dsn string) []string {
 		"--rounds", "2", "--calls", "50", "--retained", "100",
 		"--group-callers", "16", "--group-calls", "80",
 		"--batch-size", "10", "--batches", "4",
-		"--drain-messages", "40", "--drain-concurrency", "2,5",
+		"--drain-messages", "40", "--drain-concurrency", "2,5", "--drain-batched-concurrency", "4",
 		"--retained-rows", "1000",
 	}
 }
@@ -163,4 +163,30 @@ func TestBenchFailsLoudlyOnAMiscount(t *testing.T) {
 	is.True(!r.OK)
 	is.True(len(r.Failures) > 0)
 	is.True(strings.Contains(r.Failures[0], "business rows"))
+}
+
+// The job-queue scenarios count completions over a fixed time and check every
+// handled job committed.
+func TestBenchJobsScenario(t *testing.T) {
+	is := is.New(t)
+	dsn := inboxtest.Database(t)
+	var stdout, stderr bytes.Buffer
+	code := bench.Command(context.Background(), []string{"--database-url", dsn, "--quiet", "--json",
+		"--scenarios", "jobs,jobs-batched", "--rounds", "1", "--job-workers", "2", "--job-duration", "1s",
+		"--job-backlog", "200"}, &stdout, &stderr)
+	if code != 0 {
+		t.Log(stderr.String(), stdout.String())
+	}
+	is.Equal(code, 0)
+	var names []string
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r map[string]any
+		is.NoErr(json.Unmarshal(sc.Bytes(), &r))
+		names = append(names, r["scenario"].(string))
+		is.True(r["calls"].(float64) > 0)
+		is.True(r["extra"].(map[string]any)["non_hot_updates_per_msg"] != nil)
+	}
+	is.Equal(names, []string{"jobs-c2", "jobs-batched-c2"})
 }

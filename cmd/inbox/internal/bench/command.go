@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
 )
@@ -23,13 +24,15 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("inbox bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		o           Options
-		fsync       = true
-		asJSON      bool
-		jsonFile    string
-		quiet       bool
-		scenarios   string
-		drainConcur string
+		o                  Options
+		fsync              = true
+		asJSON             bool
+		jsonFile           string
+		quiet              bool
+		scenarios          string
+		drainConcur        string
+		drainBatchedConcur string
+		jobWorkers         string
 	)
 	fs.StringVar(&o.DatabaseURL, "database-url", os.Getenv("DATABASE_URL"), "disposable database to run against (default $DATABASE_URL; empty: an ephemeral cluster)")
 	fs.BoolVar(&fsync, "fsync", true, "ephemeral cluster: keep fsync, synchronous_commit and full_page_writes on")
@@ -37,7 +40,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&asJSON, "json", false, "write one JSON object per scenario instead of the table")
 	fs.StringVar(&jsonFile, "json-file", "", "also write the JSON lines to this file (keeps the table on stdout)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
-	fs.StringVar(&scenarios, "scenarios", strings.Join(Scenarios, ","), "comma-separated scenarios to run")
+	fs.StringVar(&scenarios, "scenarios", strings.Join(DefaultScenarios, ","), "comma-separated scenarios to run (also: jobs, jobs-batched)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "alternating pginbox/raw rounds per scenario")
 	fs.IntVar(&o.Calls, "calls", 2000, "accept calls per phase")
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "accept callers (accept-fresh, -retained, -dup90, -batch, retained-1m)")
@@ -48,8 +51,14 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Batches, "batches", 200, "accept-batch calls per phase")
 	fs.IntVar(&o.DrainMessages, "drain-messages", 0, "receipts per drain phase (default --calls)")
 	fs.StringVar(&drainConcur, "drain-concurrency", "4,16", "comma-separated worker concurrencies for drain")
-	fs.IntVar(&o.DrainBatch, "drain-batch", 10, "messages per handler transaction in drain-batched (worker concurrency 4)")
+	fs.IntVar(&o.DrainBatch, "drain-batch", 10, "messages per handler transaction in drain-batched and jobs-batched")
+	fs.StringVar(&drainBatchedConcur, "drain-batched-concurrency", "4,16", "comma-separated worker concurrencies for drain-batched")
+	fs.StringVar(&jobWorkers, "job-workers", "4,16,64", "comma-separated worker concurrencies for jobs and jobs-batched")
+	fs.IntVar(&o.JobBacklog, "job-backlog", 4000, "receipts kept due in jobs scenarios")
+	fs.DurationVar(&o.JobSleep, "job-sleep", time.Millisecond, "what a no-op job handler waits")
+	fs.DurationVar(&o.JobDuration, "job-duration", 20*time.Second, "measured time per jobs phase")
 	fs.IntVar(&o.RetainedRows, "retained-rows", 1_000_000, "COMPLETED receipts in retained-1m")
+	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile and a pg_stat_statements report of every pginbox drain phase to this directory")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: inbox bench [flags]\n\n"+
 			"Measures pginbox against the raw SQL ceiling (the same statements from a plain pgx loop)\n"+
@@ -73,13 +82,23 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			o.Scenarios = append(o.Scenarios, name)
 		}
 	}
-	for _, c := range strings.Split(drainConcur, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(c))
-		if err != nil || n < 1 {
-			fmt.Fprintf(stderr, "inbox bench: --drain-concurrency: %q is not a positive number\n", c)
-			return 2
+	for _, f := range []struct {
+		flag string
+		text string
+		into *[]int
+	}{
+		{"drain-concurrency", drainConcur, &o.DrainConcurrency},
+		{"drain-batched-concurrency", drainBatchedConcur, &o.DrainBatchedConcurrency},
+		{"job-workers", jobWorkers, &o.JobWorkers},
+	} {
+		for _, c := range strings.Split(f.text, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(c))
+			if err != nil || n < 1 || n > 1000 {
+				fmt.Fprintf(stderr, "inbox bench: --%s: %q is not a number from 1 to 1000\n", f.flag, c)
+				return 2
+			}
+			*f.into = append(*f.into, n)
 		}
-		o.DrainConcurrency = append(o.DrainConcurrency, n)
 	}
 	if !quiet {
 		o.Progress = stderr

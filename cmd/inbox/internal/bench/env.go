@@ -111,3 +111,16 @@ func createDatabase(ctx context.Context, adminDSN, name string) error {
 	}
 	return nil
 }
+
+// createExtension creates a server extension in the database of cfg.
+func createExtension(ctx context.Context, cfg *pgxpool.Config, name string) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("bench: creating extension %s: %w", name, err)
+	}
+	return nil
+}

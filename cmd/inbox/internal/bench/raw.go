@@ -5,43 +5,50 @@ package bench
 // queries/accept_batch.sql, queries/complete.sql), written out here so the raw
 // side cannot silently pick up a change to them: keep them in step by hand.
 
-// rawNotifyAcceptSQL is the accept insert with the wake-up notify in the
-// statement, as every accept would send it without coalescing: shown to measure
-// what per-accept NOTIFY costs.
-const rawNotifyAcceptSQL = `INSERT INTO pginbox_receipts (
-    id, scope_kind, scope_id, source, consumer, message_id,
-    event_type, schema_version, fingerprint, payload, metadata, max_attempts
-) VALUES (
-    $1, $2, $3, $4, $5, $6,
-    $7, $8, $9, $10, $11, $12
-)
-ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
-DO NOTHING
-RETURNING id, status, pg_notify('pginbox_receipt', consumer) IS NOT NULL AS notified`
+// rawAcceptTail is the rest of an accept after the receipt's insert: its queue
+// row.
+const rawAcceptTail = `
+    ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+    DO NOTHING
+    RETURNING id, scope_kind, scope_id, consumer, max_attempts
+), queued AS (
+    INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+    SELECT id, scope_kind, scope_id, consumer, max_attempts FROM inserted
+    RETURNING receipt_id, consumer, status
+)`
+
+const rawAcceptHead = `WITH inserted AS (
+    INSERT INTO pginbox_receipts (
+        id, scope_kind, scope_id, source, consumer, message_id,
+        event_type, schema_version, fingerprint, payload, metadata, max_attempts
+    ) VALUES (
+        $1, $2, $3, $4, $5, $6,
+        $7, $8, $9, $10, $11, $12
+    )`
+
+// rawNotifyAcceptSQL is the accept statement with the wake-up notify in it, as
+// every accept would send it without coalescing: shown to measure what
+// per-accept NOTIFY costs.
+const rawNotifyAcceptSQL = rawAcceptHead + rawAcceptTail + `
+SELECT q.receipt_id AS id, q.status, pg_notify('pginbox_receipt', q.consumer) IS NOT NULL AS notified
+FROM queued q`
 
 // rawAcceptSQL is pginbox's single accept statement (ReceiptAccept) as most
-// accepts send it: the plain insert, its wake-up coalesced with others'. It is
+// accepts send it: the plain inserts, its wake-up coalesced with others'. It is
 // the single-statement ceiling.
-const rawAcceptSQL = `INSERT INTO pginbox_receipts (
-    id, scope_kind, scope_id, source, consumer, message_id,
-    event_type, schema_version, fingerprint, payload, metadata, max_attempts
-) VALUES (
-    $1, $2, $3, $4, $5, $6,
-    $7, $8, $9, $10, $11, $12
-)
-ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
-DO NOTHING
-RETURNING id, status`
+const rawAcceptSQL = rawAcceptHead + rawAcceptTail + `
+SELECT q.receipt_id AS id, q.status FROM queued q`
 
 // rawByIdentitySQL reads the existing receipt of a duplicate (ReceiptByIdentity).
-const rawByIdentitySQL = `SELECT id, status, fingerprint
-FROM pginbox_receipts
-WHERE scope_kind = $1
-  AND scope_id = $2
-  AND source = $3
-  AND consumer = $4
-  AND message_id = $5
-  AND replay_of IS NULL`
+const rawByIdentitySQL = `SELECT r.id, coalesce(w.status, r.status), r.fingerprint
+FROM pginbox_receipts r
+LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+WHERE r.scope_kind = $1
+  AND r.scope_id = $2
+  AND r.source = $3
+  AND r.consumer = $4
+  AND r.message_id = $5
+  AND r.replay_of IS NULL`
 
 // rawBatchSQL is pginbox's multi-row accept (ReceiptAcceptBatch) as most batches
 // send it: without the inline wake-up, which is coalesced with other accepts'.
@@ -60,26 +67,28 @@ const rawBatchSQL = `WITH inserted AS (
         unnest($7::text[]),
         unnest($8::integer[]),
         unnest($9::bytea[]),
-        unnest($10::text[])::jsonb,
+        unnest($10::text[])::json,
         unnest($11::text[])::jsonb,
-        $12::integer
-    ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
-    DO NOTHING
-    RETURNING id, consumer
-)
-SELECT inserted.id FROM inserted`
+        $12::integer` + rawAcceptTail + `
+SELECT queued.receipt_id FROM queued`
 
 // rawEffectSQL is the drain handler's business write.
 const rawEffectSQL = `INSERT INTO ` + effectsTable + ` (receipt_id, message_id) VALUES ($1, $2)`
 
-// rawCompleteSQL is the completion update (ReceiptComplete), guarded by status
-// instead of a claim token because the raw loop does not claim.
-const rawCompleteSQL = `UPDATE pginbox_receipts
+// rawCompleteSQL is the completion (ReceiptStart), guarded by status instead
+// of a claim token because the raw loop does not claim.
+const rawCompleteSQL = `WITH done AS (
+    DELETE FROM pginbox_work w
+    WHERE w.receipt_id = $1 AND w.status = 'PENDING'
+    RETURNING w.receipt_id, w.attempts, w.version
+)
+UPDATE pginbox_receipts r
 SET status = 'COMPLETED',
-    claim_token = NULL,
-    lease_expires_at = NULL,
+    attempts = done.attempts,
     last_error = NULL,
     completed_at = now(),
     updated_at = now(),
-    version = version + 1
-WHERE id = $1 AND status = 'PENDING'`
+    version = done.version + 1
+FROM done
+WHERE r.id = done.receipt_id
+RETURNING r.id, r.payload, r.metadata`

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/inboxtype"
 )
 
 // retainedDB is one of the two tables retained-1m compares.
@@ -58,7 +59,7 @@ func (s *suite) retained1M(ctx context.Context) *Result {
 		prepare: func(context.Context) error { return nil },
 		tidy: func(ctx context.Context) error {
 			// Remove what the phase added, so the next one meets the same table.
-			if _, err := fs.admin.Exec(ctx, "DELETE FROM pginbox_receipts WHERE message_id NOT LIKE 'hist-%'"); err != nil {
+			if _, err := fs.admin.Exec(ctx, "TRUNCATE pginbox_work; DELETE FROM pginbox_receipts WHERE message_id NOT LIKE 'hist-%'"); err != nil {
 				return fmt.Errorf("bench: tidying: %w", err)
 			}
 			if _, err := fs.admin.Exec(ctx, "VACUUM pginbox_receipts"); err != nil {
@@ -210,7 +211,7 @@ func (s *suite) claimAll(ctx context.Context, want int) ([]time.Duration, error)
 				return err
 			}
 			t0 := time.Now()
-			rows, err := db.New(tx).ReceiptClaim(ctx, db.ReceiptClaimParams{LeaseMs: 30_000, Consumers: []string{benchConsumer}, MaxCount: 10})
+			rows, err := db.New(tx).ReceiptClaim(ctx, db.ReceiptClaimParams{ClaimToken: inboxtype.New(), LeaseMs: 30_000, Consumers: []string{benchConsumer}, MaxCount: 10})
 			d, n = time.Since(t0), len(rows)
 			return err
 		})
@@ -240,10 +241,10 @@ func (s *suite) seedHistory(ctx context.Context, rows int) error {
 		INSERT INTO pginbox_receipts (
 		    id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version,
 		    fingerprint, payload, metadata, status, attempts, max_attempts,
-		    created_at, updated_at, completed_at, available_at)
+		    created_at, updated_at, completed_at)
 		SELECT lpad(to_hex(i), 32, '0')::uuid, 'tenant', $1, $2, $3, 'hist-' || i, $4, 1,
 		    sha256(('hist-' || i)::bytea), $5::jsonb, '{}', 'COMPLETED', 1, 10,
-		    now() - interval '1 day', now() - interval '1 day', now() - interval '1 day', now() - interval '1 day'
+		    now() - interval '1 day', now() - interval '1 day', now() - interval '1 day'
 		FROM generate_series(1, $6::int) AS i`,
 		benchTenant, benchSource, benchConsumer, benchEventType, payloadFor(0), rows)
 	if err != nil {

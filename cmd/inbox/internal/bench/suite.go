@@ -51,7 +51,7 @@ func newSuite(ctx context.Context, o Options, base *pgxpool.Config, prog *progre
 	}
 	s := &suite{o: o, base: base, admin: admin, prog: prog}
 	var n int
-	if err := admin.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts").Scan(&n); err != nil {
+	if err := admin.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts_live").Scan(&n); err != nil {
 		admin.Close()
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -74,14 +74,14 @@ func (s *suite) close() { s.admin.Close() }
 
 // cleanup leaves the database as empty as it was found.
 func (s *suite) cleanup(ctx context.Context) error {
-	_, err := s.admin.Exec(ctx, "TRUNCATE pginbox_receipts, pginbox_audit; DROP TABLE IF EXISTS "+effectsTable)
+	_, err := s.admin.Exec(ctx, "TRUNCATE pginbox_receipts, pginbox_work, pginbox_audit; DROP TABLE IF EXISTS "+effectsTable)
 	return err
 }
 
 // reset empties the inbox and the business table, seeds retained COMPLETED
 // receipts, and checkpoints, so every measured phase starts alike.
 func (s *suite) reset(ctx context.Context, retained int) error {
-	if _, err := s.admin.Exec(ctx, "TRUNCATE pginbox_receipts, pginbox_audit, "+effectsTable); err != nil {
+	if _, err := s.admin.Exec(ctx, "TRUNCATE pginbox_receipts, pginbox_work, pginbox_audit, "+effectsTable); err != nil {
 		return fmt.Errorf("bench: truncating: %w", err)
 	}
 	if retained > 0 {
@@ -133,6 +133,20 @@ func (s *suite) seed(ctx context.Context, prefix string, n int, status inbox.Sta
 	if err != nil {
 		return nil, fmt.Errorf("bench: seeding %d %s receipts: %w", n, status, err)
 	}
+	if status == inbox.StatusCompleted {
+		return ids, nil
+	}
+	// An active receipt has its queue row.
+	work := make([][]any, n)
+	for i := range n {
+		work[i] = []any{ids[i], "tenant", benchTenant, benchConsumer, string(status), int32(10)}
+	}
+	_, err = s.admin.CopyFrom(ctx, pgx.Identifier{"pginbox_work"},
+		[]string{"receipt_id", "scope_kind", "scope_id", "consumer", "status", "max_attempts"},
+		pgx.CopyFromRows(work))
+	if err != nil {
+		return nil, fmt.Errorf("bench: seeding %d %s queue rows: %w", n, status, err)
+	}
 	return ids, nil
 }
 
@@ -150,7 +164,7 @@ func (s *suite) counts(ctx context.Context) (dbCounts, error) {
 		       count(*) FILTER (WHERE status = 'PENDING'),
 		       count(*) FILTER (WHERE status = 'COMPLETED'),
 		       (SELECT count(*) FROM `+effectsTable+`)
-		FROM pginbox_receipts`).Scan(&c.receipts, &c.pending, &c.completed, &c.effects)
+		FROM pginbox_receipts_live`).Scan(&c.receipts, &c.pending, &c.completed, &c.effects)
 	if err != nil {
 		return c, fmt.Errorf("bench: counting: %w", err)
 	}

@@ -109,7 +109,7 @@ func TestRunAccepts(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	var eventType, scopeID string
 	for {
-		err := pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts WHERE message_id = 'evt-1'`).Scan(&eventType, &scopeID)
+		err := pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&eventType, &scopeID)
 		if err == nil {
 			break
 		}

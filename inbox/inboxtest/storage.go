@@ -10,8 +10,9 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 )
 
-// Every read the kit makes of pginbox's tables is in this file, so a change
-// to the storage layout touches the kit in one place.
+// Every read and write the kit makes of pginbox's tables is in this file, so
+// a change to the storage layout touches the kit in one place. Reads go
+// through the pginbox_receipts_live view: each receipt with its live state.
 
 // Querier reads receipts: *pgxpool.Pool, *pgx.Conn and pgx.Tx satisfy it.
 type Querier interface {
@@ -30,18 +31,18 @@ SELECT coalesce(json_agg(json_build_object(
 FROM `
 
 const (
-	receiptByID = selectReceipts + `pginbox_receipts r WHERE r.id = $1`
+	receiptByID = selectReceipts + `pginbox_receipts_live r WHERE r.id = $1`
 
 	// A replay shares its original's identity; the original is the receipt
 	// of the delivery.
-	receiptByIdentity = selectReceipts + `pginbox_receipts r
+	receiptByIdentity = selectReceipts + `pginbox_receipts_live r
 WHERE r.scope_kind = $1 AND r.scope_id = $2 AND r.source = $3 AND r.consumer = $4
   AND r.message_id = $5 AND r.replay_of IS NULL`
 
 	// Receipts of the same message ID under any scope, source or consumer:
 	// what a test most likely meant when its identity found nothing.
 	receiptsByMessageID = selectReceipts + `(
-    SELECT * FROM pginbox_receipts
+    SELECT * FROM pginbox_receipts_live
     WHERE message_id = $1 AND replay_of IS NULL
     ORDER BY id LIMIT $2) r`
 )
