@@ -39,11 +39,15 @@ func TestDrillKilledBackends(t *testing.T) {
 			// every fifth time the worker's LISTEN session.
 			victim := `SELECT pid FROM pg_stat_activity WHERE application_name IN ($1, $2) ORDER BY random() LIMIT 1`
 			if n%5 == 0 {
-				victim = `SELECT pid FROM pg_stat_activity WHERE application_name = $2 AND query LIKE '%LISTEN pginbox_receipt%' AND state = 'idle'`
+				victim = `SELECT pid FROM pg_stat_activity WHERE application_name IN ($1, $2) AND query LIKE '%LISTEN pginbox_receipt%' AND state = 'idle'`
 			}
+			var pid int
 			var app, query string
-			err := admin.QueryRow(ctx, `SELECT application_name, query FROM pg_stat_activity
-				WHERE pid = (`+victim+`) AND pg_terminate_backend(pid)`, appAccept, appWorker).Scan(&app, &query)
+			err := admin.QueryRow(ctx, `SELECT pid, application_name, query FROM pg_stat_activity WHERE pid = (`+victim+`)`,
+				appAccept, appWorker).Scan(&pid, &app, &query)
+			if err == nil {
+				_, err = admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+			}
 			if err == nil {
 				byApp[app]++
 				if strings.Contains(query, "LISTEN pginbox_receipt") {
