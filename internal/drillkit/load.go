@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pginbox/pginbox/inbox"
 )
@@ -39,8 +42,11 @@ type Outcome struct {
 	Retryable int      // other attempts that said ActionRetry
 	Rejected  int      // attempts that said ActionReject (never expected)
 	GaveUp    []string // message IDs never acknowledged
-	// Errors holds the first text of each distinct error class seen.
+	// Errors holds the first text of each error class seen.
 	Errors map[string]string
+	// Codes counts failed attempts by SQLSTATE ("" for errors without one,
+	// such as a lost connection).
+	Codes map[string]int
 }
 
 // FirstAckAfter is the time of the first acknowledgement after t, and
@@ -79,7 +85,7 @@ func (l Load) Start(ctx context.Context) *Running {
 	if l.GiveUpAfter <= 0 {
 		l.GiveUpAfter = 2 * time.Minute
 	}
-	r := &Running{done: make(chan struct{}), out: Outcome{Errors: map[string]string{}}}
+	r := &Running{done: make(chan struct{}), out: Outcome{Errors: map[string]string{}, Codes: map[string]int{}}}
 	next := make(chan int)
 	go func() {
 		defer close(next)
@@ -169,6 +175,13 @@ func (o *Outcome) note(class string, err error) {
 	if _, ok := o.Errors[class]; !ok {
 		o.Errors[class] = err.Error()
 	}
+	var pgErr *pgconn.PgError
+	errors.As(err, &pgErr)
+	if pgErr != nil {
+		o.Codes[pgErr.Code]++
+	} else {
+		o.Codes[""]++
+	}
 }
 
 func (r *Running) record(f func(*Outcome)) {
@@ -185,10 +198,8 @@ func (r *Running) Snapshot() Outcome {
 	o.Acked = append([]string(nil), o.Acked...)
 	o.AckedAt = append([]time.Time(nil), o.AckedAt...)
 	o.GaveUp = append([]string(nil), o.GaveUp...)
-	o.Errors = make(map[string]string, len(r.out.Errors))
-	for k, v := range r.out.Errors {
-		o.Errors[k] = v
-	}
+	o.Errors = maps.Clone(r.out.Errors)
+	o.Codes = maps.Clone(r.out.Codes)
 	return o
 }
 
