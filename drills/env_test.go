@@ -112,15 +112,15 @@ type app struct {
 	client                 *inbox.Client
 	worker                 *inbox.Worker
 	logs                   *logCounter
-	// connects counts connection attempts of both pools.
-	connects atomic.Int64
+	// Connection attempts of each pool.
+	acceptConnects, workerConnects atomic.Int64
 }
 
 // appConfig adjusts an app before it starts.
 type appConfig struct {
 	client inbox.Config
 	worker inbox.WorkerConfig
-	pool   func(*pgxpool.Config)
+	pool   func(*pgxpool.Config) // both pools
 }
 
 // startApp starts a client and a running worker on dsn. The worker's lease
@@ -128,17 +128,19 @@ type appConfig struct {
 func startApp(t *testing.T, dsn string, cfg appConfig) *app {
 	t.Helper()
 	a := &app{logs: &logCounter{}}
-	count := func(c *pgxpool.Config) {
-		c.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
-			a.connects.Add(1)
-			return nil
-		}
-		if cfg.pool != nil {
-			cfg.pool(c)
+	count := func(n *atomic.Int64) func(*pgxpool.Config) {
+		return func(c *pgxpool.Config) {
+			c.BeforeConnect = func(context.Context, *pgx.ConnConfig) error {
+				n.Add(1)
+				return nil
+			}
+			if cfg.pool != nil {
+				cfg.pool(c)
+			}
 		}
 	}
-	a.acceptPool = newPool(t, dsn, appAccept, 6, count)
-	a.workerPool = newPool(t, dsn, appWorker, 6, count)
+	a.acceptPool = newPool(t, dsn, appAccept, 6, count(&a.acceptConnects))
+	a.workerPool = newPool(t, dsn, appWorker, 6, count(&a.workerConnects))
 	var err error
 	cc := cfg.client
 	cc.Logger = slog.New(a.logs)
@@ -275,7 +277,7 @@ func listening(t *testing.T, admin *pgxpool.Pool) bool {
 }
 
 // logCounter is a slog handler that counts a worker's warnings and errors
-// and keeps the first few.
+// and keeps the first of each message.
 type logCounter struct {
 	mu     sync.Mutex
 	counts map[slog.Level]int
@@ -301,7 +303,7 @@ func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 	}
 	l.counts[r.Level]++
 	l.byMsg[r.Message]++
-	if len(l.first) < 5 {
+	if l.byMsg[r.Message] == 1 { // the first of each kind
 		l.first = append(l.first, r.Level.String()+" "+b.String())
 	}
 	return nil
