@@ -36,12 +36,13 @@ const (
 	ScenarioDrain          = "drain" // one result per DrainConcurrency, named drain-c<N>
 	ScenarioDrainBatched   = "drain-batched"
 	ScenarioRetained1M     = "retained-1m"
+	ScenarioXminHold       = "xmin-hold"
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.
 var Scenarios = []string{
 	ScenarioAcceptFresh, ScenarioAcceptRetained, ScenarioAcceptDup90,
-	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M,
+	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M, ScenarioXminHold,
 }
 
 // Options configures a run. Zero fields take the defaults noted.
@@ -74,6 +75,10 @@ type Options struct {
 
 	RetainedRows int // COMPLETED receipts in retained-1m; default 1,000,000
 
+	Hold       time.Duration // xmin-hold: how long the transaction holds the horizon; default 30s
+	HoldAround time.Duration // xmin-hold: load before and after the hold; default 10s
+	HoldRate   int           // xmin-hold: accepts per second; default 200
+
 	// Progress receives a progress indicator while the run goes on. TTY
 	// rewrites one line in place; otherwise one line per phase. Nil: none.
 	Progress io.Writer
@@ -96,6 +101,13 @@ func (o Options) withDefaults() Options {
 	def(&o.Batches, 200)
 	def(&o.DrainMessages, o.Calls)
 	def(&o.RetainedRows, 1_000_000)
+	def(&o.HoldRate, 200)
+	if o.Hold <= 0 {
+		o.Hold = 30 * time.Second
+	}
+	if o.HoldAround <= 0 {
+		o.HoldAround = 10 * time.Second
+	}
 	if o.DrainBatch <= 0 {
 		o.DrainBatch = 10
 	}
@@ -266,6 +278,8 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 		return []*Result{s.drain(ctx, 4, s.o.DrainBatch)}
 	case ScenarioRetained1M:
 		return []*Result{s.retained1M(ctx)}
+	case ScenarioXminHold:
+		return []*Result{s.xminHold(ctx)}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
 )
@@ -50,6 +51,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&drainConcur, "drain-concurrency", "4,16", "comma-separated worker concurrencies for drain")
 	fs.IntVar(&o.DrainBatch, "drain-batch", 10, "messages per handler transaction in drain-batched (worker concurrency 4)")
 	fs.IntVar(&o.RetainedRows, "retained-rows", 1_000_000, "COMPLETED receipts in retained-1m")
+	fs.DurationVar(&o.Hold, "hold", 30*time.Second, "xmin-hold: how long an idle transaction holds the xmin horizon")
+	fs.DurationVar(&o.HoldAround, "hold-around", 10*time.Second, "xmin-hold: load before and after the hold")
+	fs.IntVar(&o.HoldRate, "hold-rate", 200, "xmin-hold: accepts per second")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: inbox bench [flags]\n\n"+
 			"Measures pginbox against the raw SQL ceiling (the same statements from a plain pgx loop)\n"+
