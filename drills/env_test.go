@@ -251,9 +251,7 @@ func settle(t *testing.T, drill string, db drillkit.Querier, r *drillkit.Running
 		t.Fatal(err)
 	}
 	more = append(more, fmt.Sprintf("attempts=%d uncertain=%d retryable=%d", out.Attempts, out.Uncertain, out.Retryable))
-	line := tally.Line(drill, out.Sent, recovery, more...)
-	t.Log(line)
-	fmt.Println(line) // the summary line, also without -v
+	fmt.Println(tally.Line(drill, out.Sent, recovery, more...)) // the summary line, also without -v
 	for class, text := range out.Errors {
 		t.Logf("first %s accept error: %s", class, text)
 	}
