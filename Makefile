@@ -36,7 +36,7 @@ check: fmt-check vet staticcheck check-generated check-deps test fuzz
 
 ## drills: the failure drills against real PostgreSQL clusters (restart,
 ## failover, disk full, killed backends, connection flood, held xmin), about
-## six minutes. `make check` runs only their smoke versions. The disk-full
+## five minutes. `make check` runs only their smoke versions. The disk-full
 ## drill mounts a tmpfs: run as root.
 DRILLS_TIMEOUT ?= 20m
 drills:

@@ -28,19 +28,14 @@ func TestDrillConnectionFlood(t *testing.T) {
 	load := a.load(t, count, rate)
 	waitAcked(t, load, count/4)
 
-	// Take every free slot, then the application's: it races for them
-	// after losing its sessions, so repeat until it holds none.
-	floodDSN := c.ConnString(drillkit.Database) + " user=drill_flood"
-	held := holdSlots(t, floodDSN)
-	for i := 0; ; i++ {
-		kickApp(t, admin)
-		held = append(held, holdSlots(t, floodDSN)...)
-		if appSessions(t, admin) == 0 {
-			break
-		}
-		if i == 20 {
-			t.Fatal("the application kept its sessions through 20 rounds of the flood")
-		}
+	// Keep the application out while its sessions are dropped and the
+	// flood takes every free slot; then only max_connections stops it.
+	exec1(t, admin, "ALTER ROLE "+drillkit.AppRole+" CONNECTION LIMIT 0")
+	kickApp(t, admin)
+	held := holdSlots(t, c.ConnString(drillkit.Database)+" user=drill_flood")
+	exec1(t, admin, "ALTER ROLE "+drillkit.AppRole+" CONNECTION LIMIT -1")
+	if n := appSessions(t, admin); n != 0 {
+		t.Fatalf("the application still has %d sessions", n)
 	}
 	t0 := time.Now()
 	before := load.Snapshot()
