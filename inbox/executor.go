@@ -405,19 +405,6 @@ func (r *run) settle(j *job) {
 	}
 }
 
-// release hands j's receipt back without spending its attempt.
-func (r *run) release(j *job, why string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if j.done || r.state.Load() == runAbandoned {
-		return
-	}
-	j.done = true
-	j.log.Warn("pginbox worker: releasing the receipt to run again: " + why)
-	r.w.release(j.l.r, j.log)
-	r.w.leases.drop(j.l)
-}
-
 // invoke calls the handler, turning a panic into an error.
 func invoke(ctx context.Context, fn handler.Func, msg *handler.Msg) (err error) {
 	defer func() {
