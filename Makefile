@@ -6,7 +6,7 @@ STATICCHECK := $(CURDIR)/bin/staticcheck
 EACH      := bash scripts/each-module
 FUZZTIME  ?= 15s
 
-.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz screenshots
+.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz screenshots drills
 
 all: check
 
@@ -33,6 +33,14 @@ test:
 ## check: formatting, vet, staticcheck, generated-code drift, dependency hygiene,
 ## the race-enabled tests and a short fuzz run.
 check: fmt-check vet staticcheck check-generated check-deps test fuzz
+
+## drills: the failure drills against real PostgreSQL clusters (restart,
+## failover, disk full, killed backends, connection flood, held xmin), about
+## five minutes. `make check` runs only their smoke versions. The disk-full
+## drill mounts a tmpfs: run as root.
+DRILLS_TIMEOUT ?= 20m
+drills:
+	PGINBOX_DRILLS=1 $(GO) test -race -count=1 -v -timeout $(DRILLS_TIMEOUT) -run '^TestDrill' ./drills/
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \

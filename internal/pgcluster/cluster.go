@@ -79,9 +79,12 @@ type Cluster struct {
 	binDir  string
 	log     *slog.Logger
 
-	proc    *os.Process
-	exited  chan struct{} // closed when the postmaster has exited
-	waitErr error         // valid after exited is closed
+	opts Options // resolved: BinDir, OSUser, BaseDir and Logger set
+	cred *credential
+
+	mu   sync.Mutex
+	srv  *server // the running (or last) postmaster
+	down bool    // shut down on purpose (Shutdown): not an error for Stop
 
 	stopOnce sync.Once
 	stopErr  error
@@ -105,21 +108,50 @@ type Cluster struct {
 // the start-up; the server runs until Stop. On failure, everything Start
 // created is removed, and the error includes the tail of the server log.
 func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
-	if !supported {
-		return nil, errors.New("pgcluster: running PostgreSQL clusters is only supported on unix systems")
-	}
 	t0 := time.Now()
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	ctx, cancel := withStartTimeout(ctx, opts)
+	defer cancel()
+	c, err := create(opts)
+	if err != nil {
+		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			// Tear down whatever got started; keep the original error.
+			c.Stop()
+		}
+	}()
+	if err := c.initdb(ctx); err != nil {
+		return nil, err
+	}
+	tInit := time.Since(t0)
+	if err := c.startServer(ctx); err != nil {
+		return nil, err
+	}
+	c.log.Info("pgcluster: cluster started",
+		"dir", c.dir, "port", c.port, "fsync", opts.Fsync, "pid", c.Pid(),
+		"initdb", tInit.Round(time.Millisecond), "total", time.Since(t0).Round(time.Millisecond))
+	return c, nil
+}
+
+func withStartTimeout(ctx context.Context, opts Options) (context.Context, context.CancelFunc) {
 	timeout := opts.StartTimeout
 	if timeout <= 0 {
 		timeout = 2 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	return context.WithTimeout(ctx, timeout)
+}
 
+// create resolves opts and makes the cluster's directory, owned by the
+// server's OS user. Nothing runs yet.
+func create(opts Options) (_ *Cluster, err error) {
+	if !supported {
+		return nil, errors.New("pgcluster: running PostgreSQL clusters is only supported on unix systems")
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	binDir := opts.BinDir
 	if binDir == "" {
 		if binDir, err = FindBinDir(); err != nil {
@@ -148,6 +180,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgcluster: creating cluster directory: %w", err)
 	}
+	opts.BinDir, opts.OSUser, opts.BaseDir, opts.Logger = binDir, osUser, base, logger
 	c := &Cluster{
 		dir:     dir,
 		dataDir: filepath.Join(dir, "data"),
@@ -155,11 +188,11 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		port:    20000 + rand.IntN(40000),
 		binDir:  binDir,
 		log:     logger,
-		exited:  make(chan struct{}),
+		opts:    opts,
+		cred:    cred,
 	}
 	defer func() {
 		if err != nil {
-			// Tear down whatever got started; keep the original error.
 			c.Stop()
 		}
 	}()
@@ -173,20 +206,6 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := chownFor(dir, cred); err != nil {
 		return nil, fmt.Errorf("pgcluster: giving the cluster directory to OS user %q: %w", osUser, err)
 	}
-
-	if err := c.initdb(ctx, cred); err != nil {
-		return nil, err
-	}
-	tInit := time.Since(t0)
-	if err := c.run(opts, cred); err != nil {
-		return nil, err
-	}
-	if err := c.waitReady(ctx); err != nil {
-		return nil, err
-	}
-	logger.Info("pgcluster: cluster started",
-		"dir", c.dir, "port", c.port, "fsync", opts.Fsync, "pid", c.proc.Pid,
-		"initdb", tInit.Round(time.Millisecond), "total", time.Since(t0).Round(time.Millisecond))
 	return c, nil
 }
 
@@ -210,7 +229,7 @@ func childEnv() []string {
 	return append(env, "LC_ALL=C")
 }
 
-func (c *Cluster) initdb(ctx context.Context, cred *credential) error {
+func (c *Cluster) initdb(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, "initdb"),
 		"--pgdata="+c.dataDir,
 		"--username="+Superuser,
@@ -221,7 +240,7 @@ func (c *Cluster) initdb(ctx context.Context, cred *credential) error {
 	)
 	cmd.Dir = c.dir // the server user may not be able to enter the caller's cwd
 	cmd.Env = childEnv()
-	cmd.SysProcAttr = toolSysProcAttr(cred)
+	cmd.SysProcAttr = toolSysProcAttr(c.cred)
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -262,23 +281,43 @@ func (c *Cluster) serverArgs(opts Options) []string {
 	return args
 }
 
+// server is one run of the postmaster.
+type server struct {
+	proc    *os.Process
+	exited  chan struct{} // closed when the postmaster has exited
+	waitErr error         // valid after exited is closed
+}
+
+// startServer starts the postmaster and waits until it accepts connections.
+func (c *Cluster) startServer(ctx context.Context) error {
+	srv, err := c.run()
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.srv, c.down = srv, false
+	c.mu.Unlock()
+	return c.waitReady(ctx, srv)
+}
+
 // run starts the postmaster. The fork happens on a goroutine locked to its
 // OS thread, which stays alive (blocked in wait) for as long as the server
 // runs: the parent-death signal is tied to the forking thread, so the
 // server gets it when the process dies, and not earlier when the Go
 // runtime retires some thread.
-func (c *Cluster) run(opts Options, cred *credential) error {
+func (c *Cluster) run() (*server, error) {
 	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("pgcluster: %w", err)
+		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
-	cmd := exec.Command(filepath.Join(c.binDir, "postgres"), c.serverArgs(opts)...)
+	cmd := exec.Command(filepath.Join(c.binDir, "postgres"), c.serverArgs(c.opts)...)
 	cmd.Dir = c.dir
 	cmd.Env = childEnv()
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = serverSysProcAttr(cred)
+	cmd.SysProcAttr = serverSysProcAttr(c.cred)
 
+	srv := &server{exited: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -288,20 +327,20 @@ func (c *Cluster) run(opts Options, cred *credential) error {
 		logFile.Close() // the child has its own copy
 		started <- err
 		if err != nil {
-			close(c.exited)
+			close(srv.exited)
 			return
 		}
-		c.waitErr = cmd.Wait()
-		close(c.exited)
+		srv.waitErr = cmd.Wait()
+		close(srv.exited)
 	}()
 	if err := <-started; err != nil {
-		return fmt.Errorf("pgcluster: starting postgres: %w", err)
+		return nil, fmt.Errorf("pgcluster: starting postgres: %w", err)
 	}
-	c.proc = cmd.Process
-	return nil
+	srv.proc = cmd.Process
+	return srv, nil
 }
 
-func (c *Cluster) waitReady(ctx context.Context) error {
+func (c *Cluster) waitReady(ctx context.Context, srv *server) error {
 	dsn := c.ConnString("postgres") + " connect_timeout=5"
 	delay := 5 * time.Millisecond
 	var lastErr error
@@ -312,8 +351,8 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		}
 		lastErr = err
 		select {
-		case <-c.exited:
-			return fmt.Errorf("pgcluster: postgres exited during start-up (%v); server log %s:\n%s", c.waitErr, c.logPath, c.LogTail())
+		case <-srv.exited:
+			return fmt.Errorf("pgcluster: postgres exited during start-up (%v); server log %s:\n%s", srv.waitErr, c.logPath, c.LogTail())
 		case <-ctx.Done():
 			return fmt.Errorf("pgcluster: postgres not accepting connections on %s: %w (last error: %v); server log %s:\n%s",
 				c.socketPath(), ctx.Err(), lastErr, c.logPath, c.LogTail())
@@ -360,7 +399,14 @@ func (c *Cluster) DataDir() string { return c.dataDir }
 func (c *Cluster) LogPath() string { return c.logPath }
 
 // Pid is the postmaster's process id.
-func (c *Cluster) Pid() int { return c.proc.Pid }
+func (c *Cluster) Pid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.srv == nil {
+		return 0
+	}
+	return c.srv.proc.Pid
+}
 
 // LogTail returns the last lines of the server log.
 func (c *Cluster) LogTail() string {
@@ -385,15 +431,21 @@ func (c *Cluster) Stop() error {
 func (c *Cluster) stop() error {
 	t0 := time.Now()
 	var errs []error
-	if c.proc != nil {
+	c.mu.Lock()
+	srv, down := c.srv, c.down
+	c.down = true
+	c.mu.Unlock()
+	if srv != nil {
 		select {
-		case <-c.exited:
-			errs = append(errs, fmt.Errorf("pgcluster: postgres had exited before Stop (%v); server log:\n%s", c.waitErr, c.LogTail()))
+		case <-srv.exited:
+			if !down {
+				errs = append(errs, fmt.Errorf("pgcluster: postgres had exited before Stop (%v); server log:\n%s", srv.waitErr, c.LogTail()))
+			}
 		default:
-			if !c.signalAndWait(sigFast, time.Minute) &&
-				!c.signalAndWait(sigImmediate, 10*time.Second) &&
-				!c.signalAndWait(os.Kill, 10*time.Second) {
-				errs = append(errs, fmt.Errorf("pgcluster: postgres (pid %d) did not exit", c.proc.Pid))
+			if !srv.signalAndWait(sigFast, time.Minute) &&
+				!srv.signalAndWait(sigImmediate, 10*time.Second) &&
+				!srv.signalAndWait(os.Kill, 10*time.Second) {
+				errs = append(errs, fmt.Errorf("pgcluster: postgres (pid %d) did not exit", srv.proc.Pid))
 			}
 		}
 	}
@@ -406,15 +458,15 @@ func (c *Cluster) stop() error {
 
 // signalAndWait sends sig to the postmaster and reports whether it exited
 // within d.
-func (c *Cluster) signalAndWait(sig os.Signal, d time.Duration) bool {
-	if err := c.proc.Signal(sig); err != nil {
+func (s *server) signalAndWait(sig os.Signal, d time.Duration) bool {
+	if err := s.proc.Signal(sig); err != nil {
 		// Already gone (os.ErrProcessDone) or not signalable; wait briefly.
 		d = min(d, time.Second)
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-c.exited:
+	case <-s.exited:
 		return true
 	case <-t.C:
 		return false

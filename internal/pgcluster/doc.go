@@ -12,6 +12,14 @@
 //	defer c.Stop()
 //	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
 //
+// # Failure drills
+//
+// [Cluster.Restart] stops the server (fast or immediate, as `pg_ctl restart
+// -m`) and starts it again on the same data directory and socket;
+// [Cluster.Shutdown] stops it and leaves it down. [Cluster.StartStandby]
+// makes a streaming replica with pg_basebackup and [Cluster.Promote]
+// promotes it, for failover tests.
+//
 // # Running as root
 //
 // PostgreSQL refuses to run as root. When the process runs with euid 0,

@@ -39,13 +39,14 @@ const (
 	ScenarioRetained1M     = "retained-1m"
 	ScenarioJobs           = "jobs"         // one result per JobWorkers, named jobs-c<N>
 	ScenarioJobsBatched    = "jobs-batched" // the same with MessagesPerTx = DrainBatch
+	ScenarioXminHold       = "xmin-hold"
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.
 var Scenarios = []string{
 	ScenarioAcceptFresh, ScenarioAcceptRetained, ScenarioAcceptDup90,
 	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M,
-	ScenarioJobs, ScenarioJobsBatched,
+	ScenarioXminHold, ScenarioJobs, ScenarioJobsBatched,
 }
 
 // DefaultScenarios are what a plain `inbox bench` runs: every scenario but
@@ -93,6 +94,10 @@ type Options struct {
 	// pg_stat_statements).
 	ProfileDir string
 
+	Hold       time.Duration // xmin-hold: how long the transaction holds the horizon; default 30s
+	HoldAround time.Duration // xmin-hold: load before and after the hold; default 10s
+	HoldRate   int           // xmin-hold: accepts per second; default 200
+
 	// Progress receives a progress indicator while the run goes on. TTY
 	// rewrites one line in place; otherwise one line per phase. Nil: none.
 	Progress io.Writer
@@ -115,6 +120,13 @@ func (o Options) withDefaults() Options {
 	def(&o.Batches, 200)
 	def(&o.DrainMessages, o.Calls)
 	def(&o.RetainedRows, 1_000_000)
+	def(&o.HoldRate, 200)
+	if o.Hold <= 0 {
+		o.Hold = 30 * time.Second
+	}
+	if o.HoldAround <= 0 {
+		o.HoldAround = 10 * time.Second
+	}
 	if o.DrainBatch <= 0 {
 		o.DrainBatch = 10
 	}
@@ -324,6 +336,8 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 		return out
 	case ScenarioRetained1M:
 		return []*Result{s.retained1M(ctx)}
+	case ScenarioXminHold:
+		return []*Result{s.xminHold(ctx)}
 	}
 	return nil
 }

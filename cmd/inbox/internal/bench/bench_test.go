@@ -28,6 +28,7 @@ func tinyArgs(dsn string) []string {
 		"--batch-size", "10", "--batches", "4",
 		"--drain-messages", "40", "--drain-concurrency", "2,5", "--drain-batched-concurrency", "4",
 		"--retained-rows", "1000",
+		"--hold", "2s", "--hold-around", "1s", "--hold-rate", "50",
 	}
 }
 
@@ -77,7 +78,9 @@ func TestBenchRunsEveryScenarioAndChecksCounts(t *testing.T) {
 		is.Equal(r["ok"], true)
 		is.Equal(r["errors"], 0.0)
 		is.True(r["calls_per_sec"].(float64) > 0)
-		is.True(r["raw"].(map[string]any)["calls_per_sec"].(float64) > 0)
+		if name != bench.ScenarioXminHold { // compares its phases, has no raw side
+			is.True(r["raw"].(map[string]any)["calls_per_sec"].(float64) > 0)
+		}
 		is.True(r["ratio"].(float64) > 0)
 		counts := r["counts"].(map[string]any)
 		switch {
@@ -92,6 +95,14 @@ func TestBenchRunsEveryScenarioAndChecksCounts(t *testing.T) {
 			is.Equal(counts["raw_business_rows"], 80.0)
 		case name == bench.ScenarioAcceptBatch:
 			is.Equal(counts["accepted"], 80.0)
+		case name == bench.ScenarioXminHold:
+			is.Equal(counts["accepted"], 200.0) // 50/s for 1s + 2s + 1s
+			is.Equal(counts["business_rows"], 200.0)
+			extra := r["extra"].(map[string]any)
+			is.Equal(extra["hold_seconds"], 2.0)
+			for _, k := range []string{"completed_per_sec_hold", "claim_p50_ms_hold", "dead_tuples_max_hold"} {
+				is.True(extra[k].(float64) > 0)
+			}
 		case name == bench.ScenarioRetained1M:
 			extra := r["extra"].(map[string]any)
 			is.Equal(extra["retained_rows"], 1000.0)
@@ -100,7 +111,7 @@ func TestBenchRunsEveryScenarioAndChecksCounts(t *testing.T) {
 			}
 		}
 	}
-	is.Equal(got, []string{"accept-fresh", "accept-retained", "accept-dup90", "accept-group", "accept-batch", "drain-c2", "drain-c5", "drain-batched-c4", "retained-1m"})
+	is.Equal(got, []string{"accept-fresh", "accept-retained", "accept-dup90", "accept-group", "accept-batch", "drain-c2", "drain-c5", "drain-batched-c4", "retained-1m", "xmin-hold"})
 }
 
 func TestBenchTableAndRefusals(t *testing.T) {

@@ -59,6 +59,9 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.JobDuration, "job-duration", 20*time.Second, "measured time per jobs phase")
 	fs.IntVar(&o.RetainedRows, "retained-rows", 1_000_000, "COMPLETED receipts in retained-1m")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile and a pg_stat_statements report of every pginbox drain phase to this directory")
+	fs.DurationVar(&o.Hold, "hold", 30*time.Second, "xmin-hold: how long an idle transaction holds the xmin horizon")
+	fs.DurationVar(&o.HoldAround, "hold-around", 10*time.Second, "xmin-hold: load before and after the hold")
+	fs.IntVar(&o.HoldRate, "hold-rate", 200, "xmin-hold: accepts per second")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: inbox bench [flags]\n\n"+
 			"Measures pginbox against the raw SQL ceiling (the same statements from a plain pgx loop)\n"+

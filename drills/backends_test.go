@@ -1,0 +1,71 @@
+package drills
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDrillKilledBackends terminates a random pginbox session (accepts,
+// handler transactions, claims, heartbeats, LISTEN) several times a second
+// while accepts and a worker run: nothing is lost or applied twice, the
+// worker keeps draining and its LISTEN session comes back. The smoke version
+// is shorter.
+func TestDrillKilledBackends(t *testing.T) {
+	count, rate := size(3000, 300), size(150.0, 150.0)
+	const every = 200 * time.Millisecond // five kills a second
+	c := startCluster(t, nil)
+	admin, dsn := prepare(t, c)
+	a := startApp(t, dsn, appConfig{})
+	eventually(t, 10*time.Second, "the worker to LISTEN", func() bool { return listening(t, admin) })
+
+	load := a.load(t, count, rate)
+	ctx, stopKilling := context.WithCancel(t.Context())
+	killed := make(chan map[string]int, 1)
+	go func() {
+		byApp := map[string]int{}
+		defer func() { killed <- byApp }()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for n := 1; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			// One random session of the application, whatever it does now;
+			// every fifth time the worker's LISTEN session.
+			victim := `SELECT pid FROM pg_stat_activity WHERE application_name IN ($1, $2) ORDER BY random() LIMIT 1`
+			if n%5 == 0 {
+				victim = `SELECT pid FROM pg_stat_activity WHERE application_name IN ($1, $2) AND query LIKE '%LISTEN pginbox_receipt%' AND state = 'idle'`
+			}
+			var pid int
+			var app, query string
+			err := admin.QueryRow(ctx, `SELECT pid, application_name, query FROM pg_stat_activity WHERE pid = (`+victim+`)`,
+				appAccept, appWorker).Scan(&pid, &app, &query)
+			if err == nil {
+				_, err = admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+			}
+			if err == nil {
+				byApp[app]++
+				if strings.Contains(query, "LISTEN pginbox_receipt") {
+					byApp["listen"]++
+				}
+			}
+		}
+	}()
+	waitAcked(t, load, count*9/10)
+	stopKilling()
+	kills := <-killed
+	stopped := time.Now()
+	relisten := eventually(t, 30*time.Second, "the worker to LISTEN again", func() bool { return listening(t, admin) })
+	recovery := firstAckAfter(t, load, stopped).Sub(stopped)
+	finish(t, "killed-backends", admin, load, recovery,
+		fmt.Sprintf("killed_accept=%d killed_worker=%d killed_listen=%d listen_back_after=%s worker_warnings=%d",
+			kills[appAccept], kills[appWorker], kills["listen"], relisten.Round(time.Millisecond), a.logs.total()))
+	if kills[appAccept] == 0 || kills[appWorker] == 0 || kills["listen"] == 0 {
+		t.Errorf("kills: %v; the drill must hit the accepts, the worker and its LISTEN session", kills)
+	}
+}

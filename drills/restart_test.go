@@ -1,0 +1,47 @@
+package drills
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/pginbox/pginbox/internal/pgcluster"
+)
+
+// TestDrillRestart restarts the server (pg_ctl restart -m fast, then -m
+// immediate) while accepts and a worker run. Accepts in flight get a
+// retryable error or ErrCommitUncertain and are redelivered; the worker
+// reconnects, re-establishes LISTEN, and nothing acknowledged is lost or
+// applied twice. The smoke version runs the fast restart only.
+func TestDrillRestart(t *testing.T) {
+	modes := []pgcluster.ShutdownMode{pgcluster.ShutdownFast}
+	if full() {
+		modes = append(modes, pgcluster.ShutdownImmediate)
+	}
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) { restartDrill(t, mode) })
+	}
+}
+
+func restartDrill(t *testing.T, mode pgcluster.ShutdownMode) {
+	count, rate := size(3000, 400), size(150.0, 200.0)
+	c := startCluster(t, nil)
+	admin, dsn := prepare(t, c)
+	a := startApp(t, dsn, appConfig{})
+	eventually(t, 10*time.Second, "the worker to LISTEN", func() bool { return listening(t, admin) })
+
+	load := a.load(t, count, rate)
+	waitAcked(t, load, count/3)
+	t0 := time.Now()
+	if err := c.Restart(t.Context(), mode); err != nil {
+		t.Fatal(err)
+	}
+	ready := time.Now()
+	relisten := eventually(t, 30*time.Second, "the worker to LISTEN again", func() bool { return listening(t, admin) })
+	recovery := firstAckAfter(t, load, ready).Sub(t0)
+	finish(t, "restart-"+mode.String(), admin, load, recovery,
+		fmt.Sprintf("restart=%s listen_back_after=%s", ready.Sub(t0).Round(time.Millisecond), relisten.Round(time.Millisecond)))
+	if out := load.Snapshot(); out.Uncertain+out.Retryable == 0 {
+		t.Errorf("no accept met the restart: the drill proved nothing")
+	}
+}

@@ -1,0 +1,86 @@
+package pgcluster_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/internal/pgcluster"
+)
+
+// Restart keeps the data directory, the socket and the settings: committed
+// rows survive both shutdown modes, and the postmaster is a new process.
+func TestRestart(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	c := start(t, pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	conn := connect(t, c.ConnString("postgres"))
+	_, err := conn.Exec(t.Context(), "CREATE TABLE kept (n int); INSERT INTO kept VALUES (1)")
+	is.NoErr(err)
+
+	for i, mode := range []pgcluster.ShutdownMode{pgcluster.ShutdownFast, pgcluster.ShutdownImmediate} {
+		pid := c.Pid()
+		is.NoErr(c.Restart(t.Context(), mode))
+		is.True(c.Pid() != pid)
+		_, err := conn.Exec(t.Context(), "SELECT 1")
+		is.True(err != nil) // the old session is gone
+		conn = connect(t, c.ConnString("postgres"))
+		is.Equal(queryString(t, conn, "SELECT count(*)::text FROM kept"), []string{"1", "2"}[i])
+		is.Equal(queryString(t, conn, "SHOW synchronous_commit"), "on")
+		_, err = conn.Exec(t.Context(), "INSERT INTO kept VALUES (2)")
+		is.NoErr(err)
+	}
+	is.Equal(pgcluster.ShutdownImmediate.String(), "immediate")
+}
+
+// A standby follows its primary (synchronously when named in
+// synchronous_standby_names), refuses writes until promoted, and keeps
+// everything the primary committed after the primary is gone.
+func TestStandbyAndPromote(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	primary := start(t, pgcluster.Options{Settings: map[string]string{
+		"synchronous_commit":        "on",
+		"synchronous_standby_names": "replica1",
+	}})
+	standby, err := primary.StartStandby(t.Context(), "replica1", pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	is.NoErr(err)
+	t.Cleanup(func() { is.NoErr(standby.Stop()) })
+
+	pc := connect(t, primary.ConnString("postgres"))
+	// The standby counts as synchronous once it streams (after catching up).
+	deadline := time.Now().Add(30 * time.Second)
+	for queryString(t, pc, "SELECT coalesce(max(sync_state), 'none') FROM pg_stat_replication WHERE application_name = 'replica1'") != "sync" {
+		if time.Now().After(deadline) {
+			t.Fatal("the standby did not become synchronous within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = pc.Exec(t.Context(), "CREATE TABLE t (n int); INSERT INTO t VALUES (1)") // waits for the standby
+	is.NoErr(err)
+
+	sc := connect(t, standby.ConnString("postgres"))
+	is.Equal(queryString(t, sc, "SELECT pg_is_in_recovery()::text"), "true")
+	is.Equal(queryString(t, sc, "SELECT count(*)::text FROM t"), "1") // synchronous: already there
+	_, err = sc.Exec(t.Context(), "INSERT INTO t VALUES (2)")
+	is.True(err != nil) // read-only
+
+	// target_session_attrs picks whichever of the two hosts accepts writes.
+	multi := "host=" + primary.SocketDir() + "," + standby.SocketDir() + " port=" + fmt.Sprint(primary.Port()) + "," + fmt.Sprint(standby.Port()) +
+		" user=postgres dbname=postgres sslmode=disable target_session_attrs=read-write"
+	is.Equal(queryString(t, connect(t, multi), "SHOW port"), fmt.Sprint(primary.Port()))
+
+	is.NoErr(primary.Shutdown(pgcluster.ShutdownImmediate))
+	is.NoErr(standby.Promote(t.Context()))
+	is.Equal(queryString(t, sc, "SELECT pg_is_in_recovery()::text"), "false")
+	_, err = sc.Exec(t.Context(), "INSERT INTO t VALUES (2)")
+	is.NoErr(err)
+	mc, err := pgx.Connect(t.Context(), multi)
+	is.NoErr(err)
+	defer mc.Close(t.Context())
+	is.Equal(queryString(t, mc, "SHOW port"), fmt.Sprint(standby.Port()))
+	is.Equal(queryString(t, mc, "SELECT count(*)::text FROM t"), "2")
+}
