@@ -15,16 +15,16 @@ func ExampleClient_AcceptBatch() {
 	_, client, done := exampleSetup(inbox.Config{})
 	defer done()
 
-	forBilling := order("evt-1", map[string]any{"orderId": "o-1"})
+	forBilling := orderMsg("evt-1", map[string]any{"orderId": "o-1"})
 	forBilling.Consumer = "billing.v1" // another consumer: a receipt of its own
-	changed := order("evt-1", map[string]any{"orderId": "o-999"})
-	invalid := order("evt-2", map[string]any{"orderId": "o-2"})
+	changed := orderMsg("evt-1", map[string]any{"orderId": "o-999"})
+	invalid := orderMsg("evt-2", map[string]any{"orderId": "o-2"})
 	invalid.SchemaVersion = 0
 
 	msgs := []inbox.Message{
-		order("evt-1", map[string]any{"orderId": "o-1"}),
+		orderMsg("evt-1", map[string]any{"orderId": "o-1"}),
 		forBilling,
-		order("evt-1", map[string]any{"orderId": "o-1"}), // a repeat inside the batch
+		orderMsg("evt-1", map[string]any{"orderId": "o-1"}), // a repeat inside the batch
 		changed, // same identity, other content
 		invalid,
 	}
@@ -63,7 +63,7 @@ func ExampleClient_AcceptTx() {
 		if _, err := tx.Exec(ctx, `INSERT INTO checkout_log VALUES ($1)`, orderID); err != nil {
 			panic(err)
 		}
-		res, err := client.AcceptTx(ctx, tx, order("evt-"+orderID, map[string]any{"orderId": orderID}))
+		res, err := client.AcceptTx(ctx, tx, orderMsg("evt-"+orderID, map[string]any{"orderId": orderID}))
 		if err != nil {
 			panic(err)
 		}

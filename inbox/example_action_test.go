@@ -19,13 +19,13 @@ func ExampleActionFor() {
 
 	show := func(what string, err error) { fmt.Printf("%-10s -> %s\n", what, inbox.ActionFor(err)) }
 
-	_, err := client.Accept(ctx, order("evt-1", map[string]any{"orderId": "o-1"}))
+	_, err := client.Accept(ctx, orderMsg("evt-1", map[string]any{"orderId": "o-1"}))
 	show("accepted", err)
-	_, err = client.Accept(ctx, order("evt-1", map[string]any{"orderId": "o-1"}))
+	_, err = client.Accept(ctx, orderMsg("evt-1", map[string]any{"orderId": "o-1"}))
 	show("duplicate", err)
-	_, err = client.Accept(ctx, order("evt-2", json.RawMessage(`{"orderId": "o-2", "orderId": "o-3"}`)))
+	_, err = client.Accept(ctx, orderMsg("evt-2", json.RawMessage(`{"orderId": "o-2", "orderId": "o-3"}`)))
 	show("invalid", err) // a *ValidationError: redelivering it cannot help
-	_, err = client.Accept(ctx, order("evt-1", map[string]any{"orderId": "o-999"}))
+	_, err = client.Accept(ctx, orderMsg("evt-1", map[string]any{"orderId": "o-999"}))
 	show("conflict", err) // a *ConflictError: same identity, other content
 
 	// A storage failure: here the client's pool is closed, in production the
@@ -39,7 +39,7 @@ func ExampleActionFor() {
 	if err != nil {
 		panic(err)
 	}
-	_, err = broken.Accept(ctx, order("evt-3", map[string]any{"orderId": "o-3"}))
+	_, err = broken.Accept(ctx, orderMsg("evt-3", map[string]any{"orderId": "o-3"}))
 	show("storage", err)
 	show("uncertain", inbox.ErrCommitUncertain) // the commit's outcome is unknown
 

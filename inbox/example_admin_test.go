@@ -12,13 +12,13 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 )
 
-// exampleAdmin returns the admin view of tenant acme, the tenant of order().
+// exampleAdmin returns the admin view of tenant-a, the tenant of orderMsg.
 func exampleAdmin(pool *pgxpool.Pool) *inbox.AdminView {
 	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: discardLogger})
 	if err != nil {
 		panic(err)
 	}
-	return admin.ForTenant("acme")
+	return admin.ForTenant("tenant-a")
 }
 
 // drain runs reg's handlers on everything due, as a worker would.
@@ -48,7 +48,7 @@ func ExampleAdminView_Requeue() {
 		}
 		return nil
 	})
-	res, err := client.Accept(ctx, order("evt-1", OrderCreated{OrderID: "o-1"}))
+	res, err := client.Accept(ctx, orderMsg("evt-1", OrderCreated{OrderID: "o-1"}))
 	if err != nil {
 		panic(err)
 	}
@@ -101,7 +101,7 @@ func ExampleAdminView_Replay() {
 		_, err := m.Tx.Exec(ctx, `DELETE FROM order_projection WHERE order_id = $1`, e.OrderID) // rebuild the row
 		return err
 	})
-	msg := order("evt-1", OrderCreated{OrderID: "o-1"})
+	msg := orderMsg("evt-1", OrderCreated{OrderID: "o-1"})
 	res, err := client.Accept(ctx, msg)
 	if err != nil {
 		panic(err)
@@ -148,12 +148,12 @@ func ExampleAdminView_Purge() {
 	pool, client, done := exampleSetup(inbox.Config{})
 	defer done()
 	reg := projection(ctx, pool, func(context.Context, *handler.Msg, OrderCreated) error { return nil })
-	msg := order("evt-1", OrderCreated{OrderID: "o-1"})
+	msg := orderMsg("evt-1", OrderCreated{OrderID: "o-1"})
 	res, err := client.Accept(ctx, msg)
 	if err != nil {
 		panic(err)
 	}
-	if _, err := client.Accept(ctx, order("evt-2", OrderCreated{OrderID: "o-2"})); err != nil {
+	if _, err := client.Accept(ctx, orderMsg("evt-2", OrderCreated{OrderID: "o-2"})); err != nil {
 		panic(err)
 	}
 	drain(ctx, pool, reg)

@@ -39,18 +39,3 @@ func exampleSetup(cfg inbox.Config) (*pgxpool.Pool, *inbox.Client, func()) {
 		drop()
 	}
 }
-
-// order is the message of an order.created event for the order projection.
-func order(messageID string, payload any) inbox.Message {
-	return inbox.Message{
-		Identity: inbox.Identity{
-			Scope:     inbox.Tenant("acme"),
-			Source:    "checkout",
-			Consumer:  "orders.projection.v1",
-			MessageID: messageID,
-		},
-		EventType:     "order.created",
-		SchemaVersion: 1,
-		Payload:       payload,
-	}
-}

@@ -23,9 +23,9 @@ func ExampleAcceptMiddleware() {
 	defer done()
 
 	for _, msg := range []inbox.Message{
-		order("evt-1", OrderCreated{OrderID: "o-1"}),
-		order("evt-1", OrderCreated{OrderID: "o-1"}),
-		order("", OrderCreated{OrderID: "o-2"}), // no message ID
+		orderMsg("evt-1", OrderCreated{OrderID: "o-1"}),
+		orderMsg("evt-1", OrderCreated{OrderID: "o-1"}),
+		orderMsg("", OrderCreated{OrderID: "o-2"}), // no message ID
 	} {
 		client.Accept(ctx, msg)
 	}
@@ -57,7 +57,7 @@ func ExampleWorkerConfig_handlerMiddleware() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := client.Accept(ctx, order("evt-1", OrderCreated{OrderID: "o-1"})); err != nil {
+	if _, err := client.Accept(ctx, orderMsg("evt-1", OrderCreated{OrderID: "o-1"})); err != nil {
 		panic(err)
 	}
 	if _, err := w.Drain(ctx); err != nil {

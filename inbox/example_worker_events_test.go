@@ -57,7 +57,7 @@ func ExampleWorker_Subscribe() {
 	sub := w.Subscribe(inbox.SubscribeConfig{}) // every kind of event
 	defer sub.Close()
 
-	if _, err := client.Accept(ctx, order("evt-1", OrderCreated{OrderID: "o-1"})); err != nil {
+	if _, err := client.Accept(ctx, orderMsg("evt-1", OrderCreated{OrderID: "o-1"})); err != nil {
 		panic(err)
 	}
 	if _, err := w.Drain(ctx); err != nil { // a service calls w.Run(ctx) instead
@@ -107,7 +107,7 @@ func ExampleWorkerConfig_messagesPerTx() {
 
 	for i := 1; i <= 10; i++ {
 		id := fmt.Sprintf("o-%d", i)
-		if _, err := client.Accept(ctx, order("evt-"+id, OrderCreated{OrderID: id})); err != nil {
+		if _, err := client.Accept(ctx, orderMsg("evt-"+id, OrderCreated{OrderID: id})); err != nil {
 			panic(err)
 		}
 	}
