@@ -39,7 +39,7 @@ func (c AdminConfig) withDefaults() AdminConfig {
 // Admin inspects and repairs receipts. It does nothing by itself: pick a view
 // first, which fixes what the caller may see and change:
 //
-//	admin := inbox.NewAdmin(pool, nil)
+//	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{})
 //	tenant := admin.ForTenant(tenantID) // one tenant's receipts only
 //	global := admin.Global()            // global-scope receipts only
 //	ops := admin.Operator()             // every scope, for operators

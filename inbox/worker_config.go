@@ -66,11 +66,11 @@ type WorkerConfig struct {
 	ClaimBatch int
 
 	// MessagesPerTx is the most messages one handler transaction carries. Above
-	// 1, a handler takes up to this many queued receipts and runs each in its
-	// own savepoint of one transaction: a failing message rolls back alone, and
-	// one commit completes the others, saving a disk flush per message. The
-	// messages of a batch wait for each other's handlers before committing.
-	// Defaults to 1.
+	// 1, a handler slot takes up to this many queued receipts and runs them in
+	// one transaction with one commit, saving a disk flush per message. When a
+	// message fails, only it is charged: the others run again without it (see
+	// README, "Batched transactions"). The messages of a batch wait for each
+	// other's handlers before committing. Defaults to 1.
 	MessagesPerTx int
 
 	// PollInterval is how often the worker looks for due work when no

@@ -342,3 +342,8 @@ func TestDatabaseSetupFailures(t *testing.T) {
 		}
 	})
 }
+
+// The test shown by ExamplePool runs as written.
+func TestPoolExample(t *testing.T) {
+	widgetCreatedTest(t)
+}

@@ -97,7 +97,7 @@ func TestConformance(t *testing.T) {
 
 func TestNumbers(t *testing.T) {
 	tests := []struct{ in, want string }{
-		// From the spec.
+		// The number rules of docs/fingerprint.md.
 		{"1", "1"},
 		{"1.0", "1"},
 		{"1e0", "1"},

@@ -194,7 +194,7 @@ type Result struct {
 	// Ratio is CallsPerSec / Raw.CallsPerSec.
 	Ratio float64 `json:"ratio"`
 
-	Target      string `json:"target"` // the SPEC's target, in words
+	Target      string `json:"target"` // the target (docs/TARGETS.md), in words
 	MeetsTarget bool   `json:"meets_target"`
 
 	// Extra holds scenario-specific figures (retained-1m: empty vs retained).
