@@ -20,12 +20,12 @@ type BacklogObserver struct {
 	view *inbox.AdminView
 	reg  metric.Registration
 
-	mu       sync.Mutex
-	last     *inbox.Stats
-	lastAt   time.Time
-	err      error
-	seen     map[string]bool // consumers reported once: they report zeros once drained
-	now      func() time.Time // the clock of the interval; tests replace it
+	mu     sync.Mutex
+	last   *inbox.Stats
+	lastAt time.Time
+	err    error
+	seen   map[string]bool  // consumers reported once: they report zeros once drained
+	now    func() time.Time // the clock of the interval; tests replace it
 }
 
 // ObserveBacklog registers the backlog gauges for the inbox on pool, per

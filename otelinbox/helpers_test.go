@@ -2,8 +2,8 @@ package otelinbox_test
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
