@@ -66,8 +66,10 @@ func (b *BacklogObserver) Err() error {
 func (b *BacklogObserver) observe(ctx context.Context, o metric.Observer) error {
 	st, err := b.stats(ctx)
 	if err != nil {
+		// Logged here, not returned: a returned error would fail the whole
+		// collection for readers that treat it so.
 		b.t.cfg.Logger.WarnContext(ctx, "otelinbox: backlog query failed; the backlog gauges report nothing until it succeeds", "error", err)
-		return err
+		return nil
 	}
 	byName := make(map[string]inbox.ConsumerStats, len(st.Consumers))
 	for _, c := range st.Consumers {

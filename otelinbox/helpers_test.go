@@ -40,6 +40,7 @@ type rig struct {
 	spans  *tracetest.InMemoryExporter
 	tp     *sdktrace.TracerProvider
 	reader *sdkmetric.ManualReader
+	mp     *sdkmetric.MeterProvider
 	tel    *otelinbox.Telemetry
 }
 
@@ -48,6 +49,7 @@ func newRig(t *testing.T, cfg otelinbox.Config) *rig {
 	r := &rig{pool: inboxtest.Pool(t), spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
 	r.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(r.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	r.mp = mp
 	t.Cleanup(func() {
 		_ = r.tp.Shutdown(context.Background())
 		_ = mp.Shutdown(context.Background())
@@ -230,4 +232,18 @@ func (r *rig) leaks(t *testing.T, secrets ...string) []string {
 		}
 	}
 	return out
+}
+
+// metadata returns the stored metadata of receipt id.
+func (r *rig) metadata(t *testing.T, id inbox.ID) map[string]string {
+	t.Helper()
+	admin, err := inbox.NewAdmin(r.pool, inbox.AdminConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := admin.Operator().Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Metadata
 }

@@ -1,9 +1,6 @@
 package otelinbox
 
 import (
-	"context"
-	"sync"
-
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -35,16 +32,10 @@ type Telemetry struct {
 	processTime   metric.Float64Histogram
 	workerEvents  metric.Int64Counter
 	attempts      metric.Int64Histogram
-	dropped       metric.Int64ObservableCounter
+	dropped       metric.Int64Counter
 	backlogDue    metric.Int64ObservableGauge
 	backlogAge    metric.Float64ObservableGauge
 	backlogCounts metric.Int64ObservableGauge
-
-	mu        sync.Mutex
-	observers map[*WorkerObserver]struct{}
-	// droppedClosed keeps the drops of closed observers, so the counter
-	// never goes down.
-	droppedClosed uint64
 }
 
 // New returns a Telemetry for cfg, or an *inbox.ConfigError naming the field
@@ -55,10 +46,9 @@ func New(cfg Config) (*Telemetry, error) {
 	}
 	cfg = cfg.withDefaults()
 	t := &Telemetry{
-		cfg:       cfg,
-		tracer:    cfg.TracerProvider.Tracer(ScopeName),
-		meter:     cfg.MeterProvider.Meter(ScopeName),
-		observers: map[*WorkerObserver]struct{}{},
+		cfg:    cfg,
+		tracer: cfg.TracerProvider.Tracer(ScopeName),
+		meter:  cfg.MeterProvider.Meter(ScopeName),
 	}
 	if err := t.instruments(); err != nil {
 		return nil, err
@@ -90,9 +80,8 @@ func (t *Telemetry) instruments() (err error) {
 		metric.WithDescription("Attempts a receipt took to complete or go DEAD"),
 		metric.WithExplicitBucketBoundaries(1, 2, 3, 5, 10, 20, 50, 100))
 	check(e)
-	t.dropped, e = m.Int64ObservableCounter(MetricEventsDropped, metric.WithUnit("{event}"),
-		metric.WithDescription("Worker events ObserveWorker lost because its buffer was full"),
-		metric.WithInt64Callback(t.observeDropped))
+	t.dropped, e = m.Int64Counter(MetricEventsDropped, metric.WithUnit("{event}"),
+		metric.WithDescription("Worker events ObserveWorker lost because its buffer was full"))
 	check(e)
 	t.backlogDue, e = m.Int64ObservableGauge(MetricBacklogDue, metric.WithUnit("{receipt}"),
 		metric.WithDescription("PENDING and RETRYABLE receipts whose time has come"))
@@ -104,16 +93,4 @@ func (t *Telemetry) instruments() (err error) {
 		metric.WithDescription("Receipts per status, COMPLETED excepted"))
 	check(e)
 	return err
-}
-
-// observeDropped reports the events every ObserveWorker lost.
-func (t *Telemetry) observeDropped(_ context.Context, o metric.Int64Observer) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := t.droppedClosed
-	for w := range t.observers {
-		n += w.Dropped()
-	}
-	o.Observe(int64(n), metric.WithAttributes(systemAttr))
-	return nil
 }

@@ -19,10 +19,11 @@ import (
 // Config.EventBuffer events, new ones are dropped and counted in
 // pginbox.worker.events.dropped.
 type WorkerObserver struct {
-	t    *Telemetry
-	sub  *inbox.Subscription
-	done chan struct{}
-	once sync.Once
+	t        *Telemetry
+	sub      *inbox.Subscription
+	done     chan struct{}
+	once     sync.Once
+	reported uint64 // drops added to the counter so far; the loop's own
 }
 
 // ObserveWorker subscribes to w's events until Close. Per event it adds to
@@ -35,9 +36,6 @@ func (t *Telemetry) ObserveWorker(w *inbox.Worker) (*WorkerObserver, error) {
 		return nil, errors.New("otelinbox: ObserveWorker: worker is nil: pass the *inbox.Worker from inbox.NewWorker")
 	}
 	o := &WorkerObserver{t: t, sub: w.Subscribe(inbox.SubscribeConfig{Buffer: t.cfg.EventBuffer}), done: make(chan struct{})}
-	t.mu.Lock()
-	t.observers[o] = struct{}{}
-	t.mu.Unlock()
 	go o.loop()
 	return o, nil
 }
@@ -50,17 +48,24 @@ func (o *WorkerObserver) Close() {
 	o.once.Do(func() {
 		o.sub.Close()
 		<-o.done
-		o.t.mu.Lock()
-		defer o.t.mu.Unlock()
-		delete(o.t.observers, o)
-		o.t.droppedClosed += o.sub.Dropped()
 	})
 }
 
+// loop records events until Close. Drops are added to their counter as the
+// loop catches up (a blocked loop cannot record anything) and at the end.
 func (o *WorkerObserver) loop() {
 	defer close(o.done)
+	defer o.countDrops()
 	for e := range o.sub.C() {
 		o.t.record(e)
+		o.countDrops()
+	}
+}
+
+func (o *WorkerObserver) countDrops() {
+	if n := o.sub.Dropped(); n > o.reported {
+		o.t.dropped.Add(context.Background(), int64(n-o.reported), metric.WithAttributes(systemAttr))
+		o.reported = n
 	}
 }
 
