@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +30,11 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 		r.Target = ">= 5 x raw per-transaction ceiling"
 		targetRatio = 5
 	}
-	var pg, raw sample
+	var pg, raw, hooked sample
 	for round := range s.o.Rounds {
-		order := []string{"pginbox", "raw"}
+		order := s.sides("pginbox", "raw")
 		if round%2 == 1 {
-			order = []string{"raw", "pginbox"}
+			slices.Reverse(order)
 		}
 		for _, side := range order {
 			if err := s.reset(ctx, 0); err != nil {
@@ -50,10 +51,10 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 			}
 			label := fmt.Sprintf("%s %s round %d/%d", r.Scenario, side, round+1, s.o.Rounds)
 			var got sample
-			if side == "pginbox" {
-				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx)
-			} else {
+			if side == "raw" {
 				got, err = s.rawDrain(ctx, label, ids, concurrency)
+			} else {
+				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, s.hooksFor(side))
 			}
 			if err != nil {
 				r.failf("%s: %v", side, err)
@@ -67,17 +68,21 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 			if c.completed != n || c.effects != n || c.receipts != n {
 				r.failf("%s: %d receipts: %d COMPLETED and %d business rows, want %d and %d", side, c.receipts, c.completed, c.effects, n, n)
 			}
-			if side == "pginbox" {
+			switch side {
+			case "pginbox":
 				pg.add(got)
 				r.Counts.BusinessRows += c.effects
 				r.Counts.ReceiptsInDB = c.receipts
-			} else {
+			case "raw":
 				raw.add(got)
 				r.Counts.RawBusiness += c.effects
+			case sideHooked:
+				hooked.add(got)
 			}
 		}
 	}
 	s.finish(r, pg, raw, "BEGIN; INSERT business row; UPDATE receipt to COMPLETED; COMMIT per message from a plain pgx loop")
+	s.finishHooked(r, hooked)
 	r.MeetsTarget = r.Ratio >= targetRatio
 	r.Verified = fmt.Sprintf("%s receipts: %s business effects, every receipt COMPLETED, %d errors; raw: %s business effects",
 		thousands(pg.calls), thousands(r.Counts.BusinessRows), r.Errors, thousands(r.Counts.RawBusiness))
@@ -87,7 +92,7 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 // pginboxDrain runs a worker until the database shows every receipt COMPLETED.
 // A worker has no per-message call to time from outside, so this phase has a
 // rate but no latencies.
-func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, perTx int) (sample, error) {
+func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, perTx int, hooks *Hooks) (sample, error) {
 	pool, err := newPool(ctx, s.base, concurrency+2)
 	if err != nil {
 		return sample{}, err
@@ -110,10 +115,11 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 	if err != nil {
 		return sample{}, err
 	}
-	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: concurrency, MessagesPerTx: perTx, ClaimBatch: max(10, concurrency*perTx), Logger: discardLogger})
+	w, err := inbox.NewWorker(pool, reg, hooks.worker(inbox.WorkerConfig{Concurrency: concurrency, MessagesPerTx: perTx, ClaimBatch: max(10, concurrency*perTx), Logger: discardLogger}))
 	if err != nil {
 		return sample{}, err
 	}
+	defer hooks.observe(w)() // after Stop, below
 	completed := func() (int, error) {
 		var c int
 		err := s.admin.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'").Scan(&c)
