@@ -35,9 +35,10 @@ type BacklogObserver struct {
 // counts), which reads only the partial indexes of active receipts, so its
 // cost does not grow with COMPLETED history. It runs when the gauges are
 // collected, at most once per Config.BacklogInterval; collections in
-// between report its last result. A consumer drained to nothing reports
-// zeros instead of vanishing. Close unregisters the gauges.
-func (t *Telemetry) ObserveBacklog(pool *pgxpool.Pool) (*BacklogObserver, error) {
+// between report its last result. The consumers named here, and every
+// consumer seen with active receipts since, report zeros when they have
+// none instead of vanishing. Close unregisters the gauges.
+func (t *Telemetry) ObserveBacklog(pool *pgxpool.Pool, consumers ...string) (*BacklogObserver, error) {
 	if pool == nil {
 		return nil, errors.New("otelinbox: ObserveBacklog: pool is nil: pass the *pgxpool.Pool of the inbox's database")
 	}
@@ -46,6 +47,9 @@ func (t *Telemetry) ObserveBacklog(pool *pgxpool.Pool) (*BacklogObserver, error)
 		return nil, err
 	}
 	b := &BacklogObserver{t: t, view: admin.Operator(), seen: map[string]bool{}, now: time.Now}
+	for _, c := range consumers {
+		b.seen[c] = true
+	}
 	b.reg, err = t.meter.RegisterCallback(b.observe, t.backlogDue, t.backlogAge, t.backlogCounts)
 	if err != nil {
 		return nil, err

@@ -102,6 +102,22 @@ func TestBacklogQueryFailure(t *testing.T) {
 	}
 }
 
+// Named consumers report zeros before they have receipts.
+func TestBacklogNamedConsumers(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, otelinbox.Config{})
+	b, err := r.tel.ObserveBacklog(r.pool, consumer, "billing.v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rm := r.metrics(t)
+	for _, c := range []string{consumer, "billing.v1"} {
+		wantGauge(t, rm, otelinbox.MetricBacklogDue, 0, semconv.MessagingDestinationName(c))
+		wantGauge(t, rm, otelinbox.MetricBacklogReceipts, 0, semconv.MessagingDestinationName(c), otelinbox.AttrStatus.String("DEAD"))
+	}
+}
+
 // Close unregisters the gauges.
 func TestBacklogClose(t *testing.T) {
 	t.Parallel()

@@ -17,7 +17,7 @@
 //	})
 //	events, _ := tel.ObserveWorker(worker) // metrics and settle spans from the event stream
 //	defer events.Close()
-//	backlog, _ := tel.ObserveBacklog(pool) // backlog gauges from one query
+//	backlog, _ := tel.ObserveBacklog(pool, "orders.projection.v1") // backlog gauges from one query
 //	defer backlog.Close()
 //
 // Traces. Every accept is a producer span "accept <consumer>" whose context
