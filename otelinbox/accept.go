@@ -125,15 +125,24 @@ func (t *Telemetry) messageAttrs(msg inbox.Message) []attribute.KeyValue {
 // names may be anything a sender made up, so its count carries the rule it
 // broke instead of them (bounded cardinality).
 func (t *Telemetry) countAccept(ctx context.Context, msg inbox.Message, outcome string, errAttrs []attribute.KeyValue) {
-	var kv []attribute.KeyValue
+	k := setKey{consumer: msg.Consumer, eventType: msg.EventType, version: msg.SchemaVersion, a: outcome}
 	if outcome == OutcomeInvalid {
-		kv = []attribute.KeyValue{systemAttr}
-	} else {
-		kv = consumerAttrs(msg.Consumer, msg.EventType, msg.SchemaVersion)
+		k = setKey{a: outcome}
 	}
-	kv = append(kv, semconv.MessagingOperationName(OpAccept), AttrAcceptOutcome.String(outcome))
-	kv = append(kv, errAttrs...)
-	t.accepted.Add(ctx, 1, metric.WithAttributes(kv...))
+	for _, kv := range errAttrs {
+		k.b += kv.Value.String() + "\x00"
+	}
+	set := t.sets.get(k, func() []attribute.KeyValue {
+		var kv []attribute.KeyValue
+		if outcome == OutcomeInvalid {
+			kv = []attribute.KeyValue{systemAttr}
+		} else {
+			kv = consumerAttrs(msg.Consumer, msg.EventType, msg.SchemaVersion)
+		}
+		kv = append(kv, semconv.MessagingOperationName(OpAccept), AttrAcceptOutcome.String(outcome))
+		return append(kv, errAttrs...)
+	})
+	t.accepted.Add(ctx, 1, metric.WithAttributeSet(set))
 }
 
 // acceptOutcome names an accept's outcome, with error.type (and for invalid

@@ -240,7 +240,7 @@ func wantAttrs(t *testing.T, s tracetest.SpanStub, want ...attribute.KeyValue) {
 	t.Helper()
 	for _, kv := range want {
 		if v, ok := attr(s, kv.Key); !ok || v != kv.Value {
-			t.Errorf("span %q: %s = %v, want %v", s.Name, kv.Key, v.Emit(), kv.Value.Emit())
+			t.Errorf("span %q: %s = %v, want %v", s.Name, kv.Key, v.String(), kv.Value.String())
 		}
 	}
 }

@@ -36,6 +36,8 @@ type Telemetry struct {
 	backlogDue    metric.Int64ObservableGauge
 	backlogAge    metric.Float64ObservableGauge
 	backlogCounts metric.Int64ObservableGauge
+
+	sets attrSets
 }
 
 // New returns a Telemetry for cfg, or an *inbox.ConfigError naming the field

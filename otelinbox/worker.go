@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -74,7 +75,10 @@ func (o *WorkerObserver) countDrops() {
 func (t *Telemetry) record(e inbox.Event) {
 	ctx := context.Background()
 	kv := consumerAttrs(e.Consumer, e.EventType, e.SchemaVersion)
-	t.workerEvents.Add(ctx, 1, metric.WithAttributes(append(kv, AttrWorkerEvent.String(string(e.Kind)))...))
+	k := setKey{consumer: e.Consumer, eventType: e.EventType, version: e.SchemaVersion, a: string(e.Kind)}
+	t.workerEvents.Add(ctx, 1, metric.WithAttributeSet(t.sets.get(k, func() []attribute.KeyValue {
+		return append(kv, AttrWorkerEvent.String(string(e.Kind)))
+	})))
 	var op string
 	switch e.Kind {
 	case inbox.EventCompleted:
