@@ -46,22 +46,25 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:], os.Getenv); err != nil {
 		fmt.Fprintln(os.Stderr, "shopmetrics:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	addr := flag.String("addr", "127.0.0.1:8080", "webhook listen address (POST /orders)")
-	metricsAddr := flag.String("metrics-addr", "127.0.0.1:9464", "Prometheus listen address (GET /metrics)")
-	keyID := flag.String("key-id", "", "the sender's key ID (Webhook-Key-Id header); its secret is $WEBHOOK_SECRET")
-	tenant := flag.String("tenant", "", "tenant of every order signed with the key")
-	traceStdout := flag.Bool("trace-stdout", false, "print finished spans as JSON on stdout")
-	flag.Parse()
-	secret := os.Getenv("WEBHOOK_SECRET")
+func run(args []string, getenv func(string) string) error {
+	fs := flag.NewFlagSet("shopmetrics", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "webhook listen address (POST /orders)")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9464", "Prometheus listen address (GET /metrics)")
+	keyID := fs.String("key-id", "", "the sender's key ID (Webhook-Key-Id header); its secret is $WEBHOOK_SECRET")
+	tenant := fs.String("tenant", "", "tenant of every order signed with the key")
+	traceStdout := fs.Bool("trace-stdout", false, "print finished spans as JSON on stdout")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	secret := getenv("WEBHOOK_SECRET")
 	switch {
-	case os.Getenv("DATABASE_URL") == "":
+	case getenv("DATABASE_URL") == "":
 		return errors.New("DATABASE_URL is not set: point it at a database with pginbox's schema and examples/shop/schema.sql")
 	case secret == "":
 		return errors.New("WEBHOOK_SECRET is not set: the shared secret of -key-id")
@@ -70,7 +73,7 @@ func run() error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	pool, err := pgxpool.New(ctx, getenv("DATABASE_URL"))
 	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}

@@ -171,3 +171,22 @@ func scrape(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+// The program says what is missing before it starts anything.
+func TestRunRefusesIncompleteSetup(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, nil, "DATABASE_URL is not set"},
+		{map[string]string{"DATABASE_URL": "postgres://x"}, nil, "WEBHOOK_SECRET is not set"},
+		{map[string]string{"DATABASE_URL": "postgres://x", "WEBHOOK_SECRET": "s"}, []string{"-tenant", "acme"}, "-key-id and -tenant are required"},
+		{nil, []string{"-bogus"}, "flag provided but not defined: -bogus"},
+	} {
+		err := run(tc.args, func(k string) string { return tc.env[k] })
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: %v, want %q", tc.env, tc.args, err, tc.want)
+		}
+	}
+}
