@@ -8,13 +8,20 @@ import (
 
 var statsCmd = &command{
 	Name:    "stats",
-	Args:    "[--completed] [--tenant ID | --global] [--json]",
+	Args:    "[--completed] [--tenant ID | --global] [--json] [--watch [--interval 2s]]",
 	Summary: "counts per consumer and status, backlog age, DEAD count",
 	Help: `
 DUE counts PENDING and RETRYABLE receipts whose time has come; OLDEST DUE is the
 backlog age, how long the longest-waiting of them has been due. Only active
 receipts are read unless --completed also counts COMPLETED ones, which scans the
 retained history.
+
+--watch refreshes the numbers every --interval (default 2s, at least 100ms)
+until Ctrl-C, which ends it with exit code 0. On a terminal it redraws the
+table; otherwise (a pipe, a log) it prints one plain line per consumer per
+refresh, stamped with the time, or with --json one JSON object per refresh
+(the shape below plus "at"). A failed refresh prints the error and tries
+again at the next one.
 
 With --json:
   {
@@ -82,6 +89,8 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	s.add(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	completed := fs.Bool("completed", false, "also count COMPLETED receipts (scans the retained history)")
+	watch := fs.Bool("watch", false, "refresh every --interval until Ctrl-C")
+	interval := fs.Duration("interval", defaultWatchInterval, "time between two refreshes of --watch")
 	pos, err := parseFlags(e, statsCmd, fs, args)
 	if err != nil {
 		return err
@@ -89,11 +98,18 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("unexpected argument %q", pos[0])
 	}
+	if err := checkWatchFlags(fs, *watch, *interval); err != nil {
+		return err
+	}
 	view, closeDB, err := adminFor(ctx, e, &d, &s)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
+	if *watch {
+		w := &statsWatch{e: e, view: view, params: inbox.StatsParams{IncludeCompleted: *completed}, interval: *interval, asJSON: *asJSON, scope: s.json()}
+		return w.run(ctx)
+	}
 	st, err := view.Stats(ctx, inbox.StatsParams{IncludeCompleted: *completed})
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
@@ -16,6 +17,10 @@ const (
 	DefaultMaxBodyBytes = 1 << 20 // the inbox's default payload limit
 	DefaultRetryAfter   = 5 * time.Second
 )
+
+// TraceHeaders are the W3C trace context headers, for
+// Config.MetadataHeaders.
+var TraceHeaders = []string{"traceparent", "tracestate"}
 
 // MinSecretBytes is the shortest secret a Key may have. Use 32 random bytes.
 const MinSecretBytes = 16
@@ -57,6 +62,13 @@ type Config struct {
 	// MaxBodyBytes is the largest body read; a larger one answers 413.
 	// Defaults to DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+
+	// MetadataHeaders are request headers copied into the message's
+	// metadata, under their lower-case names, when the request has them and
+	// Decode did not set that key. TraceHeaders (W3C traceparent and
+	// tracestate) lets a worker's tracing continue the sender's trace.
+	// Defaults to none.
+	MetadataHeaders []string
 
 	// RetryAfter is sent with 503 responses. Defaults to DefaultRetryAfter.
 	RetryAfter time.Duration
@@ -102,6 +114,11 @@ func (c Config) validate() error {
 		}
 		seen[k.ID] = true
 	}
+	for i, h := range c.MetadataHeaders {
+		if !validHeaderName(h) {
+			return fmt.Errorf("webhook: Config.MetadataHeaders[%d] %q is not a header name (letters, digits and !#$%%&'*+-.^_`|~)", i, h)
+		}
+	}
 	switch {
 	case c.Decode == nil:
 		return fmt.Errorf("webhook: Config.Decode is nil: say how a body becomes an inbox.Message")
@@ -113,4 +130,21 @@ func (c Config) validate() error {
 		return fmt.Errorf("webhook: Config.RetryAfter is %v, want a positive duration", c.RetryAfter)
 	}
 	return nil
+}
+
+// validHeaderName reports whether h is an HTTP header name (an RFC 9110
+// token).
+func validHeaderName(h string) bool {
+	if h == "" {
+		return false
+	}
+	for _, r := range h {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case strings.ContainsRune("!#$%&'*+-.^_`|~", r):
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
@@ -83,6 +85,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg.Scope = key.Scope
+	msg.Metadata = h.headerMetadata(r.Header, msg.Metadata)
 	if h.cfg.IdempotencyKey {
 		msg.MessageID = idemKey
 	}
@@ -113,4 +116,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
 	h.cfg.Logger.DebugContext(r.Context(), "webhook: refused", "status", status, "code", code, "reason", msg, "remote", r.RemoteAddr)
 	writeJSON(w, status, errorBody{Code: code, Error: msg})
+}
+
+// headerMetadata adds Config.MetadataHeaders found in hdr to md (a copy),
+// leaving keys Decode set alone.
+func (h *Handler) headerMetadata(hdr http.Header, md map[string]string) map[string]string {
+	var out map[string]string
+	for _, name := range h.cfg.MetadataHeaders {
+		v := hdr.Get(name)
+		key := strings.ToLower(name)
+		if v == "" {
+			continue
+		}
+		if _, set := md[key]; set {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string, len(md)+len(h.cfg.MetadataHeaders))
+			maps.Copy(out, md)
+		}
+		out[key] = v
+	}
+	if out == nil {
+		return md
+	}
+	return out
 }

@@ -67,6 +67,7 @@ type request struct {
 	idemKey  string
 	tamper   func(h http.Header, body []byte) []byte // after signing
 	unsigned bool
+	headers  http.Header // sent as they are
 }
 
 func envelope(id string, data string) []byte {
@@ -100,6 +101,9 @@ func (f *fixture) send(t *testing.T, r request) (*http.Response, map[string]stri
 		t.Fatal(err)
 	}
 	for k, v := range h {
+		req.Header[k] = v
+	}
+	for k, v := range r.headers {
 		req.Header[k] = v
 	}
 	res, err := f.srv.Client().Do(req)
@@ -398,6 +402,7 @@ func TestNewHandlerRejectsBadConfig(t *testing.T) {
 		{"negative tolerance", webhook.Config{Decode: dec, Keys: []webhook.Key{good}, Tolerance: -time.Second}, "Config.Tolerance"},
 		{"negative body limit", webhook.Config{Decode: dec, Keys: []webhook.Key{good}, MaxBodyBytes: -1}, "Config.MaxBodyBytes"},
 		{"negative retry-after", webhook.Config{Decode: dec, Keys: []webhook.Key{good}, RetryAfter: -time.Second}, "Config.RetryAfter"},
+		{"bad metadata header", webhook.Config{Decode: dec, Keys: []webhook.Key{good}, MetadataHeaders: []string{"traceparent", "trace parent"}}, `Config.MetadataHeaders[1] "trace parent" is not a header name`},
 	}
 	for _, tc := range tests {
 		if _, err := webhook.NewHandler(client, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -406,5 +411,34 @@ func TestNewHandlerRejectsBadConfig(t *testing.T) {
 	}
 	if _, err := webhook.NewHandler(nil, webhook.Config{Decode: dec, Keys: []webhook.Key{good}}); err == nil {
 		t.Error("NewHandler accepted a nil accepter")
+	}
+}
+
+// MetadataHeaders copies the sender's trace headers into the stored
+// metadata (lower-cased), never over what Decode set, and nothing else.
+func TestMetadataHeaders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil, func(c *webhook.Config) {
+		env := c.Decode
+		c.Decode = func(body []byte, h http.Header) (inbox.Message, error) {
+			m, err := env(body, h)
+			m.Metadata = map[string]string{"tracestate": "vendor=decoded"}
+			return m, err
+		}
+		c.MetadataHeaders = webhook.TraceHeaders
+	})
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	res, out := f.send(t, request{body: envelope("evt-1", `{"orderId":"o-1"}`), headers: http.Header{
+		"Traceparent": {tp}, "Tracestate": {"vendor=header"}, "X-Other": {"no"},
+	}})
+	if res.StatusCode != http.StatusAccepted {
+		t.Fatalf("%d %v", res.StatusCode, out)
+	}
+	var md map[string]string
+	if err := f.pool.QueryRow(context.Background(), "SELECT metadata FROM pginbox_receipts").Scan(&md); err != nil {
+		t.Fatal(err)
+	}
+	if len(md) != 2 || md["traceparent"] != tp || md["tracestate"] != "vendor=decoded" {
+		t.Errorf("metadata %v, want the traceparent header and Decode's tracestate", md)
 	}
 }

@@ -112,11 +112,11 @@ func (s *suite) acceptScenario(ctx context.Context, sp acceptSpec) *Result {
 		Scenario: sp.name, Description: sp.desc, Concurrency: sp.workers,
 		Rounds: s.o.Rounds, Target: sp.targetText, OK: true, Failures: []string{},
 	}
-	sides := []string{"pginbox", "raw"}
+	sides := s.sides("pginbox", "raw")
 	if sp.rawNotify {
 		sides = append(sides, "raw-notify")
 	}
-	var pg, raw, notify sample
+	var pg, raw, notify, hooked sample
 	for round := range s.o.Rounds {
 		order := sides
 		if round%2 == 1 { // alternate who goes first
@@ -133,8 +133,8 @@ func (s *suite) acceptScenario(ctx context.Context, sp acceptSpec) *Result {
 			var err error
 			label := fmt.Sprintf("%s %s round %d/%d", sp.name, side, round+1, s.o.Rounds)
 			switch side {
-			case "pginbox":
-				got, err = s.pginboxAccept(ctx, sp, label, round, &oc)
+			case "pginbox", sideHooked:
+				got, err = s.pginboxAccept(ctx, sp, label, side, round, &oc)
 			case "raw":
 				got, err = s.rawAccept(ctx, sp, label, round, rawAcceptSQL, &oc)
 			case "raw-notify":
@@ -156,10 +156,13 @@ func (s *suite) acceptScenario(ctx context.Context, sp acceptSpec) *Result {
 				r.Counts.RawDuplicates += int(oc.duplicates.Load())
 			case "raw-notify":
 				notify.add(got)
+			case sideHooked:
+				hooked.add(got)
 			}
 		}
 	}
 	s.finish(r, pg, raw, "same statements from a plain pgx loop, same callers")
+	s.finishHooked(r, hooked)
 	if sp.rawNotify {
 		m := notify.measure("the insert with pg_notify in every statement, plain pgx loop, same callers")
 		m.CallsPerSec, m.Seconds = round2(m.CallsPerSec), round2(m.Seconds)
@@ -213,20 +216,20 @@ func (s *suite) checkAccept(ctx context.Context, r *Result, sp acceptSpec, side 
 	}
 }
 
-func (s *suite) pginboxAccept(ctx context.Context, sp acceptSpec, label string, round int, oc *outcomeCounts) (sample, error) {
+func (s *suite) pginboxAccept(ctx context.Context, sp acceptSpec, label, side string, round int, oc *outcomeCounts) (sample, error) {
 	pool, err := newPool(ctx, s.base, sp.workers)
 	if err != nil {
 		return sample{}, err
 	}
 	defer pool.Close()
-	client, err := inbox.NewClient(pool, inbox.Config{Logger: discardLogger, GroupCommit: sp.groupCommit})
+	client, err := inbox.NewClient(pool, s.hooksFor(side).client(inbox.Config{Logger: discardLogger, GroupCommit: sp.groupCommit}))
 	if err != nil {
 		return sample{}, err
 	}
 	msgs := make([]inbox.Message, sp.calls)
 	fresh := make([]bool, sp.calls)
 	for i := range msgs {
-		id, k, f := sp.plan("pginbox", round, i)
+		id, k, f := sp.plan(side, round, i)
 		msgs[i], fresh[i] = message(id, k), f
 	}
 	return load(ctx, s.prog, label, sp.calls, sp.workers, 1, func(ctx context.Context, i int) error {

@@ -98,6 +98,10 @@ type Options struct {
 	HoldAround time.Duration // xmin-hold: load before and after the hold; default 10s
 	HoldRate   int           // xmin-hold: accepts per second; default 200
 
+	// Hooks, when set, adds a hooked side to the accept and drain scenarios
+	// (see Hooks). Nil: none.
+	Hooks *Hooks
+
 	// Progress receives a progress indicator while the run goes on. TTY
 	// rewrites one line in place; otherwise one line per phase. Nil: none.
 	Progress io.Writer
@@ -196,6 +200,13 @@ type Result struct {
 
 	Target      string `json:"target"` // the target (docs/TARGETS.md), in words
 	MeetsTarget bool   `json:"meets_target"`
+
+	// Hooked is pginbox with Options.Hooks installed, when set; HookedRatio
+	// is its rate over plain pginbox's (goal HookedTarget).
+	Hooked            *Measure `json:"hooked,omitempty"`
+	HookedRatio       float64  `json:"hooked_ratio,omitempty"`
+	HookedTarget      string   `json:"hooked_target,omitempty"`
+	HookedMeetsTarget bool     `json:"hooked_meets_target,omitempty"`
 
 	// Extra holds scenario-specific figures (retained-1m: empty vs retained).
 	Extra map[string]float64 `json:"extra,omitempty"`

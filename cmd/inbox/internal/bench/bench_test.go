@@ -6,12 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/cmd/inbox/internal/bench"
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
@@ -200,4 +203,65 @@ func TestBenchJobsScenario(t *testing.T) {
 		is.True(r["extra"].(map[string]any)["non_hot_updates_per_msg"] != nil)
 	}
 	is.Equal(names, []string{"jobs-c2", "jobs-batched-c2"})
+}
+
+// With hooks, the accept and drain scenarios measure a third side through
+// them: every hooked accept and handler call goes through the hooks, and the
+// report compares that side with plain pginbox.
+func TestBenchHooks(t *testing.T) {
+	is := is.New(t)
+	dsn := inboxtest.Database(t)
+	var accepts, handled, observed, stopped atomic.Int64
+	hooks := &bench.Hooks{
+		Name: "counting",
+		Client: func(c *inbox.Config) {
+			c.AcceptMiddleware = append(c.AcceptMiddleware, func(next inbox.AcceptFunc) inbox.AcceptFunc {
+				return func(ctx context.Context, m inbox.Message) (inbox.AcceptResult, error) {
+					accepts.Add(1)
+					return next(ctx, m)
+				}
+			})
+		},
+		Worker: func(c *inbox.WorkerConfig) {
+			c.HandlerMiddleware = append(c.HandlerMiddleware, func(next handler.Func) handler.Func {
+				return func(ctx context.Context, m *handler.Msg) error {
+					handled.Add(1)
+					return next(ctx, m)
+				}
+			})
+		},
+		Observe: func(*inbox.Worker) func() {
+			observed.Add(1)
+			return func() { stopped.Add(1) }
+		},
+	}
+	var stdout, stderr bytes.Buffer
+	args := append(tinyArgs(dsn), "--json", "--scenarios", "accept-fresh,drain", "--drain-concurrency", "2")
+	code := bench.CommandWithHooks(context.Background(), args, &stdout, &stderr, hooks)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	is.Equal(accepts.Load(), int64(2*50)) // 2 rounds x 50 calls, hooked side only
+	is.Equal(handled.Load(), int64(2*40)) // 2 rounds x 40 receipts
+	is.Equal(observed.Load(), int64(2))
+	is.Equal(stopped.Load(), int64(2))
+	sc := bufio.NewScanner(&stdout)
+	n := 0
+	rep := &bench.Report{}
+	for sc.Scan() {
+		var r bench.Result
+		is.NoErr(json.Unmarshal(sc.Bytes(), &r))
+		rep.Results = append(rep.Results, &r)
+		is.True(r.OK)
+		is.True(r.Hooked != nil)
+		is.Equal(r.Hooked.Calls, r.Calls)
+		is.True(r.HookedRatio > 0)
+		is.Equal(r.HookedTarget, ">= 0.95 x pginbox without hooks")
+		n++
+	}
+	is.Equal(n, 2)
+	var table bytes.Buffer
+	is.NoErr(bench.WriteTable(&table, rep))
+	is.True(strings.Contains(table.String(), "pginbox with the counting hooks installed, same callers: ")) // the hooked side is in the human report
+	is.True(strings.Contains(table.String(), "(goal >= 0.95 x pginbox without hooks: "))
 }

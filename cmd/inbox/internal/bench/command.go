@@ -21,6 +21,12 @@ import (
 // usage, 130 when ctx was cancelled (interrupt). Missing a performance target
 // is reported, not a failure.
 func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return CommandWithHooks(ctx, args, stdout, stderr, nil)
+}
+
+// CommandWithHooks is Command with Options.Hooks set: every accept and drain
+// scenario also measures pginbox with the hooks installed.
+func CommandWithHooks(ctx context.Context, args []string, stdout, stderr io.Writer, hooks *Hooks) int {
 	fs := flag.NewFlagSet("inbox bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -80,6 +86,7 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.NoFsync = !fsync
+	o.Hooks = hooks
 	for _, name := range strings.Split(scenarios, ",") {
 		if name = strings.TrimSpace(name); name != "" {
 			o.Scenarios = append(o.Scenarios, name)

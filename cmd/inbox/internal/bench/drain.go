@@ -30,13 +30,13 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 		r.Target = fmt.Sprintf(">= 2 x raw per-transaction ceiling and >= 0.80 x a raw loop batching %d per transaction", perTx)
 		sides = append(sides, "raw-batched")
 	}
-	var pg, raw, rawBatched sample
+	var pg, raw, rawBatched, hooked sample
 	var writes tableStats
 	statsOK := true
 	for round := range s.o.Rounds {
-		order := sides
+		order := s.sides(sides...)
 		if round%2 == 1 {
-			order = slices.Clone(sides)
+			order = slices.Clone(order)
 			slices.Reverse(order)
 		}
 		for _, side := range order {
@@ -58,7 +58,7 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 			case "pginbox":
 				statsOK = statsOK && s.resetStats(ctx)
 				stopProfile := s.startProfile(fmt.Sprintf("%s-round%d", r.Scenario, round+1))
-				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx)
+				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, nil)
 				stopProfile()
 				if err == nil && statsOK {
 					var t tableStats
@@ -74,6 +74,8 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 				got, err = s.rawDrain(ctx, label, ids, concurrency, 1)
 			case "raw-batched":
 				got, err = s.rawDrain(ctx, label, ids, concurrency, perTx)
+			case sideHooked:
+				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, s.hooksFor(side))
 			}
 			if err != nil {
 				r.failf("%s: %v", side, err)
@@ -95,16 +97,19 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 			case "raw":
 				raw.add(got)
 				r.Counts.RawBusiness += c.effects
+			case sideHooked:
+				hooked.add(got)
 			default:
 				rawBatched.add(got)
 			}
 		}
 	}
-	s.finish(r, pg, raw, "BEGIN; INSERT business row; UPDATE receipt to COMPLETED; COMMIT per message from a plain pgx loop")
+	s.finish(r, pg, raw, "BEGIN; INSERT business row; complete the receipt (pginbox's completion statement); COMMIT, per message, from a plain pgx loop")
 	if statsOK {
 		// Seeding inserted the backlog: count what draining wrote.
 		rowVersions(r, writes, pg.calls)
 	}
+	s.finishHooked(r, hooked)
 	r.MeetsTarget = r.Ratio >= 0.8
 	if perTx > 1 {
 		m := rawBatched.measure("")
@@ -125,7 +130,7 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 // pginboxDrain runs a worker until the database shows every receipt COMPLETED.
 // A worker has no per-message call to time from outside, so this phase has a
 // rate but no latencies.
-func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, perTx int) (sample, error) {
+func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, perTx int, hooks *Hooks) (sample, error) {
 	pool, err := newPool(ctx, s.base, concurrency+2)
 	if err != nil {
 		return sample{}, err
@@ -148,10 +153,11 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 	if err != nil {
 		return sample{}, err
 	}
-	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: concurrency, MessagesPerTx: perTx, ClaimBatch: max(10, concurrency*perTx), Logger: discardLogger})
+	w, err := inbox.NewWorker(pool, reg, hooks.worker(inbox.WorkerConfig{Concurrency: concurrency, MessagesPerTx: perTx, ClaimBatch: max(10, concurrency*perTx), Logger: discardLogger}))
 	if err != nil {
 		return sample{}, err
 	}
+	defer hooks.observe(w)() // after Stop, below
 	completed := func() (int, error) {
 		var c int
 		err := s.admin.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts_live WHERE status = 'COMPLETED'").Scan(&c)

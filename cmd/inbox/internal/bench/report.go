@@ -52,6 +52,10 @@ func WriteTable(w io.Writer, rep *Report) error {
 			fmt.Fprintf(w, "  raw with pg_notify in every statement: %s/s, p95 %s ms (pginbox = %.2f x this)\n",
 				rate(r.RawNotify.CallsPerSec), latency(r.RawNotify.P95Ms), ratioOf(r.CallsPerSec, r.RawNotify.CallsPerSec))
 		}
+		if r.Hooked != nil {
+			fmt.Fprintf(w, "  %s: %s/s, p95 %s ms = %.2f x pginbox (goal %s: %s)\n",
+				r.Hooked.Description, rate(r.Hooked.CallsPerSec), latency(r.Hooked.P95Ms), r.HookedRatio, r.HookedTarget, metOrNot(r.HookedMeetsTarget))
+		}
 		if len(r.Extra) > 0 {
 			var parts []string
 			for _, k := range slices.Sorted(maps.Keys(r.Extra)) {
@@ -88,6 +92,13 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "NO"
+}
+
+func metOrNot(b bool) string {
+	if b {
+		return "met"
+	}
+	return "NOT met"
 }
 
 func passFail(b bool) string {

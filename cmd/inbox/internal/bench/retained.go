@@ -154,7 +154,7 @@ func (s *suite) retainedPhase(ctx context.Context, r *Result, sp acceptSpec, d *
 	var got sample
 	var err error
 	if side == "pginbox" {
-		got, err = d.s.pginboxAccept(ctx, sp, label, round, &oc)
+		got, err = d.s.pginboxAccept(ctx, sp, label, side, round, &oc)
 	} else {
 		got, err = d.s.rawAccept(ctx, sp, label, round, rawAcceptSQL, &oc)
 	}

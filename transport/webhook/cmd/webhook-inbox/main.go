@@ -6,7 +6,10 @@
 //	  -source acme-shop -consumer orders.projection.v1
 //
 // Bodies are envelopes: {"id", "type", "version", "data"}. With -idempotency
-// the Idempotency-Key header is the message ID instead of "id".
+// the Idempotency-Key header is the message ID instead of "id". With
+// -trace-headers the sender's W3C traceparent and tracestate headers are
+// stored in the message's metadata, so a worker traced with otelinbox
+// continues the sender's trace.
 package main
 
 import (
@@ -32,6 +35,7 @@ func run() error {
 	source := flag.String("source", "", "inbox source of the events (the sending system)")
 	consumer := flag.String("consumer", "", "inbox consumer the events are for")
 	idem := flag.Bool("idempotency", false, "require an Idempotency-Key header and use it as the message ID")
+	traceHeaders := flag.Bool("trace-headers", false, "store the traceparent and tracestate headers in the message's metadata")
 	flag.Parse()
 
 	secret := os.Getenv("WEBHOOK_SECRET")
@@ -47,11 +51,15 @@ func run() error {
 		return err
 	}
 	defer done()
-	h, err := webhook.NewHandler(client, webhook.Config{
+	cfg := webhook.Config{
 		Keys:           []webhook.Key{{ID: *keyID, Secret: []byte(secret), Scope: scope}},
 		Decode:         webhook.Envelope(*source, *consumer),
 		IdempotencyKey: *idem,
-	})
+	}
+	if *traceHeaders {
+		cfg.MetadataHeaders = webhook.TraceHeaders
+	}
+	h, err := webhook.NewHandler(client, cfg)
 	if err != nil {
 		return err
 	}
