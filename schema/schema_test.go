@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
@@ -106,7 +107,7 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 
 	applied, err = m.Up(ctx)
 	is.NoErr(err)
-	is.Equal(applied, []int64{2, 3})
+	is.Equal(applied, []int64{2, 3, 4})
 
 	c, err := inbox.NewClient(pool, inbox.Config{})
 	is.NoErr(err)
@@ -135,7 +136,7 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 	// Down to v1 keeps the row (v1 can represent it), then up again.
 	rolled, err := m.DownTo(ctx, 1)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{3, 2})
+	is.Equal(rolled, []int64{4, 3, 2})
 	var n int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE id = $1 AND message_id = 'evt-v1'", v1ID).Scan(&n))
 	is.Equal(n, 1)
@@ -272,7 +273,7 @@ func TestV2ReceiptsStillDeduplicateAfterPayloadText(t *testing.T) {
 
 	applied, err := m.Up(ctx)
 	is.NoErr(err)
-	is.Equal(applied, []int64{3})
+	is.Equal(applied, []int64{3, 4})
 	pool.Reset() // cached plans refer to the old column type
 	res, err := c.Accept(ctx, msg)
 	is.NoErr(err)
@@ -294,7 +295,7 @@ func TestV2ReceiptsStillDeduplicateAfterPayloadText(t *testing.T) {
 	// Down to v2 converts back to jsonb and keeps every row.
 	rolled, err := m.DownTo(ctx, 2)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{3})
+	is.Equal(rolled, []int64{4, 3})
 	var n int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE payload = $1::jsonb", string(canon)).Scan(&n))
 	is.Equal(n, 2)
@@ -331,4 +332,44 @@ func TestDownToV1RefusesWithAuditRows(t *testing.T) {
 	is.NoErr(err)
 	_, err = m.DownTo(ctx, 1)
 	is.NoErr(err)
+}
+
+// Down from v4 drops the outbox, so it refuses while events wait there to be
+// published (or sit DEAD), and changes nothing; published history alone does
+// not stop it.
+func TestDownFromV4RefusesUnpublishedEvents(t *testing.T) {
+	is := is.New(t)
+	ctx := context.Background()
+	db, pool := open(t, inboxtest.EmptyDatabase(t))
+	m := migrator(t, db)
+	_, err := m.Up(ctx)
+	is.NoErr(err)
+	for _, status := range []string{"PUBLISHED", "DEAD"} {
+		published := "NULL"
+		if status == "PUBLISHED" {
+			published = "now()"
+		}
+		_, err = pool.Exec(ctx, `INSERT INTO pginbox_outbox (id, source, destination, event_type, schema_version, payload, status, published_at)
+			VALUES ($1, 's', 'd', 'e', 1, '{}', $2, `+published+`)`, inboxtype.New(), status)
+		is.NoErr(err)
+	}
+
+	_, err = m.DownTo(ctx, 3)
+	is.True(err != nil)
+	is.True(strings.Contains(err.Error(), "cannot migrate down to schema v3: the outbox holds events that were never published"))
+	var pgErr *pgconn.PgError
+	is.True(errors.As(err, &pgErr))
+	is.True(strings.Contains(pgErr.Hint, "inbox outbox stats"))
+	cur, err := m.Current(ctx)
+	is.NoErr(err)
+	is.Equal(cur, int64(4))
+
+	_, err = pool.Exec(ctx, "DELETE FROM pginbox_outbox WHERE status = 'DEAD'")
+	is.NoErr(err)
+	rolled, err := m.DownTo(ctx, 3)
+	is.NoErr(err)
+	is.Equal(rolled, []int64{4})
+	var exists bool
+	is.NoErr(pool.QueryRow(ctx, "SELECT to_regclass('pginbox_outbox') IS NOT NULL").Scan(&exists))
+	is.True(!exists)
 }
