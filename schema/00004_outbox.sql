@@ -9,7 +9,7 @@
 -- +goose Up
 CREATE TABLE pginbox_outbox (
     id               uuid        PRIMARY KEY,
-    seq              bigint      GENERATED ALWAYS AS IDENTITY,
+    seq              bigint      NOT NULL GENERATED ALWAYS AS IDENTITY,
     source           text        NOT NULL,
     destination      text        NOT NULL,
     ordering_key     text        NOT NULL DEFAULT '',
