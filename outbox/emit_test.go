@@ -63,8 +63,8 @@ func TestEmitJoinsTheHandlersFate(t *testing.T) {
 	is.NoErr(err)
 
 	is.Equal(inboxtest.Drain(t, w), 1)
-	is.Equal(len(emitted), 1)                 // the handler emitted...
-	is.Equal(count(t, pool, "true"), 0)       // ...but its transaction rolled back
+	is.Equal(len(emitted), 1)           // the handler emitted...
+	is.Equal(count(t, pool, "true"), 0) // ...but its transaction rolled back
 	inboxtest.RequireStatus(t, pool, identity, inbox.StatusRetryable)
 
 	_, err = pool.Exec(ctx, "UPDATE pginbox_receipts SET available_at = now()")

@@ -67,9 +67,9 @@ func TestRelayRetriesWithPersistedBackoffThenDead(t *testing.T) {
 	is.Equal(s.status, "PENDING")
 	is.Equal(s.attempts, 1)
 	is.Equal(s.lastError, "broker unavailable")
-	is.True(!s.due)                                                                              // waits for its retry
+	is.True(!s.due)                                                                             // waits for its retry
 	is.Equal(count(t, pool, "id = $1 AND available_at > now() + interval '59 minutes'", id), 1) // the backoff is in the row
-	is.Equal(drain(t, r), 0)                                                                     // not due: not attempted
+	is.Equal(drain(t, r), 0)                                                                    // not due: not attempted
 	is.Equal(len(rec.messages()), 1)
 
 	for range 2 {
@@ -261,7 +261,9 @@ func TestRelaySurvivesABrokenPublisher(t *testing.T) {
 
 type publisherFunc func(context.Context, []outbox.Message) []error
 
-func (f publisherFunc) Publish(ctx context.Context, msgs []outbox.Message) []error { return f(ctx, msgs) }
+func (f publisherFunc) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	return f(ctx, msgs)
+}
 
 func TestPublishFunc(t *testing.T) {
 	is := is.New(t)
