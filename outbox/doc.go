@@ -35,7 +35,10 @@
 //     back the later events of its key until it is published or DEAD. Emits
 //     for one key take a transaction-level lock on it, so emit order is the
 //     order their transactions commit, and emitting transactions of one key
-//     commit one after the other. Events without a key, and events of
+//     commit one after the other. A transaction emitting for several keys
+//     locks them in emit order: emit them in a consistent order (sorted by
+//     key, say) so that two such transactions cannot deadlock, which
+//     PostgreSQL resolves by aborting one. Events without a key, and events of
 //     different keys, have no order among them. A requeued DEAD event is
 //     published after the events of its key that went out while it was DEAD.
 //     The promise assumes Publishers return when their context ends

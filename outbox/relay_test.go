@@ -444,3 +444,24 @@ func TestRelayStartChecksTheSchema(t *testing.T) {
 	is.True(strings.Contains(err.Error(), "Drain is for a relay that was not started"))
 	is.True(strings.Contains(r.Start(ctx).Error(), "already started"))
 }
+
+// A retried event comes due after the later events of its key that waited
+// for it. Those must not fill the batch and crowd it out (which would stall
+// the key and every event behind them): the claim takes the retried event.
+func TestRelayRetriedEventIsNotCrowdedOutByItsKey(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	pool := inboxtest.Pool(t)
+	a := emit(t, pool, event("A", 1), event("A", 2), event("A", 3))
+	u := emit(t, pool, event("", 1))[0]
+	rec := &recorder{fail: func(m outbox.Message) error {
+		if m.ID == a[0] && m.Attempt == 1 {
+			return errors.New("first try fails")
+		}
+		return nil
+	}}
+	// Retried at once: due right away, but after A2 and A3 in due order.
+	r := newRelay(t, pool, rec, outbox.RelayConfig{BatchSize: 2, Backoff: func(int) time.Duration { return 0 }})
+	is.Equal(drain(t, r), 4)
+	is.Equal(rec.published(), []outbox.ID{a[0], u, a[1], a[2]}) // A1's retry went out with U, in emit order
+}

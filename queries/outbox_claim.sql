@@ -5,14 +5,21 @@
 --
 -- Ordering: an event with an ordering key is claimed only when every earlier
 -- unpublished event of its key (lower seq, PENDING or PUBLISHING) is claimed
--- in this same statement. The first test skips, without locking them, events
--- whose key has an earlier event in flight or waiting for a retry; the second
--- (after locking) drops events whose earlier ones another relay holds locked
--- right now or that did not fit in the batch. Both read the statement's
--- snapshot, in which an earlier event of the key is always visible (Emit's
--- key lock makes seq the commit order), and in which a claim another relay
--- committed meanwhile still looks PENDING: that blocks too. So at most one
--- batch per key is in flight, and the relay publishes it in seq order.
+-- in this same statement. The test after locking (in the UPDATE) enforces it:
+-- it drops events whose earlier ones another relay holds locked right now or
+-- that are not in the batch. It reads the statement's snapshot, in which an
+-- earlier event of the key is always visible (Emit's key lock makes seq the
+-- commit order), and in which a claim another relay committed meanwhile still
+-- looks PENDING: that blocks too. So at most one batch per key is in flight,
+-- and the relay publishes it in seq order.
+--
+-- The test before locking keeps the batch useful: it skips, without locking
+-- them, events whose key has an earlier event in flight or one that comes
+-- later in the scan's order (a retry due after them, or not due yet). So an
+-- event it lets through has every earlier event of its key ahead of it in
+-- the scan, and a batch that holds an event also holds its key's first
+-- unpublished event: each claim makes progress, and a retried event cannot
+-- be crowded out by the later events of its key that wait for it.
 WITH candidates AS (
     SELECT o.id
     FROM pginbox_outbox o
@@ -25,7 +32,7 @@ WITH candidates AS (
             AND p.ordering_key <> ''
             AND p.status IN ('PENDING', 'PUBLISHING')
             AND p.seq < o.seq
-            AND (p.status = 'PUBLISHING' OR p.available_at > now())))
+            AND (p.status = 'PUBLISHING' OR p.available_at > o.available_at)))
     ORDER BY o.available_at, o.seq
     LIMIT sqlc.arg(max_count)::integer
     FOR UPDATE SKIP LOCKED
