@@ -279,3 +279,6 @@ func TestEmitNilTx(t *testing.T) {
 	is.True(err != nil)
 	is.True(strings.Contains(err.Error(), "tx is nil"))
 }
+
+// A pgx.Tx, which a handler's m.Tx is, is what Emit writes through.
+var _ outbox.Tx = pgx.Tx(nil)

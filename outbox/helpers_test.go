@@ -175,7 +175,10 @@ func ids(evs []outbox.Message) string {
 	return strings.Join(parts, " ")
 }
 
-type pgxpoolConfig = pgxpool.Config
+type (
+	pgxpoolConfig = pgxpool.Config
+	pgxPool       = *pgxpool.Pool
+)
 
 func poolOn(t testing.TB, dsn string) *pgxpool.Pool {
 	t.Helper()
