@@ -25,7 +25,7 @@ FROM (
            unnest($2::text[])::uuid AS token
 ) AS held
 WHERE r.id = held.id AND r.claim_token = held.token
-RETURNING r.id, r.payload, r.metadata
+RETURNING r.id, r.payload, r.metadata, pg_backend_pid() AS backend_pid
 `
 
 type ReceiptStartParams struct {
@@ -34,9 +34,10 @@ type ReceiptStartParams struct {
 }
 
 type ReceiptStartRow struct {
-	ID       inboxtype.ID
-	Payload  *string
-	Metadata string
+	ID         inboxtype.ID
+	Payload    *string
+	Metadata   string
+	BackendPid int32
 }
 
 // Runs first in a handler's transaction: completes the claimed receipts the
@@ -45,7 +46,8 @@ type ReceiptStartRow struct {
 // transaction ends; the handlers then run in it, and their writes commit
 // together with the completions or roll back with them. A receipt missing
 // from the result was lost (recovered or re-claimed elsewhere): its handler
-// must not run. The set-returning functions in one select list advance in
+// must not run. backend_pid is the server process running the transaction
+// (also behind a pooler), for ending it if its handler hangs. The set-returning functions in one select list advance in
 // lockstep, zipping the arrays; IDs travel as text for the simple protocol.
 // The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
 func (q *Queries) ReceiptStart(ctx context.Context, arg ReceiptStartParams) ([]ReceiptStartRow, error) {
@@ -57,7 +59,12 @@ func (q *Queries) ReceiptStart(ctx context.Context, arg ReceiptStartParams) ([]R
 	items := []ReceiptStartRow{}
 	for rows.Next() {
 		var i ReceiptStartRow
-		if err := rows.Scan(&i.ID, &i.Payload, &i.Metadata); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Payload,
+			&i.Metadata,
+			&i.BackendPid,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

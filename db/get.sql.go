@@ -68,7 +68,8 @@ func (q *Queries) ReceiptGet(ctx context.Context, arg ReceiptGetParams) (Pginbox
 }
 
 const receiptGetForUpdate = `-- name: ReceiptGetForUpdate :one
-SELECT id, consumer, status, version, (payload IS NULL)::boolean AS purged, payload_purged_at
+SELECT id, consumer, status, version, (payload IS NULL)::boolean AS purged, payload_purged_at,
+    coalesce(lease_expires_at < now(), false)::boolean AS lease_expired
 FROM pginbox_receipts r
 WHERE r.id = $1
   AND ($2::boolean
@@ -90,6 +91,7 @@ type ReceiptGetForUpdateRow struct {
 	Version         int64
 	Purged          bool
 	PayloadPurgedAt *time.Time
+	LeaseExpired    bool
 }
 
 // Locks the receipt for a requeue or replay, so concurrent admin actions on it are
@@ -109,6 +111,57 @@ func (q *Queries) ReceiptGetForUpdate(ctx context.Context, arg ReceiptGetForUpda
 		&i.Version,
 		&i.Purged,
 		&i.PayloadPurgedAt,
+		&i.LeaseExpired,
+	)
+	return i, err
+}
+
+const receiptGetForUpdateNoWait = `-- name: ReceiptGetForUpdateNoWait :one
+SELECT id, consumer, status, version, (payload IS NULL)::boolean AS purged, payload_purged_at,
+    coalesce(lease_expires_at < now(), false)::boolean AS lease_expired
+FROM pginbox_receipts r
+WHERE r.id = $1
+  AND ($2::boolean
+       OR (r.scope_kind = $3::text AND r.scope_id = $4::text))
+FOR UPDATE NOWAIT
+`
+
+type ReceiptGetForUpdateNoWaitParams struct {
+	ID        inboxtype.ID
+	AllScopes bool
+	ScopeKind string
+	ScopeID   string
+}
+
+type ReceiptGetForUpdateNoWaitRow struct {
+	ID              inboxtype.ID
+	Consumer        string
+	Status          string
+	Version         int64
+	Purged          bool
+	PayloadPurgedAt *time.Time
+	LeaseExpired    bool
+}
+
+// ReceiptGetForUpdate for a PROCESSING receipt whose lease expired: a running
+// handler's transaction may still hold it, and an admin action must not wait
+// for a handler (SQLSTATE 55P03 instead).
+func (q *Queries) ReceiptGetForUpdateNoWait(ctx context.Context, arg ReceiptGetForUpdateNoWaitParams) (ReceiptGetForUpdateNoWaitRow, error) {
+	row := q.db.QueryRow(ctx, receiptGetForUpdateNoWait,
+		arg.ID,
+		arg.AllScopes,
+		arg.ScopeKind,
+		arg.ScopeID,
+	)
+	var i ReceiptGetForUpdateNoWaitRow
+	err := row.Scan(
+		&i.ID,
+		&i.Consumer,
+		&i.Status,
+		&i.Version,
+		&i.Purged,
+		&i.PayloadPurgedAt,
+		&i.LeaseExpired,
 	)
 	return i, err
 }
@@ -167,4 +220,39 @@ func (q *Queries) ReceiptListReplays(ctx context.Context, arg ReceiptListReplays
 		return nil, err
 	}
 	return items, nil
+}
+
+const receiptState = `-- name: ReceiptState :one
+SELECT status, coalesce(lease_expires_at < now(), false)::boolean AS lease_expired, lease_expires_at
+FROM pginbox_receipts r
+WHERE r.id = $1
+  AND ($2::boolean
+       OR (r.scope_kind = $3::text AND r.scope_id = $4::text))
+`
+
+type ReceiptStateParams struct {
+	ID        inboxtype.ID
+	AllScopes bool
+	ScopeKind string
+	ScopeID   string
+}
+
+type ReceiptStateRow struct {
+	Status         string
+	LeaseExpired   bool
+	LeaseExpiresAt *time.Time
+}
+
+// A receipt's status and lease, without a lock, so an admin action can tell a
+// receipt a worker holds from one it may change.
+func (q *Queries) ReceiptState(ctx context.Context, arg ReceiptStateParams) (ReceiptStateRow, error) {
+	row := q.db.QueryRow(ctx, receiptState,
+		arg.ID,
+		arg.AllScopes,
+		arg.ScopeKind,
+		arg.ScopeID,
+	)
+	var i ReceiptStateRow
+	err := row.Scan(&i.Status, &i.LeaseExpired, &i.LeaseExpiresAt)
+	return i, err
 }

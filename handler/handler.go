@@ -49,6 +49,10 @@ type Msg struct {
 // transaction and schedules a retry, unless it is Permanent.
 type Func func(ctx context.Context, m *Msg) error
 
+// Middleware wraps a handler: tracing, metrics, logging, panics policy. It
+// runs inside the message's transaction, around the handler call.
+type Middleware func(next Func) Func
+
 // Key selects the handler for a message.
 type Key struct {
 	Consumer      string

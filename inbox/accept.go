@@ -12,15 +12,8 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 )
 
-// Accept stores msg durably and returns after its own transaction commits:
-// Accepted for a new identity, Duplicate (with the existing receipt's current
-// status) when the identity and content match a retained receipt.
-//
-// Errors: *ValidationError (ErrInvalid) and *ConflictError (ErrIdentityConflict)
-// when the message can never be stored as it is; ErrCommitUncertain when the
-// connection failed after the insert was sent; anything else is a storage failure.
-// ActionFor tells a transport what to do with each.
-func (c *Client) Accept(ctx context.Context, msg Message) (AcceptResult, error) {
+// accept1 is Accept without middleware.
+func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error) {
 	d, err := c.prepare(msg)
 	if err != nil {
 		return AcceptResult{}, err
@@ -44,9 +37,8 @@ func (c *Client) Accept(ctx context.Context, msg Message) (AcceptResult, error) 
 	return res, err
 }
 
-// AcceptTx is Accept inside the caller's transaction: the receipt commits or rolls
-// back with it, and the caller owns the commit (and its uncertainty).
-func (c *Client) AcceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptResult, error) {
+// acceptTx is AcceptTx without middleware.
+func (c *Client) acceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptResult, error) {
 	d, err := c.prepare(msg)
 	if err != nil {
 		return AcceptResult{}, err

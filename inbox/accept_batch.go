@@ -37,19 +37,8 @@ type BatchItem struct {
 // others.
 func (it BatchItem) Action() Action { return ActionFor(it.Err) }
 
-// AcceptBatch accepts many messages with one multi-row insert and one commit, for
-// transports that acknowledge per batch (Kafka offsets, NATS ack-all). It returns
-// one item per message, in order. An invalid or conflicting message does not stop
-// the others; repeats of one identity inside the batch resolve to one receipt
-// (the first wins; a repeat is a Duplicate of it, or a Conflict when its content
-// differs).
-//
-// The error is for the whole batch, and then no item is reliable: a storage
-// failure, or ErrCommitUncertain when the connection failed after the insert was
-// sent. Do not acknowledge any message then; redeliveries reconcile.
-//
-// The batch travels in one statement, so bound its size (hundreds, not millions).
-func (c *Client) AcceptBatch(ctx context.Context, msgs []Message) ([]BatchItem, error) {
+// acceptBatch1 is AcceptBatch without middleware.
+func (c *Client) acceptBatch1(ctx context.Context, msgs []Message) ([]BatchItem, error) {
 	items, valid := c.prepareBatch(msgs)
 	if len(valid) == 0 {
 		return items, nil
@@ -65,10 +54,8 @@ func (c *Client) AcceptBatch(ctx context.Context, msgs []Message) ([]BatchItem, 
 	return items, nil
 }
 
-// AcceptBatchTx is AcceptBatch inside the caller's transaction: the receipts
-// commit or roll back with it, and the caller owns the commit. Whatever items
-// say, nothing is stored unless tx commits.
-func (c *Client) AcceptBatchTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([]BatchItem, error) {
+// acceptBatchTx is AcceptBatchTx without middleware.
+func (c *Client) acceptBatchTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([]BatchItem, error) {
 	items, valid := c.prepareBatch(msgs)
 	if len(valid) == 0 {
 		return items, nil

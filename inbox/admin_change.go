@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inboxtype"
@@ -75,7 +77,9 @@ var (
 )
 
 // Requeue moves a DEAD or RETRYABLE receipt back to PENDING with a fresh retry
-// budget (attempts 0), due now, and wakes listening workers. The receipt must
+// budget (attempts 0), due now, and wakes listening workers. A PROCESSING
+// receipt whose lease expired and that no handler is running (its worker is
+// gone or hung) may be requeued too; its old worker is fenced out. The receipt must
 // still be at p.ExpectedVersion. It writes an audit row in the same
 // transaction.
 //
@@ -204,10 +208,40 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 
 // lock locks the receipt and checks the expected version, then the status. The
 // lock serializes admin changes: a second one waits, then sees the first one's
-// version and fails the check instead of repeating the change.
+// version and fails the check instead of repeating the change. A PROCESSING
+// receipt is never waited for: a requeue may take it once its lease expired
+// and no handler's transaction holds it (the worker is gone); otherwise it is
+// refused at once.
 func (v *AdminView) lock(ctx context.Context, q *db.Queries, id ID, action string, expected int64, allowed []Status) (db.ReceiptGetForUpdateRow, error) {
 	all, kind, sid := v.scopeArgs()
-	cur, err := q.ReceiptGetForUpdate(ctx, db.ReceiptGetForUpdateParams{ID: id, AllScopes: all, ScopeKind: kind, ScopeID: sid})
+	st, err := q.ReceiptState(ctx, db.ReceiptStateParams{ID: id, AllScopes: all, ScopeKind: kind, ScopeID: sid})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return db.ReceiptGetForUpdateRow{}, v.notFound(id)
+	}
+	if err != nil {
+		return db.ReceiptGetForUpdateRow{}, dbError(action, err)
+	}
+	takesExpired := action == "requeue"
+	var cur db.ReceiptGetForUpdateRow
+	if Status(st.Status) == StatusProcessing {
+		wrong := &WrongStateError{ReceiptID: id, Action: action, Found: StatusProcessing, Allowed: allowed}
+		if !takesExpired || !st.LeaseExpired {
+			if st.LeaseExpiresAt != nil {
+				wrong.Detail = fmt.Sprintf("a worker holds it until its lease expires at %s; if that worker is gone, requeue it after that",
+					st.LeaseExpiresAt.UTC().Format(time.RFC3339))
+			}
+			return cur, wrong
+		}
+		row, err := q.ReceiptGetForUpdateNoWait(ctx, db.ReceiptGetForUpdateNoWaitParams{ID: id, AllScopes: all, ScopeKind: kind, ScopeID: sid})
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
+			wrong.Detail = "a handler's transaction is running it right now (its lease is not extended while it runs): wait for its outcome"
+			return cur, wrong
+		}
+		cur = db.ReceiptGetForUpdateRow(row)
+	} else {
+		cur, err = q.ReceiptGetForUpdate(ctx, db.ReceiptGetForUpdateParams{ID: id, AllScopes: all, ScopeKind: kind, ScopeID: sid})
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cur, v.notFound(id)
 	}
@@ -217,7 +251,8 @@ func (v *AdminView) lock(ctx context.Context, q *db.Queries, id ID, action strin
 	if cur.Version != expected {
 		return cur, &VersionConflictError{ReceiptID: id, Action: action, Expected: expected, Current: cur.Version}
 	}
-	if !slices.Contains(allowed, Status(cur.Status)) {
+	expiredClaim := takesExpired && Status(cur.Status) == StatusProcessing && cur.LeaseExpired
+	if !slices.Contains(allowed, Status(cur.Status)) && !expiredClaim {
 		return cur, &WrongStateError{ReceiptID: id, Action: action, Found: Status(cur.Status), Allowed: allowed}
 	}
 	return cur, nil

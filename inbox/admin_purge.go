@@ -8,6 +8,9 @@ import (
 	"github.com/pginbox/pginbox/db"
 )
 
+// MaxPurgeAge is the longest PurgeParams.OlderThan: 100 years.
+const MaxPurgeAge = 100 * 365 * 24 * time.Hour
+
 // PurgeParams configures Purge. Set exactly one of OlderThan and Before.
 type PurgeParams struct {
 	// OlderThan purges receipts completed more than this long ago.
@@ -44,6 +47,12 @@ func (p PurgeParams) cutoff() (time.Time, int, error) {
 		return time.Time{}, 0, &ValidationError{Field: "older_than", Rule: RuleOutOfRange, Detail: "set OlderThan or Before, not both"}
 	case p.OlderThan == 0 && p.Before.IsZero():
 		return time.Time{}, 0, &ValidationError{Field: "older_than", Rule: RuleRequired, Detail: "set the retention period (OlderThan) or a cutoff time (Before)"}
+	case p.OlderThan > MaxPurgeAge:
+		return time.Time{}, 0, &ValidationError{Field: "older_than", Rule: RuleOutOfRange, Detail: fmt.Sprintf("%s: at most %s (100 years)", p.OlderThan, MaxPurgeAge)}
+	case p.Before.After(time.Now()):
+		return time.Time{}, 0, &ValidationError{Field: "before", Rule: RuleOutOfRange, Detail: fmt.Sprintf("%s is in the future: it would purge payloads up to the last completion, so no receipt could be replayed", p.Before.UTC().Format(time.RFC3339))}
+	case p.Pause < 0 || p.Pause > time.Hour:
+		return time.Time{}, 0, &ValidationError{Field: "pause", Rule: RuleOutOfRange, Detail: fmt.Sprintf("%s: must be between 0 and 1h", p.Pause)}
 	}
 	size := p.BatchSize
 	switch {

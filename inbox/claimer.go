@@ -144,6 +144,11 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
 		batch[i] = claimedFromRow(r)
 	}
 	leases := w.leases.add(batch)
+	if w.events.active() {
+		for _, r := range batch {
+			w.events.publish(receiptEvent(EventClaimed, r))
+		}
+	}
 	if w.hooks.afterClaim != nil && len(rows) > 0 {
 		w.hooks.afterClaim(len(rows))
 	}

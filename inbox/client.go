@@ -26,6 +26,9 @@ type Client struct {
 	group    *groupCommitter // nil unless Config.GroupCommit
 	wakeups  *wakeups
 	closed   atomic.Bool
+
+	acceptFn      AcceptFunc      // accept1 wrapped in Config.AcceptMiddleware
+	acceptBatchFn AcceptBatchFunc // acceptBatch1 wrapped in Config.AcceptBatchMiddleware
 }
 
 // NewClient returns a Client on pool. It does not touch the database; the first
@@ -47,6 +50,8 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if cfg.GroupCommit {
 		c.group = newGroupCommitter(c)
 	}
+	c.acceptFn = chainAccept(cfg.AcceptMiddleware, c.accept1)
+	c.acceptBatchFn = chainAcceptBatch(cfg.AcceptBatchMiddleware, c.acceptBatch1)
 	if len(cfg.Consumers) > 0 {
 		c.declared = make(map[string]bool, len(cfg.Consumers))
 		for _, name := range cfg.Consumers {

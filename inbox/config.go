@@ -72,6 +72,14 @@ type Config struct {
 	// wait, so batches grow only while earlier ones are being committed.
 	GroupCommitMaxWait time.Duration
 
+	// AcceptMiddleware wraps every Accept and AcceptTx call (tracing,
+	// metrics); the first is the outermost. Defaults to none.
+	AcceptMiddleware []AcceptMiddleware
+
+	// AcceptBatchMiddleware wraps every AcceptBatch and AcceptBatchTx call.
+	// Defaults to none.
+	AcceptBatchMiddleware []AcceptBatchMiddleware
+
 	// GroupCommitFlushers is how many group commits may be in flight at once,
 	// each on its own pool connection. Defaults to DefaultGroupCommitFlushers
 	// (1): PostgreSQL serializes the commits of transactions that NOTIFY, so a

@@ -72,6 +72,10 @@ type job struct {
 	ctx  context.Context // base with the handler deadline, once started
 	err  error           // why the attempt failed; nil once completed
 	done bool            // settled: nothing more to record
+	// lost: another worker owns the receipt; uncertain: the commit's outcome
+	// is unknown; ran: how long the handler ran (zero if it did not).
+	lost, uncertain bool
+	ran             time.Duration
 }
 
 // run is the receipts one slot took together, through every transaction they
@@ -84,6 +88,7 @@ type run struct {
 	// state is runIdle, runInHandler or runAbandoned.
 	state   atomic.Int32
 	current atomic.Pointer[job] // the job whose handler runs now
+	pid     atomic.Uint32       // the server process of its open transaction
 	mu      sync.Mutex          // serializes settling with abandoning
 	// over is closed when every receipt of the run reached an outcome here:
 	// when the run returns, or when it is abandoned.
@@ -147,9 +152,12 @@ func (w *Worker) prepare(l *lease) *job {
 	key := handler.Key{Consumer: r.Identity.Consumer, EventType: r.EventType, SchemaVersion: r.SchemaVersion}
 	fn, ok := w.reg.Lookup(key)
 	if !ok {
-		w.fail(r, handler.Permanent(fmt.Errorf("no handler for %s: register one and requeue the receipt", key)), log)
+		w.fail(r, handler.Permanent(fmt.Errorf("no handler for %s: register one and requeue the receipt", key)), log, nil)
 		w.leases.drop(l)
 		return nil
+	}
+	for i := len(w.cfg.HandlerMiddleware) - 1; i >= 0; i-- {
+		fn = w.cfg.HandlerMiddleware[i](fn)
 	}
 	base, stop := context.WithCancelCause(w.handlerCtx)
 	// A lease lost while the receipt waited cancels its handler.
@@ -211,6 +219,7 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	}
 	// Rollback after Commit is a no-op.
 	defer tx.Rollback(context.Background())
+	defer r.pid.Store(0)
 
 	ids := make([]string, len(jobs))
 	tokens := make([]string, len(jobs))
@@ -224,12 +233,14 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	started := make(map[ID]db.ReceiptStartRow, len(rows))
 	for _, row := range rows {
 		started[row.ID] = row
+		r.pid.Store(uint32(row.BackendPid))
 	}
 	running := make([]*job, 0, len(rows))
 	for _, j := range jobs {
 		row, ok := started[j.l.r.ID]
 		if !ok {
 			j.log.Warn("pginbox worker: lease lost before the handler started; another worker owns the receipt")
+			j.lost = true
 			res.lost = append(res.lost, j)
 			continue
 		}
@@ -273,12 +284,18 @@ func (w *Worker) commit(tx pgx.Tx, jobs []*job) error {
 	err := tx.Commit(ctx)
 	switch {
 	case err == nil:
+		if w.hooks.afterCommit != nil {
+			for _, j := range jobs {
+				w.hooks.afterCommit(j.l.r.ID)
+			}
+		}
 		return nil
 	case certainlyNotCommitted(ctx, err):
 		return fmt.Errorf("committing: %w", err)
 	}
 	for _, j := range jobs {
 		j.log.Error("pginbox worker: commit outcome unknown; lease recovery will retry if it did not commit", "error", err)
+		j.uncertain = true
 	}
 	return nil
 }
@@ -311,7 +328,9 @@ func (r *run) callHandler(j *job, tx *handlerTx) error {
 	}
 	watchdog := time.AfterFunc(w.cfg.HandlerTimeout+HungHandlerGrace, func() { r.abandon(j, errHandlerHung(w.cfg.HandlerTimeout)) })
 	j.msg.Tx = tx
+	start := time.Now()
 	err := invoke(handler.ContextWithMsg(j.ctx, j.msg), j.fn, j.msg)
+	j.ran = time.Since(start)
 	watchdog.Stop()
 	if !r.state.CompareAndSwap(runInHandler, runIdle) {
 		return ErrWorkerShutdown // abandoned meanwhile: the run's receipts were settled for it
@@ -353,6 +372,15 @@ func (r *run) abandon(hung *job, cause error) {
 	}
 	hung.log.Error("pginbox worker: abandoning a handler that does not return; its slot stays out of use until it does",
 		"error", cause, "slots_abandoned", w.abandonedSlots.Load(), "concurrency", w.cfg.Concurrency)
+	// Its transaction holds the run's receipts: end it, so recording their
+	// outcomes does not wait for the session's idle timeout.
+	if pid := r.pid.Load(); pid != 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
+		if _, err := db.New(w.pool).BackendTerminate(ctx, int32(pid)); err != nil {
+			hung.log.Warn("pginbox worker: ending the abandoned handler's session failed; its receipts wait for the session's idle timeout", "error", err)
+		}
+		cancel()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, j := range r.jobs {
@@ -361,7 +389,10 @@ func (r *run) abandon(hung *job, cause error) {
 		}
 		j.done = true
 		if j == hung {
-			w.fail(j.l.r, cause, j.log)
+			e := receiptEvent(EventAbandoned, j.l.r)
+			e.Err = cause
+			w.events.publish(e)
+			w.fail(j.l.r, cause, j.log, j)
 		} else {
 			w.release(j.l.r, j.log)
 		}
@@ -386,6 +417,14 @@ func (r *run) settle(j *job) {
 	w := r.w
 	defer w.leases.drop(j.l)
 	if j.err == nil {
+		switch {
+		case j.lost:
+			w.events.publish(receiptEvent(EventLeaseLost, j.l.r))
+		case !j.uncertain:
+			e := receiptEvent(EventCompleted, j.l.r)
+			e.Duration, e.Metadata = j.ran, j.msg.Metadata
+			w.events.publish(e)
+		}
 		return
 	}
 	switch cause := context.Cause(j.ctx); {
@@ -401,21 +440,8 @@ func (r *run) settle(j *job) {
 			// statement timeout, a cancelled query): record the cause with it.
 			herr = fmt.Errorf("%w: %w", ErrHandlerTimeout, herr)
 		}
-		w.fail(j.l.r, herr, j.log)
+		w.fail(j.l.r, herr, j.log, j)
 	}
-}
-
-// release hands j's receipt back without spending its attempt.
-func (r *run) release(j *job, why string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if j.done || r.state.Load() == runAbandoned {
-		return
-	}
-	j.done = true
-	j.log.Warn("pginbox worker: releasing the receipt to run again: " + why)
-	r.w.release(j.l.r, j.log)
-	r.w.leases.drop(j.l)
 }
 
 // invoke calls the handler, turning a panic into an error.
@@ -428,8 +454,9 @@ func invoke(ctx context.Context, fn handler.Func, msg *handler.Msg) (err error) 
 	return fn(ctx, msg)
 }
 
-// fail records a failed attempt, fenced by the claim token.
-func (w *Worker) fail(r claimed, cause error, log *slog.Logger) {
+// fail records a failed attempt, fenced by the claim token. ran is the job
+// whose handler ran, or nil.
+func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 	dead := handler.IsPermanent(cause)
 	var delay time.Duration
 	if !dead {
@@ -444,12 +471,28 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger) {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		log.Warn("pginbox worker: lease lost before the failure was recorded", "error", cause)
+		w.events.publish(receiptEvent(EventLeaseLost, r))
+		return
 	case err != nil:
 		log.Error("pginbox worker: recording a failure failed; lease recovery will retry", "error", err, "handler_error", cause)
+		return
 	case row.Status == string(StatusDead):
 		log.Error("pginbox worker: receipt is DEAD", "error", cause)
 	default:
 		log.Warn("pginbox worker: handler failed, will retry", "error", cause, "available_at", row.AvailableAt)
+	}
+	if w.events.active() {
+		e := receiptEvent(EventFailed, r)
+		if row.Status == string(StatusDead) {
+			e.Kind = EventDead
+		} else {
+			e.RetryAt = row.AvailableAt
+		}
+		e.Err = cause
+		if ran != nil {
+			e.Duration, e.Metadata = ran.ran, ran.msg.Metadata
+		}
+		w.events.publish(e)
 	}
 }
 
@@ -457,8 +500,12 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger) {
 func (w *Worker) release(r claimed, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
-	if _, err := db.New(w.pool).ReceiptRelease(ctx, db.ReceiptReleaseParams{ID: r.ID, ClaimToken: r.Token}); err != nil {
+	n, err := db.New(w.pool).ReceiptRelease(ctx, db.ReceiptReleaseParams{ID: r.ID, ClaimToken: r.Token})
+	switch {
+	case err != nil:
 		log.Error("pginbox worker: releasing a claim failed; it stays claimed until its lease expires", "error", err)
+	case n == 1:
+		w.events.publish(receiptEvent(EventReleased, r))
 	}
 }
 

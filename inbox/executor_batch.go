@@ -57,6 +57,7 @@ func (w *Worker) runSavepoints(r *run, jobs []*job) {
 		return
 	}
 	defer tx.Rollback(context.Background())
+	defer r.pid.Store(0)
 
 	var ok, failed, again []*job
 	for i, j := range jobs {
@@ -124,8 +125,10 @@ func (w *Worker) runInSavepoint(r *run, tx pgx.Tx, sctx context.Context, j *job)
 	case len(rows) == 0:
 		sp.Rollback(sctx)
 		j.log.Warn("pginbox worker: lease lost before the handler started; another worker owns the receipt")
+		j.lost = true
 		return savepointLost
 	default:
+		r.pid.Store(uint32(rows[0].BackendPid))
 		if j.err = j.load(rows[0]); j.err == nil {
 			j.err = r.callHandler(j, &handlerTx{Tx: sp})
 		}

@@ -9,3 +9,7 @@ func SetTestHooks(w *Worker, afterClaim func(claimed int), beforeCommit func(id 
 // StallHeartbeat makes w stop extending its leases, as a worker stalled by a
 // long pause or a partition would.
 func StallHeartbeat(w *Worker) { w.hooks.noHeartbeat = true }
+
+// SetAfterCommitHook installs a crash-test hook that runs after a handler
+// transaction committed.
+func SetAfterCommitHook(w *Worker, afterCommit func(id ID)) { w.hooks.afterCommit = afterCommit }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,7 @@ import (
 )
 
 // poisonPayload is short as text, but PostgreSQL's numeric prints each
-// 1e131071 as 131,072 digits: as jsonb it renders to more than 1 GB.
+// 1e131071 as 131,072 digits: as jsonb it would render to more than 1 GB.
 func poisonPayload() string {
 	return "[" + strings.Repeat("1e131071,", 8200) + "1e131071]"
 }
@@ -87,41 +88,48 @@ func TestHandlerGetsCanonicalPayload(t *testing.T) {
 	}
 }
 
-// Defence in depth: claims never load payloads, the handler's transaction
-// does. A receipt whose payload the server cannot produce (here a database
-// that still stores jsonb, holding the poison payload written before the
-// accept limits counted plain decimal length) fails its own attempt, bounded
-// by the handler's timeout, and the consumer's later receipts complete.
-func TestUnloadableReceiptDoesNotBlockItsConsumer(t *testing.T) {
+// Defence in depth: claims never load payloads; the handler's transaction
+// does (ReceiptStart). A receipt that cannot be started (here a trigger makes
+// its start fail, as a payload the server cannot produce would) fails its own
+// attempt, alone, also inside a batch, and the consumer's other receipts
+// complete.
+func TestUnstartableReceiptDoesNotBlockItsConsumer(t *testing.T) {
 	t.Parallel()
-	is := is.New(t)
-	ctx := context.Background()
-	pool, _ := newPool(t)
-	_, err := pool.Exec(ctx, "ALTER TABLE pginbox_receipts ALTER COLUMN payload TYPE jsonb USING payload::jsonb")
-	is.NoErr(err)
-	_, err = pool.Exec(ctx, `INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, fingerprint, payload, available_at, max_attempts)
-		VALUES (gen_random_uuid(), 'tenant', 'tenant-a', 'orders-service', 'orders.projection.v1', 'poison', 'order.created', 1, $1, $2::jsonb, now() - interval '1 hour', 1)`,
-		make([]byte, 32), poisonPayload())
-	is.NoErr(err)
-	c := newClient(t, pool, inbox.Config{})
-	acceptAll(t, c,
-		orderMsg("ok-1", map[string]string{"orderId": "o-1"}),
-		orderMsg("ok-2", map[string]string{"orderId": "o-2"}))
+	for _, perTx := range []int{1, 5} {
+		t.Run(fmt.Sprintf("MessagesPerTx=%d", perTx), func(t *testing.T) {
+			t.Parallel()
+			is := is.New(t)
+			ctx := context.Background()
+			pool, _ := newPool(t)
+			_, err := pool.Exec(ctx, `
+				CREATE FUNCTION refuse_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+				BEGIN
+					RAISE EXCEPTION 'cannot produce the payload of %', NEW.message_id;
+				END $$;
+				CREATE TRIGGER refuse_poison BEFORE UPDATE ON pginbox_receipts FOR EACH ROW
+					WHEN (NEW.message_id = 'poison' AND NEW.status = 'COMPLETED') EXECUTE FUNCTION refuse_poison()`)
+			is.NoErr(err)
+			c := newClient(t, pool, inbox.Config{MaxAttempts: 1})
+			acceptAll(t, c,
+				orderMsg("poison", map[string]string{"orderId": "o-0"}), // the oldest: every claim takes it first
+				orderMsg("ok-1", map[string]string{"orderId": "o-1"}),
+				orderMsg("ok-2", map[string]string{"orderId": "o-2"}))
 
-	var handled sync.Map
-	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
-		handled.Store(m.MessageID, true)
-		return nil
-	}), inbox.WorkerConfig{Concurrency: 2, HandlerTimeout: 2 * time.Second})
-	_, err = w.Drain(ctx)
-	is.NoErr(err)
-	for _, id := range []string{"ok-1", "ok-2"} {
-		_, ok := handled.Load(id)
-		is.True(ok)
+			var handled sync.Map
+			w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+				handled.Store(m.MessageID, true)
+				return nil
+			}), inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: perTx, PollInterval: 50 * time.Millisecond})
+			startWorker(t, w)
+			eventually(t, 10*time.Second, "every receipt settled", func() bool {
+				return countRows(t, pool, "status IN ('COMPLETED', 'DEAD')") == 3
+			})
+			_, poisonRan := handled.Load("poison")
+			is.True(!poisonRan)
+			is.Equal(countRows(t, pool, "status = 'COMPLETED'"), 2)
+			var lastError string
+			is.NoErr(pool.QueryRow(ctx, "SELECT last_error FROM pginbox_receipts WHERE message_id = 'poison' AND status = 'DEAD'").Scan(&lastError))
+			is.True(strings.Contains(lastError, "cannot produce the payload of poison"))
+		})
 	}
-	var status, lastError string
-	is.NoErr(pool.QueryRow(ctx, "SELECT status, last_error FROM pginbox_receipts WHERE message_id = 'poison'").Scan(&status, &lastError))
-	is.Equal(status, "DEAD")
-	is.True(strings.Contains(lastError, "loading its payload"))
-	is.Equal(countRows(t, pool, "status = 'COMPLETED'"), 2)
 }

@@ -37,6 +37,7 @@ func (w *Worker) RecoverExpired(ctx context.Context) (int, error) {
 		}
 		for _, r := range rows {
 			w.log.Warn("pginbox worker: recovered an expired lease", "receipt_id", r.ID, "consumer", r.Consumer, "status", r.Status)
+			w.events.publish(Event{Kind: EventRecovered, ReceiptID: r.ID, Consumer: r.Consumer})
 		}
 		total += len(rows)
 		if len(rows) > 0 {

@@ -47,6 +47,7 @@ type Worker struct {
 	abandonedSlots atomic.Int64
 	active         activeRuns
 	beginQuery     string
+	events         eventHub
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).
@@ -74,6 +75,7 @@ type runState struct {
 type testHooks struct {
 	afterClaim   func(claimed int)
 	beforeCommit func(id ID)
+	afterCommit  func(id ID)
 	noHeartbeat  bool // a worker stalled by a pause or a partition
 }
 
@@ -238,9 +240,13 @@ func (w *Worker) Stop(ctx context.Context) error {
 		w.releaseQueued()
 		close(abandoned)
 	}()
+	// Recording their attempts is quick once their sessions are ended: wait
+	// for it a moment even past ctx, for the same reason as above.
+	settled := time.NewTimer(stopReleaseWait)
+	defer settled.Stop()
 	select {
 	case <-abandoned:
-	case <-ctx.Done():
+	case <-settled.C:
 	}
 	err := fmt.Errorf("pginbox: worker stop: %d handler slots did not return after cancellation; their receipts were recorded as failed attempts", w.abandonedSlots.Load())
 	if ctx.Err() != nil {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/pginbox/pginbox/handler"
 )
 
 // Defaults for WorkerConfig fields left at their zero value.
@@ -104,6 +106,10 @@ type WorkerConfig struct {
 	// ShutdownGrace is how long Stop lets running handlers finish before
 	// cancelling them. Defaults to DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+
+	// HandlerMiddleware wraps every handler call, inside the message's
+	// transaction; the first is the outermost. Defaults to none.
+	HandlerMiddleware []handler.Middleware
 
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger

@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +33,8 @@ const (
 	envChildDSN   = "PGINBOX_CHILD_DSN"
 	envChildMode  = "PGINBOX_CHILD_MODE"
 	envChildRound = "PGINBOX_CHILD_ROUND"
+	envChildPoint = "PGINBOX_CHILD_POINT"  // crash loop: where the child stops
+	envChildPerTx = "PGINBOX_CHILD_PER_TX" // crash loop: MessagesPerTx
 	childMarker   = "pginbox-child: "
 
 	// childLease is short so the parent recovers a killed child's claims quickly.
@@ -58,6 +62,8 @@ func TestCrashChild(t *testing.T) {
 		childCrashingWorker(t, pool, mode)
 	case "sigterm":
 		childSignalledWorker(t, pool)
+	case "loop":
+		childCrashLoopWorker(t, pool)
 	default:
 		t.Fatalf("unknown child mode %q", mode)
 	}
@@ -132,10 +138,11 @@ type child struct {
 	waitErr error
 }
 
-func startChild(t *testing.T, dsn, mode string, round int) *child {
+func startChild(t *testing.T, dsn, mode string, round int, env ...string) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.timeout=2m")
 	cmd.Env = append(os.Environ(), envChildDSN+"="+dsn, envChildMode+"="+mode, fmt.Sprintf("%s=%d", envChildRound, round))
+	cmd.Env = append(cmd.Env, env...)
 	out := &childOutput{markers: make(chan string, 4096)}
 	cmd.Stdout, cmd.Stderr = out, out
 	if _, err := cmd.StdinPipe(); err != nil { // closed by Wait; EOF tells an orphan to exit
@@ -367,4 +374,135 @@ func TestSIGTERMDrainsGracefully(t *testing.T) {
 	is.Equal(effectCount(t, pool, "true"), len(started))
 	t.Logf("%d of %d handled before the child exited, %d claims released unstarted",
 		len(started), backlog, countRows(t, pool, "status = 'PENDING' AND version > 1"))
+}
+
+// Kill points of the crash loop, in the order a message passes them.
+var crashPoints = []string{"write", "written", "commit", "committing", "committed"}
+
+// childCrashLoopWorker runs a started worker (batching when told to) that
+// reports the first time a message reaches the crash point and, except for
+// "committing", waits there to be killed.
+func childCrashLoopWorker(t *testing.T, pool *pgxpool.Pool) {
+	point := os.Getenv(envChildPoint)
+	perTx, err := strconv.Atoi(os.Getenv(envChildPerTx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var armed atomic.Bool
+	armed.Store(true)
+	first := func() bool { return armed.CompareAndSwap(true, false) }
+	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		switch {
+		case point == "write" && first():
+			mark("writing %s", m.MessageID)
+			// The kill lands while the server executes the business write.
+			_, err := m.Tx.Exec(ctx, "INSERT INTO effects SELECT $1, $2, 'child', $3 FROM pg_sleep(1)", m.MessageID, m.ReceiptID, m.Attempt)
+			return err
+		case point == "written":
+			if err := writeEffect(ctx, m, "child"); err != nil {
+				return err
+			}
+			if first() {
+				mark("written %s", m.MessageID)
+				blockUntilKilled()
+			}
+			return nil
+		}
+		return writeEffect(ctx, m, "child")
+	}), inbox.WorkerConfig{Concurrency: 2, MessagesPerTx: perTx, Lease: childLease, PollInterval: 20 * time.Millisecond})
+	switch point {
+	case "commit":
+		inbox.SetTestHooks(w, nil, func(id inbox.ID) {
+			if first() {
+				mark("committing %s", id)
+				blockUntilKilled()
+			}
+		})
+	case "committing":
+		// The parent kills on this line while the COMMIT is on its way.
+		inbox.SetTestHooks(w, nil, func(id inbox.ID) {
+			if first() {
+				mark("committing %s", id)
+			}
+		})
+	case "committed":
+		inbox.SetAfterCommitHook(w, func(id inbox.ID) {
+			if first() {
+				mark("committed %s", id)
+				blockUntilKilled()
+			}
+		})
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	blockUntilKilled()
+}
+
+// crashLoopRounds is how many kills each point gets: PGINBOX_CRASH_ROUNDS, or
+// 1 so make check stays quick. `PGINBOX_CRASH_ROUNDS=20 go test -run
+// TestCrashLoop -v ./inbox` is the long run.
+func crashLoopRounds(t *testing.T) int {
+	if v := os.Getenv("PGINBOX_CRASH_ROUNDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("PGINBOX_CRASH_ROUNDS=%q: want a positive number", v)
+		}
+		return n
+	}
+	return 1
+}
+
+// TestCrashLoop SIGKILLs a real worker process at every point a message passes
+// (during the business write, after it, before COMMIT, during COMMIT, after
+// COMMIT), one message per transaction and batched, round after round; after
+// each kill a fresh worker recovers and drains, and the database must hold
+// every receipt COMPLETED with exactly one business effect.
+func TestCrashLoop(t *testing.T) {
+	t.Parallel()
+	rounds := crashLoopRounds(t)
+	for _, perTx := range []int{1, 5} {
+		for _, point := range crashPoints {
+			t.Run(fmt.Sprintf("%s/MessagesPerTx=%d", point, perTx), func(t *testing.T) {
+				ctx := context.Background()
+				pool, dsn := newPool(t)
+				setupEffects(t, pool)
+				c := newClient(t, pool, inbox.Config{})
+				w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+					return writeEffect(ctx, m, "parent")
+				}), inbox.WorkerConfig{Lease: childLease})
+				accepted := 0
+				for round := range rounds {
+					for i := range 8 {
+						id := fmt.Sprintf("r%d-m%d", round, i)
+						acceptAll(t, c, orderMsg(id, map[string]string{"orderId": id}))
+						accepted++
+					}
+					ch := startLoopChild(t, dsn, point, perTx)
+					m := ch.marker(t)
+					if !strings.HasPrefix(m, map[string]string{"write": "writing ", "written": "written ", "commit": "committing ",
+						"committing": "committing ", "committed": "committed "}[point]) {
+						t.Fatalf("unexpected marker %q", m)
+					}
+					ch.kill(t)
+					recoverAll(t, pool, w)
+					if _, err := w.Drain(ctx); err != nil {
+						t.Fatal(err)
+					}
+					requireOneEffectPerReceipt(t, pool, accepted)
+					if t.Failed() {
+						t.FailNow()
+					}
+				}
+				lost := countRows(t, pool, "status <> 'COMPLETED'")
+				doubled := effectCount(t, pool, "message_id IN (SELECT message_id FROM effects GROUP BY message_id HAVING count(*) > 1)")
+				t.Logf("crash loop %s MessagesPerTx=%d: kills=%d receipts=%d lost=%d doubled=%d", point, perTx, rounds, accepted, lost, doubled)
+			})
+		}
+	}
+}
+
+func startLoopChild(t *testing.T, dsn, point string, perTx int) *child {
+	t.Helper()
+	return startChild(t, dsn, "loop", 0, envChildPoint+"="+point, envChildPerTx+"="+strconv.Itoa(perTx))
 }

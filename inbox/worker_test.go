@@ -81,14 +81,15 @@ type receiptState struct {
 	LastError   *string
 	AvailableAt time.Time
 	Now         time.Time
+	Version     int64
 }
 
 func stateOf(t testing.TB, pool *pgxpool.Pool, id inbox.ID) receiptState {
 	t.Helper()
 	var s receiptState
 	err := pool.QueryRow(context.Background(),
-		"SELECT status, attempts, last_error, available_at, now() FROM pginbox_receipts WHERE id = $1", id).
-		Scan(&s.Status, &s.Attempts, &s.LastError, &s.AvailableAt, &s.Now)
+		"SELECT status, attempts, last_error, available_at, now(), version FROM pginbox_receipts WHERE id = $1", id).
+		Scan(&s.Status, &s.Attempts, &s.LastError, &s.AvailableAt, &s.Now, &s.Version)
 	if err != nil {
 		t.Fatal(err)
 	}

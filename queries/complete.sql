@@ -5,7 +5,8 @@
 -- transaction ends; the handlers then run in it, and their writes commit
 -- together with the completions or roll back with them. A receipt missing
 -- from the result was lost (recovered or re-claimed elsewhere): its handler
--- must not run. The set-returning functions in one select list advance in
+-- must not run. backend_pid is the server process running the transaction
+-- (also behind a pooler), for ending it if its handler hangs. The set-returning functions in one select list advance in
 -- lockstep, zipping the arrays; IDs travel as text for the simple protocol.
 UPDATE pginbox_receipts r
 SET status = 'COMPLETED',
@@ -21,4 +22,4 @@ FROM (
 ) AS held
 -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
 WHERE r.id = held.id AND r.claim_token = held.token
-RETURNING r.id, r.payload, r.metadata;
+RETURNING r.id, r.payload, r.metadata, pg_backend_pid() AS backend_pid;

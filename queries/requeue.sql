@@ -1,5 +1,7 @@
 -- name: ReceiptRequeue :one
--- Gives a DEAD or RETRYABLE receipt a fresh retry budget, due now. The caller has
+-- Gives a DEAD or RETRYABLE receipt, or a PROCESSING one whose lease expired
+-- (its worker is gone), a fresh retry budget, due now. Dropping the claim
+-- token fences the old worker out. The caller has
 -- locked the row (ReceiptGetForUpdate) and checked it; the version and status
 -- guards stay as a fence. The notify wakes listening workers at commit, like
 -- accept's. last_error is kept until the next attempt, for the record.
@@ -13,5 +15,6 @@ SET status = 'PENDING',
     version = version + 1
 WHERE id = @id
   AND version = @expected_version
-  AND status IN ('DEAD', 'RETRYABLE')
+  AND (status IN ('DEAD', 'RETRYABLE')
+       OR (status = 'PROCESSING' AND lease_expires_at < now()))
 RETURNING version, (pg_notify('pginbox_receipt', consumer) IS NOT NULL)::boolean AS notified;

@@ -6,12 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +25,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/schema"
 )
 
 // TestBinary runs the inbox binary the way a user does: built once, run as a
@@ -106,7 +110,7 @@ func testBinaryMigrate(t *testing.T, bin string) {
 	runBin(t, bin, env, "migrate", "status").expect(t, exitOK,
 		[]string{"1        pending  00001_receipts_v1.sql", "2        pending  00002_receipts_v2.sql", "run `inbox migrate up`"}, nil)
 	runBin(t, bin, env, "migrate", "up").expect(t, exitOK,
-		[]string{"applied 00001_receipts_v1.sql\napplied 00002_receipts_v2.sql\n", "schema at version 2: up to date"}, nil)
+		[]string{"applied 00001_receipts_v1.sql\napplied 00002_receipts_v2.sql\n", fmt.Sprintf("schema at version %d: up to date", schema.Version)}, nil)
 	runBin(t, bin, env, "migrate", "up").expect(t, exitOK, []string{"nothing to do"}, nil)
 	runBin(t, bin, env, "stats").expect(t, exitOK, []string{"no receipts"}, nil)
 
@@ -116,18 +120,19 @@ func testBinaryMigrate(t *testing.T, bin string) {
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 		t.Fatalf("migrate status --json: %v\n%s", err, r.stdout)
 	}
-	if st.Current != 2 || len(st.Migrations) != 2 || !st.Migrations[1].Applied {
+	if st.Current != schema.Version || len(st.Migrations) != int(schema.Version) || !st.Migrations[len(st.Migrations)-1].Applied {
 		t.Errorf("migrate status --json: %+v", st)
 	}
 
+	last, prev := lastMigration(t), schema.Version-1
 	runBin(t, bin, env, "migrate", "down").expect(t, exitOK,
-		[]string{"rolled back 00002_receipts_v2.sql", "schema at version 1; this build needs 2"}, nil)
-	runBin(t, bin, env, "stats").expect(t, exitNotMigrated, nil, []string{"expected version 2, found 1"})
-	runBin(t, bin, env, "migrate", "up", "--to", "2").expect(t, exitOK, []string{"applied 00002_receipts_v2.sql"}, nil)
+		[]string{"rolled back " + last, fmt.Sprintf("schema at version %d; this build needs %d", prev, schema.Version)}, nil)
+	runBin(t, bin, env, "stats").expect(t, exitNotMigrated, nil, []string{fmt.Sprintf("expected version %d, found %d", schema.Version, prev)})
+	runBin(t, bin, env, "migrate", "up", "--to", fmt.Sprint(schema.Version)).expect(t, exitOK, []string{"applied " + last}, nil)
 
 	// Version 0 drops every table: refused without --yes, saying what it drops.
 	runBin(t, bin, env, "migrate", "down", "--to", "0").expect(t, exitUsage, nil,
-		[]string{"refusing to roll back from version 2 to 0 without --yes: it drops pginbox_receipts (0 rows) and pginbox_audit (0 rows)"})
+		[]string{fmt.Sprintf("refusing to roll back from version %d to 0 without --yes: it drops pginbox_receipts (0 rows)", schema.Version), "pginbox_audit (0 rows)"})
 	runBin(t, bin, env, "stats").expect(t, exitOK, []string{"no receipts"}, nil)
 	runBin(t, bin, env, "migrate", "down", "--to", "0", "--yes").expect(t, exitOK,
 		[]string{"rolled back 00002_receipts_v2.sql\nrolled back 00001_receipts_v1.sql\n", "schema at version 0"}, nil)
@@ -144,7 +149,7 @@ func testBinaryVersion(t *testing.T, bin string) {
 		t.Fatalf("go version -m names no pginbox module:\n%s", out)
 	}
 	runBin(t, bin, cleanEnv(), "version").expect(t, exitOK,
-		[]string{"pginbox " + string(m[1]) + "\n", "schema version 2 (goose table pginbox_schema_version)\n"}, nil)
+		[]string{"pginbox " + string(m[1]) + "\n", fmt.Sprintf("schema version %d (goose table pginbox_schema_version)\n", schema.Version)}, nil)
 }
 
 // testBinaryRequeueWithoutUser: cron and containers often have no $USER; a
@@ -319,11 +324,22 @@ func testBinaryDemoDatabaseURL(t *testing.T, bin string) {
 	runBin(t, bin, env, "demo").expect(t, exitNotMigrated, nil,
 		[]string{"schema not migrated", "run `inbox migrate up`", "inbox demo --migrate"})
 	r := runBin(t, bin, env, "demo", "--migrate")
-	r.expect(t, exitOK, append([]string{"Schema migrated to version 2"}, demoSummary[4:]...),
+	r.expect(t, exitOK, append([]string{fmt.Sprintf("Schema migrated to version %d", schema.Version)}, demoSummary[4:]...),
 		nil)
 	if !strings.Contains(r.stdout, "left in your database: table pginbox_demo_orders") {
 		t.Errorf("the demo does not say what it left behind:\n%s", r.stdout)
 	}
 	// A second run on the same database works too (its own tenant).
 	runBin(t, bin, env, "demo").expect(t, exitOK, demoSummary[4:], nil)
+}
+
+// lastMigration is the file name of the newest embedded migration.
+func lastMigration(t testing.TB) string {
+	t.Helper()
+	files, err := fs.Glob(schema.FS(), "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("embedded migrations: %v %v", files, err)
+	}
+	slices.Sort(files)
+	return files[len(files)-1]
 }

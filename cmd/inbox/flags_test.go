@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/pginbox/pginbox/schema"
 )
 
 // TestBadFlagValues: every flag rejects a bad value before anything connects,
@@ -45,9 +48,9 @@ func TestBadFlagValues(t *testing.T) {
 		{[]string{"requeue", id, "--version", "x", "--reason", "r"}, `--version "x": want a receipt version, at least 1`},
 		{[]string{"requeue", id, "--version", "0", "--reason", "r"}, `--version "0": want a receipt version, at least 1`},
 		{[]string{"replay", id, "--version", "9223372036854775808", "--reason", "r"}, `--version "9223372036854775808": want a receipt version, at least 1`},
-		{[]string{"migrate", "down", "--to", "-1"}, `--to "-1": want a migration version from 0 to 2`},
-		{[]string{"migrate", "up", "--to", "3"}, `--to "3": want a migration version from 0 to 2`},
-		{[]string{"migrate", "up", "--to", "0"}, "--to 0 applies to down only: up takes 1 to 2"},
+		{[]string{"migrate", "down", "--to", "-1"}, fmt.Sprintf(`--to "-1": want a migration version from 0 to %d`, schema.Version)},
+		{[]string{"migrate", "up", "--to", fmt.Sprint(schema.Version + 1)}, fmt.Sprintf(`--to "%d": want a migration version from 0 to %d`, schema.Version+1, schema.Version)},
+		{[]string{"migrate", "up", "--to", "0"}, fmt.Sprintf("--to 0 applies to down only: up takes 1 to %d", schema.Version)},
 		{[]string{"migrate", "status", "--to", "1"}, "--to applies to up and down only"},
 		// Everything else.
 		{[]string{"list", "--status", "DEAD,FOO"}, `--status "DEAD,FOO": want statuses separated by commas: PENDING, PROCESSING, RETRYABLE, COMPLETED, DEAD`},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -18,7 +19,7 @@ func TestVersionCommand(t *testing.T) {
 	code, stdout, stderr := runIn(t, nil, "version")
 	is.Equal(code, exitOK)
 	is.Equal(stderr, "")
-	is.Equal(stdout, "pginbox (devel)\nschema version 2 (goose table pginbox_schema_version)\n"+runtime.Version()+"\n") // a test binary is a local build
+	is.Equal(stdout, fmt.Sprintf("pginbox (devel)\nschema version %d (goose table pginbox_schema_version)\n", schema.Version)+runtime.Version()+"\n") // a test binary is a local build
 
 	code, stdout, _ = runIn(t, nil, "--version", "--json")
 	is.Equal(code, exitOK)
