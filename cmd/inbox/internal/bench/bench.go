@@ -36,12 +36,14 @@ const (
 	ScenarioDrain          = "drain" // one result per DrainConcurrency, named drain-c<N>
 	ScenarioDrainBatched   = "drain-batched"
 	ScenarioRetained1M     = "retained-1m"
+	ScenarioRelay          = "relay"
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.
 var Scenarios = []string{
 	ScenarioAcceptFresh, ScenarioAcceptRetained, ScenarioAcceptDup90,
 	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M,
+	ScenarioRelay,
 }
 
 // Options configures a run. Zero fields take the defaults noted.
@@ -74,6 +76,9 @@ type Options struct {
 
 	RetainedRows int // COMPLETED receipts in retained-1m; default 1,000,000
 
+	RelayEvents int // outbox events per relay phase; default Calls
+	Relays      int // relays publishing at once; default 2
+
 	// Progress receives a progress indicator while the run goes on. TTY
 	// rewrites one line in place; otherwise one line per phase. Nil: none.
 	Progress io.Writer
@@ -96,6 +101,8 @@ func (o Options) withDefaults() Options {
 	def(&o.Batches, 200)
 	def(&o.DrainMessages, o.Calls)
 	def(&o.RetainedRows, 1_000_000)
+	def(&o.RelayEvents, o.Calls)
+	def(&o.Relays, 2)
 	if o.DrainBatch <= 0 {
 		o.DrainBatch = 10
 	}
@@ -266,6 +273,8 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 		return []*Result{s.drain(ctx, 4, s.o.DrainBatch)}
 	case ScenarioRetained1M:
 		return []*Result{s.retained1M(ctx)}
+	case ScenarioRelay:
+		return []*Result{s.relay(ctx)}
 	}
 	return nil
 }

@@ -50,6 +50,8 @@ func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&drainConcur, "drain-concurrency", "4,16", "comma-separated worker concurrencies for drain")
 	fs.IntVar(&o.DrainBatch, "drain-batch", 10, "messages per handler transaction in drain-batched (worker concurrency 4)")
 	fs.IntVar(&o.RetainedRows, "retained-rows", 1_000_000, "COMPLETED receipts in retained-1m")
+	fs.IntVar(&o.RelayEvents, "relay-events", 0, "outbox events per relay phase (default --calls)")
+	fs.IntVar(&o.Relays, "relays", 2, "relays publishing at once in relay")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: inbox bench [flags]\n\n"+
 			"Measures pginbox against the raw SQL ceiling (the same statements from a plain pgx loop)\n"+
