@@ -446,22 +446,13 @@ func identityProblem(s string) string {
 
 // link checks uniqueness across declarations and builds the consumer side.
 func link(events []*event, errs *Errors) ([]*event, []*consumer) {
-	sort.SliceStable(events, func(i, j int) bool {
-		if events[i].Type != events[j].Type {
-			return events[i].Type < events[j].Type
-		}
-		return events[i].Version < events[j].Version
-	})
-	type tv struct {
-		t string
-		v int
-	}
-	declared := map[tv]*event{}
+	sortByTypeVersion(events, (*event).key)
+	declared := map[typeVersion]*event{}
 	byName := map[string]*consumer{}
 	byIdent := map[string]*consumer{}
 	var kept []*event
 	for _, ev := range events {
-		k := tv{ev.Type, ev.Version}
+		k := ev.key()
 		if first, dup := declared[k]; dup {
 			errs.add(ev.pos, "%s v%d is already declared by %s at %s: each type and version is one Go type", ev.Type, ev.Version, first.GoType, first.pos)
 			continue

@@ -1,9 +1,10 @@
 package gen
 
 import (
+	"cmp"
 	"go/ast"
 	"go/token"
-	"sort"
+	"slices"
 )
 
 // parseEmit checks one //outbox:event directive. It reports every problem it
@@ -33,20 +34,11 @@ func parseEmit(fset *token.FileSet, ts *ast.TypeSpec, c *ast.Comment, errs *Erro
 // linkEmits sorts the outbox events and rejects a type and version declared
 // by two Go types.
 func linkEmits(emits []*outEvent, errs *Errors) []*outEvent {
-	sort.SliceStable(emits, func(i, j int) bool {
-		if emits[i].Type != emits[j].Type {
-			return emits[i].Type < emits[j].Type
-		}
-		return emits[i].Version < emits[j].Version
-	})
-	type tv struct {
-		t string
-		v int
-	}
-	declared := map[tv]*outEvent{}
+	sortByTypeVersion(emits, (*outEvent).key)
+	declared := map[typeVersion]*outEvent{}
 	var kept []*outEvent
 	for _, em := range emits {
-		k := tv{em.Type, em.Version}
+		k := em.key()
 		if first, dup := declared[k]; dup {
 			errs.add(em.pos, "%s v%d is already emitted by %s at %s: each type and version is one Go type", em.Type, em.Version, first.GoType, first.pos)
 			continue
@@ -55,4 +47,21 @@ func linkEmits(emits []*outEvent, errs *Errors) []*outEvent {
 		kept = append(kept, em)
 	}
 	return kept
+}
+
+// typeVersion identifies an event version among the declarations.
+type typeVersion struct {
+	t string
+	v int
+}
+
+func (e *event) key() typeVersion    { return typeVersion{e.Type, e.Version} }
+func (e *outEvent) key() typeVersion { return typeVersion{e.Type, e.Version} }
+
+// sortByTypeVersion orders declarations by event type, then version.
+func sortByTypeVersion[T any](xs []T, key func(T) typeVersion) {
+	slices.SortStableFunc(xs, func(a, b T) int {
+		ka, kb := key(a), key(b)
+		return cmp.Or(cmp.Compare(ka.t, kb.t), cmp.Compare(ka.v, kb.v))
+	})
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/internal/errtext"
 )
 
 // asyncCommit runs claims without waiting for their WAL flush. Losing one in
@@ -28,8 +28,6 @@ var asyncCommit = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit
 // to lease expiry and a second publish.
 const bookkeepingTimeout = 30 * time.Second
 
-// maxLastErrorLength bounds the error text stored with a failed event.
-const maxLastErrorLength = 4000
 
 // batchLoop publishes batches until ctx ends: again at once after a batch
 // that claimed anything (the batch's own later events of a key may be due
@@ -242,7 +240,7 @@ func (r *Relay) settle(jobs []*job) (int, error) {
 		case jobFailed:
 			failed.Ids = append(failed.Ids, j.msg.ID.UUIDString())
 			failed.Tokens = append(failed.Tokens, j.token.UUIDString())
-			failed.Errors = append(failed.Errors, errorText(j.err))
+			failed.Errors = append(failed.Errors, errtext.Storable(j.err))
 			dead := handler.IsPermanent(j.err)
 			var delay time.Duration
 			if !dead && j.msg.Attempt < r.cfg.MaxAttempts {
@@ -318,15 +316,4 @@ func (r *Relay) logFailures(jobs []*job, rows []db.OutboxFailRow) {
 		r.log.Warn("pginbox relay: publish failed, will retry", "events", retrying, "first_event_id", first.msg.ID,
 			"destination", first.msg.Destination, "error", first.err, "available_at", next)
 	}
-}
-
-// errorText makes an error storable in a text column: valid UTF-8, no NUL,
-// bounded length.
-func errorText(err error) string {
-	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", `\x00`)
-	if len(s) > maxLastErrorLength {
-		s = strings.ToValidUTF8(s[:maxLastErrorLength], "") + "…"
-	}
-	return s
 }

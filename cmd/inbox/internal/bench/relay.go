@@ -133,7 +133,7 @@ func (s *suite) pginboxRelay(ctx context.Context, label string, n, relays int) (
 		return sample{}, err
 	}
 	defer client.Close()
-	var rs []*outbox.Relay
+	var drains []func(context.Context) (int, error)
 	for range relays {
 		pool, err := newPool(ctx, s.base, 2)
 		if err != nil {
@@ -145,38 +145,9 @@ func (s *suite) pginboxRelay(ctx context.Context, label string, n, relays int) (
 		if err != nil {
 			return sample{}, err
 		}
-		rs = append(rs, r)
+		drains = append(drains, r.Drain)
 	}
-	var published atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, relays)
-	stop := s.prog.phase(label, n, func() int { return int(published.Load()) })
-	start := time.Now()
-	for i, r := range rs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil && int(published.Load()) < n {
-				k, err := r.Drain(ctx)
-				published.Add(int64(k))
-				if err != nil {
-					errs[i] = err
-					return
-				}
-				if k == 0 { // the other relays hold the rest
-					time.Sleep(time.Millisecond)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	stop()
-	got := sample{calls: int(published.Load()), elapsed: elapsed}
-	if err := errors.Join(errs...); err != nil {
-		got.errors, got.firstErr = 1, err
-	}
-	return got, nil
+	return s.publishLoops(ctx, label, n, drains), nil
 }
 
 // rawRelay runs loops of claim, receipt insert and mark until nothing is
@@ -187,23 +158,34 @@ func (s *suite) rawRelay(ctx context.Context, label string, events map[[16]byte]
 		return sample{}, err
 	}
 	defer pool.Close()
+	loops := make([]func(context.Context) (int, error), relays)
+	for i := range loops {
+		loops[i] = func(ctx context.Context) (int, error) { return rawRelayBatch(ctx, pool, events) }
+	}
+	return s.publishLoops(ctx, label, len(events), loops), nil
+}
+
+// publishLoops runs each step function in a goroutine of its own until n
+// events were published (a step returns how many it published) or a step
+// fails, and times it all.
+func (s *suite) publishLoops(ctx context.Context, label string, n int, steps []func(context.Context) (int, error)) sample {
 	var published atomic.Int64
 	var wg sync.WaitGroup
-	errs := make([]error, relays)
-	stop := s.prog.phase(label, len(events), func() int { return int(published.Load()) })
+	errs := make([]error, len(steps))
+	stop := s.prog.phase(label, n, func() int { return int(published.Load()) })
 	start := time.Now()
-	for i := range relays {
+	for i, step := range steps {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil && int(published.Load()) < len(events) {
-				k, err := rawRelayBatch(ctx, pool, events)
+			for ctx.Err() == nil && int(published.Load()) < n {
+				k, err := step(ctx)
 				published.Add(int64(k))
 				if err != nil {
 					errs[i] = err
 					return
 				}
-				if k == 0 {
+				if k == 0 { // the other loops hold the rest
 					time.Sleep(time.Millisecond)
 				}
 			}
@@ -216,7 +198,7 @@ func (s *suite) rawRelay(ctx context.Context, label string, events map[[16]byte]
 	if err := errors.Join(errs...); err != nil {
 		got.errors, got.firstErr = 1, err
 	}
-	return got, nil
+	return got
 }
 
 // rawRelayBatch claims one batch, inserts its receipts and marks it.
