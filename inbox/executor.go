@@ -26,7 +26,6 @@ import (
 // statement and idle timeouts are HandlerTimeout plus one second).
 const HungHandlerGrace = 5 * time.Second
 
-
 // slot is one handler slot: it runs queued receipts, up to MessagesPerTx per
 // transaction, until the queue is closed.
 func (w *Worker) slot(wg *sync.WaitGroup) {

@@ -28,7 +28,6 @@ var asyncCommit = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit
 // to lease expiry and a second publish.
 const bookkeepingTimeout = 30 * time.Second
 
-
 // batchLoop publishes batches until ctx ends: again at once after a batch
 // that claimed anything (the batch's own later events of a key may be due
 // now), otherwise after a notification or the poll interval.

@@ -20,7 +20,7 @@ func (Orders) HandleOrderPlaced(ctx context.Context, m *handler.Msg, p OrderPlac
 	if _, err := m.Tx.Exec(ctx, "INSERT INTO chain_orders (order_id, total_cents) VALUES ($1, $2)", p.OrderID, p.TotalCents); err != nil {
 		return err
 	}
-	_, err := EmitOrderConfirmed(ctx, m.Tx, OrderConfirmed{OrderID: p.OrderID, TotalCents: p.TotalCents})
+	_, err := EmitOrderConfirmed(ctx, m.Tx, OrderConfirmed(p))
 	return err
 }
 
