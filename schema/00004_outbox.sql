@@ -1,4 +1,4 @@
--- Schema v4: the outbox. A handler (or any transaction) emits events into
+-- The outbox. A handler (or any transaction) emits events into
 -- pginbox_outbox next to its business writes; a relay later claims them,
 -- publishes them and marks them PUBLISHED, fenced by its claim token.
 --
@@ -65,8 +65,8 @@ CREATE INDEX pginbox_outbox_active
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pginbox_outbox WHERE status <> 'PUBLISHED') THEN
-        RAISE EXCEPTION 'pginbox: cannot migrate down to schema v3: the outbox holds events that were never published, and v3 has no outbox'
-            USING HINT = 'run the relay until `inbox outbox stats` shows nothing pending, publishing or dead (requeue or delete DEAD events), or stay on schema v4';
+        RAISE EXCEPTION 'pginbox: cannot roll back the outbox migration: the outbox holds events that were never published, and rolling back drops it'
+            USING HINT = 'run the relay until `inbox outbox stats` shows nothing pending, publishing or dead (requeue or delete DEAD events), or stay on this schema version';
     END IF;
 END
 $$;

@@ -334,10 +334,10 @@ func TestDownToV1RefusesWithAuditRows(t *testing.T) {
 	is.NoErr(err)
 }
 
-// Down from v4 drops the outbox, so it refuses while events wait there to be
+// Rolling the outbox migration back drops the outbox, so it refuses while events wait there to be
 // published (or sit DEAD), and changes nothing; published history alone does
 // not stop it.
-func TestDownFromV4RefusesUnpublishedEvents(t *testing.T) {
+func TestOutboxDownRefusesUnpublishedEvents(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	db, pool := open(t, inboxtest.EmptyDatabase(t))
@@ -354,21 +354,22 @@ func TestDownFromV4RefusesUnpublishedEvents(t *testing.T) {
 		is.NoErr(err)
 	}
 
-	_, err = m.DownTo(ctx, 3)
+	// The outbox is the latest migration.
+	_, err = m.DownTo(ctx, schema.Version-1)
 	is.True(err != nil)
-	is.True(strings.Contains(err.Error(), "cannot migrate down to schema v3: the outbox holds events that were never published"))
+	is.True(strings.Contains(err.Error(), "cannot roll back the outbox migration: the outbox holds events that were never published"))
 	var pgErr *pgconn.PgError
 	is.True(errors.As(err, &pgErr))
 	is.True(strings.Contains(pgErr.Hint, "inbox outbox stats"))
 	cur, err := m.Current(ctx)
 	is.NoErr(err)
-	is.Equal(cur, int64(4))
+	is.Equal(cur, schema.Version)
 
 	_, err = pool.Exec(ctx, "DELETE FROM pginbox_outbox WHERE status = 'DEAD'")
 	is.NoErr(err)
-	rolled, err := m.DownTo(ctx, 3)
+	rolled, err := m.DownTo(ctx, schema.Version-1)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{4})
+	is.Equal(rolled, []int64{schema.Version})
 	var exists bool
 	is.NoErr(pool.QueryRow(ctx, "SELECT to_regclass('pginbox_outbox') IS NOT NULL").Scan(&exists))
 	is.True(!exists)
