@@ -24,6 +24,28 @@ type PginboxAudit struct {
 	CreatedAt    time.Time
 }
 
+type PginboxOutbox struct {
+	ID             inboxtype.ID
+	Seq            int64
+	Source         string
+	Destination    string
+	OrderingKey    string
+	EventType      string
+	SchemaVersion  int32
+	Payload        string
+	Metadata       string
+	Status         string
+	Attempts       int32
+	AvailableAt    time.Time
+	ClaimToken     inboxtype.ID
+	LeaseExpiresAt *time.Time
+	LastError      *string
+	Version        int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	PublishedAt    *time.Time
+}
+
 type PginboxReceipt struct {
 	ID              inboxtype.ID
 	Source          string

@@ -45,17 +45,26 @@ package {{.Package}}
 
 import (
 	"context"
+{{- if .Events}}
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+{{- if .Emits}}
+	"github.com/pginbox/pginbox/outbox"
+{{- end}}
 {{- with .Queries}}{{if not .Local}}
 
 	{{importAlias .}}{{quote .Path}}
 {{- end}}{{end}}
+{{- else}}
+
+	"github.com/pginbox/pginbox/outbox"
+{{- end}}
 )
+{{- if .Events}}
 
 // Delivery is one delivery of an event: its identity without the consumer,
 // which the accept functions take as a typed value.
@@ -139,6 +148,30 @@ func Accept{{.Name}}Tx(ctx context.Context, c *inbox.Client, tx pgx.Tx, to {{.Na
 		return inbox.AcceptResult{}, err
 	}
 	return c.AcceptTx(ctx, tx, msg)
+}
+{{end}}
+{{- end}}
+{{- range .Emits}}
+// {{.Name}}Event returns the outbox event carrying p ({{.Type}} v{{.Version}}
+// from {{quote .Source}} to {{quote .Destination}}). See outbox.NewEvent: a
+// failing Validate method rejects p, and an OrderingKey method gives the key.
+func {{.Name}}Event(p {{.GoType}}) (outbox.Event, error) {
+	return outbox.NewEvent(outbox.Event{
+		Type:          {{quote .Type}},
+		SchemaVersion: {{.Version}},
+		Source:        {{quote .Source}},
+		Destination:   {{quote .Destination}},
+	}, p)
+}
+
+// Emit{{.Name}} emits p in tx: it is published once tx commits. See
+// outbox.Emit.
+func Emit{{.Name}}(ctx context.Context, tx outbox.Tx, p {{.GoType}}) (outbox.ID, error) {
+	ev, err := {{.Name}}Event(p)
+	if err != nil {
+		return outbox.ID{}, err
+	}
+	return outbox.Emit(ctx, tx, ev)
 }
 {{end}}
 `))

@@ -1,6 +1,7 @@
 // Package gen is the code generator behind `go generate` (cmd/inboxgen). It
 // turns event-type declarations into typed accept functions, one handler
-// interface per consumer and the functions that register those handlers.
+// interface per consumer and the functions that register those handlers, and
+// typed emit functions for the events a package emits into the outbox.
 //
 // # Declaring events
 //
@@ -42,6 +43,33 @@
 // field "payload"); handling calls it again after decoding, and a failure
 // there is permanent.
 //
+// # Emitting events
+//
+// An event the package emits into the outbox (package outbox) has an
+// //outbox:event directive, alone or next to an //inbox:event one when the
+// same package also consumes it (both then name the same type and version):
+//
+//	//outbox:event type=order.confirmed version=1 source=orders destination=billing.v1
+//	type OrderConfirmed struct {
+//		OrderID string `json:"orderId"`
+//	}
+//
+//	func (e OrderConfirmed) OrderingKey() string { return e.OrderID } // optional
+//
+// Keys, all required:
+//
+//	type         the event type name
+//	version      the schema version, an integer >= 1
+//	source       the emitting service, the source receivers see
+//	destination  the topic, exchange, subject or consumer it goes to
+//
+// A separate directive keeps a producer's declarations free of consumer
+// names, which belong to the receiving services. The output has
+// OrderConfirmedEvent, which builds the outbox.Event (through
+// outbox.NewEvent: Validate runs, an OrderingKey method gives the ordering
+// key), and EmitOrderConfirmed(ctx, tx, p), which emits it in tx (a handler's
+// m.Tx). A package with outbox events only gets only those.
+//
 // # Output
 //
 // One file per package, inbox_gen.go by default, holding for each consumer a
@@ -55,8 +83,9 @@
 // sqlc.yaml), since handlers get a pgx.Tx.
 //
 // The output only declares types and wires them to the library
-// (inbox.NewEventMessage, handler.Registry.RegisterAll), so a library upgrade
-// fixes generated code without regenerating it.
+// (inbox.NewEventMessage, handler.Registry.RegisterAll, outbox.NewEvent,
+// outbox.Emit), so a library upgrade fixes generated code without
+// regenerating it.
 package gen
 
 import (

@@ -27,6 +27,8 @@ var goldenCases = []struct {
 	{dir: "basic"},
 	{dir: "queries", queries: "github.com/pginbox/pginbox/testdata/gen/queries/appdb"},
 	{dir: "localqueries", queries: "github.com/pginbox/pginbox/testdata/gen/localqueries"},
+	{dir: "emits"},
+	{dir: "emitonly"},
 }
 
 func TestGolden(t *testing.T) {
@@ -250,9 +252,70 @@ func TestErrors(t *testing.T) {
 			want:  []string{"e.go:3:1", "generated name OrderCreatedConsumer (event a v1) collides with consumer \"order.created\""},
 		},
 		{
+			name:  "outbox unknown key",
+			files: map[string]string{"e.go": "package p\n\n//outbox:event type=a version=1 source=s destination=d colour=red\n" + struct1},
+			want:  []string{"e.go:3:1", `//outbox:event: unknown key "colour"`, "known keys: type, version, source, destination"},
+		},
+		{
+			name:  "outbox missing source and destination",
+			files: map[string]string{"e.go": "package p\n\n//outbox:event type=a version=1\n" + struct1},
+			want:  []string{"e.go:3:1: //outbox:event on A: missing source", "e.go:3:1: //outbox:event on A: missing destination"},
+		},
+		{
+			name:  "outbox bad destination",
+			files: map[string]string{"e.go": "package p\n\n//outbox:event type=a version=1 source=s destination=\"a\\tb\"\n" + struct1},
+			want:  []string{"e.go:3:1", `//outbox:event: destination "a\tb": control character U+0009 at byte 1`},
+		},
+		{
+			name:  "outbox version zero",
+			files: map[string]string{"e.go": "package p\n\n//outbox:event type=a version=0 source=s destination=d\n" + struct1},
+			want:  []string{"e.go:3:1", `//outbox:event: version must be an integer between 1 and 2147483647, got "0"`},
+		},
+		{
+			name:  "inbox and outbox disagree",
+			files: map[string]string{"e.go": "package p\n\n//inbox:event type=a version=1 consumers=b\n//outbox:event type=a version=2 source=s destination=d\n" + struct1},
+			want:  []string{"e.go:4:1", "type A is a v1 for the inbox (line 3) but a v2 for the outbox"},
+		},
+		{
+			name: "outbox type and version emitted twice",
+			files: map[string]string{
+				"a.go": "package p\n\n//outbox:event type=a version=1 source=s destination=d\n" + struct1,
+				"b.go": "package p\n\n//outbox:event type=a version=1 source=s destination=e\ntype B struct{}\n",
+			},
+			want: []string{"b.go:3:1", "a v1 is already emitted by A at", "a.go:3:1"},
+		},
+		{
+			name:  "two outbox directives on one type",
+			files: map[string]string{"e.go": "package p\n\n//outbox:event type=a version=1 source=s destination=d\n//outbox:event type=a version=2 source=s destination=d\n" + struct1},
+			want:  []string{"e.go:4:1", "type A already has an //outbox:event directive at line 3"},
+		},
+		{
+			name:  "outbox directive not on a type",
+			files: map[string]string{"e.go": "package p\n\n//outbox:event type=a version=1 source=s destination=d\nfunc F() {}\n"},
+			want:  []string{"e.go:3:1", "//outbox:event must be in the doc comment of a package-level type declaration"},
+		},
+		{
+			name:  "outbox non-struct target",
+			files: map[string]string{"e.go": "package p\n\n//outbox:event type=a version=1 source=s destination=d\ntype A []string\n"},
+			want:  []string{"e.go:4:6", "A is not a struct type"},
+		},
+		{
+			name:  "unknown outbox directive",
+			files: map[string]string{"e.go": "package p\n\n//outbox:evnt type=a\n" + struct1},
+			want:  []string{"e.go:3:1", "unknown directive //outbox:evnt (want //inbox:event or //outbox:event)"},
+		},
+		{
+			name:  "package declares an emit name",
+			files: map[string]string{"e.go": "package p\n\n//outbox:event type=a version=1 source=s destination=d\n" + struct1 + "\nfunc EmitA() {}\n\nvar outbox = 1\n"},
+			want: []string{
+				"e.go:6:6: EmitA is also a name inboxgen generates (outbox event a v1 at",
+				"e.go:8:5: outbox is also a name inboxgen generates (an import of the generated file)",
+			},
+		},
+		{
 			name:  "no declarations",
 			files: map[string]string{"e.go": "package p\n\ntype A struct{}\n"},
-			want:  []string{"no //inbox:event declarations in package p"},
+			want:  []string{"no //inbox:event or //outbox:event declarations in package p"},
 		},
 	}
 	for _, tc := range cases {
@@ -344,4 +407,15 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// A package that only emits gets no inbox side: the inbox names stay free.
+func TestOutboxOnlyPackageHasNoInboxSide(t *testing.T) {
+	is := is.New(t)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"e.go": "package p\n\n//outbox:event type=a version=1 source=s destination=d\ntype A struct{}\n\ntype Delivery struct{}\n\nvar inbox = 1\n"})
+	_, src, err := gen.Generate(gen.Config{Dir: dir})
+	is.NoErr(err)
+	is.True(!strings.Contains(string(src), "pginbox/inbox"))
+	is.True(strings.Contains(string(src), "func EmitA(ctx context.Context, tx outbox.Tx, p A) (outbox.ID, error)"))
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ type model struct {
 	Queries   *queriesPkg // nil without -queries
 	Events    []*event    // by event type, then version
 	Consumers []*consumer // by name
+	Emits     []*outEvent // outbox events, by event type, then version
 }
 
 type event struct {
@@ -36,6 +38,17 @@ type event struct {
 	AllowUnknown bool
 }
 
+// outEvent is an event the package emits into the outbox (//outbox:event).
+type outEvent struct {
+	pos         token.Position
+	GoType      string
+	Name        string
+	Type        string
+	Version     int
+	Source      string
+	Destination string
+}
+
 type consumer struct {
 	pos    token.Position // first declaration naming it
 	Name   string
@@ -44,9 +57,18 @@ type consumer struct {
 }
 
 // directive keys, in the order the docs list them.
-var directiveKeys = []string{"type", "version", "consumers", "unknown"}
+var (
+	directiveKeys = []string{"type", "version", "consumers", "unknown"}
+	emitKeys      = []string{"type", "version", "source", "destination"}
+)
 
-const directivePrefix = "//inbox:"
+// The directives, and the prefixes that mark a comment as meant for inboxgen.
+const (
+	inboxDirective  = "//inbox:event"
+	outboxDirective = "//outbox:event"
+)
+
+var directivePrefixes = []string{"//inbox:", "//outbox:"}
 
 // goFiles returns the package's non-test Go files that match the current build
 // context, without the generator's own output.
@@ -103,11 +125,12 @@ func load(cfg Config) (*model, error) {
 		}
 	}
 
-	events := collectEvents(fset, files, &errs)
-	if len(events) == 0 && len(errs) == 0 {
-		return nil, Errors{{Pos: token.Position{Filename: cfg.Dir}, Msg: fmt.Sprintf("no //inbox:event declarations in package %s", m.Package)}}
+	events, emits := collectEvents(fset, files, &errs)
+	if len(events) == 0 && len(emits) == 0 && len(errs) == 0 {
+		return nil, Errors{{Pos: token.Position{Filename: cfg.Dir}, Msg: fmt.Sprintf("no //inbox:event or //outbox:event declarations in package %s", m.Package)}}
 	}
 	m.Events, m.Consumers = link(events, &errs)
+	m.Emits = linkEmits(emits, &errs)
 
 	if cfg.Queries != "" {
 		origin := cfg.Origin
@@ -129,11 +152,12 @@ func load(cfg Config) (*model, error) {
 	return m, nil
 }
 
-// collectEvents reads every //inbox: directive. A directive must sit in the
-// doc comment of one type declaration; anywhere else it is reported rather than
-// silently ignored.
-func collectEvents(fset *token.FileSet, files []*ast.File, errs *Errors) []*event {
+// collectEvents reads every //inbox: and //outbox: directive. A directive
+// must sit in the doc comment of one type declaration; anywhere else it is
+// reported rather than silently ignored.
+func collectEvents(fset *token.FileSet, files []*ast.File, errs *Errors) ([]*event, []*outEvent) {
 	var events []*event
+	var emits []*outEvent
 	for _, f := range files {
 		seen := map[*ast.Comment]bool{}
 		for _, d := range f.Decls {
@@ -145,7 +169,7 @@ func collectEvents(fset *token.FileSet, files []*ast.File, errs *Errors) []*even
 			if grouped {
 				for _, c := range directives(gd.Doc) {
 					seen[c] = true
-					errs.add(fset.Position(c.Pos()), "//inbox:event above a type group: move it to the doc comment of one type inside the group")
+					errs.add(fset.Position(c.Pos()), "%s above a type group: move it to the doc comment of one type inside the group", directiveName(c.Text))
 				}
 			}
 			for _, s := range gd.Specs {
@@ -154,40 +178,86 @@ func collectEvents(fset *token.FileSet, files []*ast.File, errs *Errors) []*even
 				if !grouped {
 					doc = gd.Doc
 				}
-				var first *ast.Comment
-				for _, c := range directives(doc) {
-					seen[c] = true
-					pos := fset.Position(c.Pos())
-					if !isEventDirective(c.Text) {
-						errs.add(pos, "unknown directive %s (want //inbox:event)", directiveName(c.Text))
-						continue
-					}
-					if first != nil {
-						errs.add(pos, "type %s already has an //inbox:event directive at line %d: declare each version as its own type", ts.Name.Name, fset.Position(first.Pos()).Line)
-						continue
-					}
-					first = c
-					if ev := parseEvent(fset, ts, c, errs); ev != nil {
-						events = append(events, ev)
-					}
+				ev, em := typeDirectives(fset, ts, doc, seen, errs)
+				if ev != nil {
+					events = append(events, ev)
+				}
+				if em != nil {
+					emits = append(emits, em)
 				}
 			}
 		}
 		for _, cg := range f.Comments {
 			for _, c := range cg.List {
-				if seen[c] || !strings.HasPrefix(c.Text, directivePrefix) {
+				if seen[c] || !isDirective(c.Text) {
 					continue
 				}
 				pos := fset.Position(c.Pos())
-				if isEventDirective(c.Text) {
-					errs.add(pos, "//inbox:event must be in the doc comment of a package-level type declaration (directly above `type Name struct`)")
+				if name := directiveName(c.Text); name == inboxDirective || name == outboxDirective {
+					errs.add(pos, "%s must be in the doc comment of a package-level type declaration (directly above `type Name struct`)", name)
 				} else {
-					errs.add(pos, "unknown directive %s (want //inbox:event)", directiveName(c.Text))
+					errs.add(pos, "unknown directive %s (want %s or %s)", name, inboxDirective, outboxDirective)
 				}
 			}
 		}
 	}
-	return events
+	return events, emits
+}
+
+// typeDirectives parses the directives in one type's doc comment: at most
+// one of each kind, on a plain struct type, and when both are there, for the
+// same event type and version.
+func typeDirectives(fset *token.FileSet, ts *ast.TypeSpec, doc *ast.CommentGroup, seen map[*ast.Comment]bool, errs *Errors) (*event, *outEvent) {
+	list := directives(doc)
+	if len(list) == 0 {
+		return nil, nil
+	}
+	before := len(*errs)
+	checkTarget(fset, ts, errs)
+	var ev *event
+	var em *outEvent
+	first := map[string]*ast.Comment{}
+	for _, c := range list {
+		seen[c] = true
+		pos := fset.Position(c.Pos())
+		name := directiveName(c.Text)
+		if name != inboxDirective && name != outboxDirective {
+			errs.add(pos, "unknown directive %s (want %s or %s)", name, inboxDirective, outboxDirective)
+			continue
+		}
+		if prev := first[name]; prev != nil {
+			errs.add(pos, "type %s already has an %s directive at line %d: declare each version as its own type", ts.Name.Name, name, fset.Position(prev.Pos()).Line)
+			continue
+		}
+		first[name] = c
+		if name == inboxDirective {
+			ev = parseEvent(fset, ts, c, errs)
+		} else {
+			em = parseEmit(fset, ts, c, errs)
+		}
+	}
+	if ev != nil && em != nil && (ev.Type != em.Type || ev.Version != em.Version) {
+		errs.add(em.pos, "type %s is %s v%d for the inbox (line %d) but %s v%d for the outbox: one Go type is one event type and version",
+			ts.Name.Name, ev.Type, ev.Version, ev.pos.Line, em.Type, em.Version)
+	}
+	if len(*errs) > before {
+		return nil, nil
+	}
+	return ev, em
+}
+
+// checkTarget reports a directive's type that is not a plain struct type.
+func checkTarget(fset *token.FileSet, ts *ast.TypeSpec, errs *Errors) {
+	switch {
+	case ts.Assign.IsValid():
+		errs.add(fset.Position(ts.Name.Pos()), "%s is an alias, not a struct type: an event needs `type %s struct{...}`", ts.Name.Name, ts.Name.Name)
+	case ts.TypeParams != nil:
+		errs.add(fset.Position(ts.Name.Pos()), "%s is generic: an event payload must be a plain struct type", ts.Name.Name)
+	default:
+		if _, ok := ts.Type.(*ast.StructType); !ok {
+			errs.add(fset.Position(ts.Name.Pos()), "%s is not a struct type: an event needs `type %s struct{...}`", ts.Name.Name, ts.Name.Name)
+		}
+	}
 }
 
 func directives(doc *ast.CommentGroup) []*ast.Comment {
@@ -196,11 +266,20 @@ func directives(doc *ast.CommentGroup) []*ast.Comment {
 	}
 	var out []*ast.Comment
 	for _, c := range doc.List {
-		if strings.HasPrefix(c.Text, directivePrefix) {
+		if isDirective(c.Text) {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+func isDirective(text string) bool {
+	for _, p := range directivePrefixes {
+		if strings.HasPrefix(text, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func directiveName(text string) string {
@@ -210,82 +289,39 @@ func directiveName(text string) string {
 	return text
 }
 
-func isEventDirective(text string) bool { return directiveName(text) == "//inbox:event" }
-
-// parseEvent checks one directive and its type. It reports every problem it
-// finds and returns nil if there was any.
+// parseEvent checks one //inbox:event directive. It reports every problem
+// it finds and returns nil if there was any.
 func parseEvent(fset *token.FileSet, ts *ast.TypeSpec, c *ast.Comment, errs *Errors) *event {
 	pos := fset.Position(c.Pos())
 	before := len(*errs)
-	switch {
-	case ts.Assign.IsValid():
-		errs.add(fset.Position(ts.Name.Pos()), "%s is an alias, not a struct type: //inbox:event needs `type %s struct{...}`", ts.Name.Name, ts.Name.Name)
-	case ts.TypeParams != nil:
-		errs.add(fset.Position(ts.Name.Pos()), "%s is generic: an event payload must be a plain struct type", ts.Name.Name)
-	default:
-		if _, ok := ts.Type.(*ast.StructType); !ok {
-			errs.add(fset.Position(ts.Name.Pos()), "%s is not a struct type: //inbox:event needs `type %s struct{...}`", ts.Name.Name, ts.Name.Name)
-		}
-	}
-
-	ev := &event{pos: pos, GoType: ts.Name.Name, Name: exportedName(ts.Name.Name, "Event")}
-	args, err := splitArgs(strings.TrimPrefix(c.Text, "//inbox:event"))
-	if err != nil {
-		errs.add(pos, "//inbox:event: %v", err)
+	vals := parseKeys(pos, ts.Name.Name, inboxDirective, c.Text, directiveKeys, []string{"type", "version", "consumers"}, errs)
+	if vals == nil {
 		return nil
 	}
-	set := map[string]bool{}
+	ev := &event{pos: pos, GoType: ts.Name.Name, Name: exportedName(ts.Name.Name, "Event")}
+	ev.Type, ev.Version = parseTypeVersion(pos, inboxDirective, vals, errs)
 	var consumers []string
-	for _, a := range args {
-		if !isKnownKey(a.key) {
-			errs.add(pos, "//inbox:event: unknown key %q (known keys: %s)", a.key, strings.Join(directiveKeys, ", "))
-			continue
-		}
-		if set[a.key] {
-			errs.add(pos, "//inbox:event: key %q given twice", a.key)
-			continue
-		}
-		set[a.key] = true
-		switch a.key {
-		case "type":
-			if p := identityProblem(a.val); p != "" {
-				errs.add(pos, "//inbox:event: event type %q: %s", a.val, p)
+	if list, ok := vals["consumers"]; ok {
+		dup := map[string]bool{}
+		for _, name := range strings.Split(list, ",") {
+			if p := identityProblem(name); p != "" {
+				errs.add(pos, "//inbox:event: consumer %q: %s", name, p)
+				continue
 			}
-			ev.Type = a.val
-		case "version":
-			v, err := strconv.Atoi(a.val)
-			if err != nil || v < 1 || v > math.MaxInt32 {
-				errs.add(pos, "//inbox:event: version must be an integer between 1 and %d, got %q", math.MaxInt32, a.val)
+			if dup[name] {
+				errs.add(pos, "//inbox:event: consumer %q listed twice", name)
+				continue
 			}
-			ev.Version = v
-		case "consumers":
-			dup := map[string]bool{}
-			for _, name := range strings.Split(a.val, ",") {
-				if p := identityProblem(name); p != "" {
-					errs.add(pos, "//inbox:event: consumer %q: %s", name, p)
-					continue
-				}
-				if dup[name] {
-					errs.add(pos, "//inbox:event: consumer %q listed twice", name)
-					continue
-				}
-				dup[name] = true
-				consumers = append(consumers, name)
-			}
-		case "unknown":
-			switch a.val {
-			case "reject":
-			case "allow":
-				ev.AllowUnknown = true
-			default:
-				errs.add(pos, "//inbox:event: unknown must be \"reject\" or \"allow\", got %q", a.val)
-			}
+			dup[name] = true
+			consumers = append(consumers, name)
 		}
 	}
-	for _, k := range []string{"type", "version", "consumers"} {
-		if !set[k] {
-			errs.add(pos, "//inbox:event on %s: missing %s", ts.Name.Name, k)
-		}
+	switch u, ok := vals["unknown"]; {
+	case !ok, u == "reject":
+	case u == "allow":
+		ev.AllowUnknown = true
+	default:
+		errs.add(pos, "//inbox:event: unknown must be \"reject\" or \"allow\", got %q", u)
 	}
 	if len(*errs) > before {
 		return nil
@@ -297,13 +333,50 @@ func parseEvent(fset *token.FileSet, ts *ast.TypeSpec, c *ast.Comment, errs *Err
 	return ev
 }
 
-func isKnownKey(k string) bool {
-	for _, known := range directiveKeys {
-		if k == known {
-			return true
+// parseKeys splits a directive's key=value pairs, reporting unknown keys,
+// keys given twice and missing required keys. It returns nil when the text
+// cannot be split at all.
+func parseKeys(pos token.Position, typeName, directive, text string, known, required []string, errs *Errors) map[string]string {
+	args, err := splitArgs(strings.TrimPrefix(text, directive))
+	if err != nil {
+		errs.add(pos, "%s: %v", directive, err)
+		return nil
+	}
+	vals := map[string]string{}
+	for _, a := range args {
+		if !slices.Contains(known, a.key) {
+			errs.add(pos, "%s: unknown key %q (known keys: %s)", directive, a.key, strings.Join(known, ", "))
+			continue
+		}
+		if _, dup := vals[a.key]; dup {
+			errs.add(pos, "%s: key %q given twice", directive, a.key)
+			continue
+		}
+		vals[a.key] = a.val
+	}
+	for _, k := range required {
+		if _, ok := vals[k]; !ok {
+			errs.add(pos, "%s on %s: missing %s", directive, typeName, k)
 		}
 	}
-	return false
+	return vals
+}
+
+// parseTypeVersion checks the type and version keys every directive has.
+func parseTypeVersion(pos token.Position, directive string, vals map[string]string, errs *Errors) (string, int) {
+	typ, hasType := vals["type"]
+	if p := identityProblem(typ); hasType && p != "" {
+		errs.add(pos, "%s: event type %q: %s", directive, typ, p)
+	}
+	version := 0
+	if v, ok := vals["version"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > math.MaxInt32 {
+			errs.add(pos, "%s: version must be an integer between 1 and %d, got %q", directive, math.MaxInt32, v)
+		}
+		version = n
+	}
+	return typ, version
 }
 
 type arg struct{ key, val string }
@@ -373,22 +446,13 @@ func identityProblem(s string) string {
 
 // link checks uniqueness across declarations and builds the consumer side.
 func link(events []*event, errs *Errors) ([]*event, []*consumer) {
-	sort.SliceStable(events, func(i, j int) bool {
-		if events[i].Type != events[j].Type {
-			return events[i].Type < events[j].Type
-		}
-		return events[i].Version < events[j].Version
-	})
-	type tv struct {
-		t string
-		v int
-	}
-	declared := map[tv]*event{}
+	sortByTypeVersion(events, (*event).key)
+	declared := map[typeVersion]*event{}
 	byName := map[string]*consumer{}
 	byIdent := map[string]*consumer{}
 	var kept []*event
 	for _, ev := range events {
-		k := tv{ev.Type, ev.Version}
+		k := ev.key()
 		if first, dup := declared[k]; dup {
 			errs.add(ev.pos, "%s v%d is already declared by %s at %s: each type and version is one Go type", ev.Type, ev.Version, first.GoType, first.pos)
 			continue

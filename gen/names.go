@@ -4,14 +4,20 @@ import (
 	"fmt"
 	"go/ast"
 	"go/token"
+	"slices"
 )
 
-// Names every generated file declares, whatever the declarations.
+// Names a generated file declares for the inbox side, whatever the
+// declarations.
 var fixedNames = []string{"Delivery", "ConsumerNames"}
 
-// Package names the generated file imports; a package-level declaration with
-// one of these names would collide with the import.
-var importNames = []string{"context", "fmt", "pgx", "handler", "inbox"}
+// Package names the generated file imports, for the inbox side and for the
+// outbox side; a package-level declaration with one of these names would
+// collide with the import.
+var (
+	importNames       = []string{"context", "fmt", "pgx", "handler", "inbox"}
+	outboxImportNames = []string{"context", "outbox"}
+)
 
 // checkNames reports generated names that collide with the package's own
 // declarations or with each other, at the declaration that causes it.
@@ -28,12 +34,22 @@ func checkNames(fset *token.FileSet, files []*ast.File, m *model, errs *Errors) 
 		}
 		generated[name] = o
 	}
-	for _, n := range fixedNames {
-		claim(n, origin{what: "generated for every package"})
+	var imports []string
+	if len(m.Events) > 0 {
+		for _, n := range fixedNames {
+			claim(n, origin{what: "generated for every package"})
+		}
+		imports = append(imports, importNames...)
+		if m.Queries != nil && !m.Queries.Local {
+			imports = append(imports, m.Queries.Name)
+		}
 	}
-	imports := append([]string(nil), importNames...)
-	if m.Queries != nil && !m.Queries.Local {
-		imports = append(imports, m.Queries.Name)
+	if len(m.Emits) > 0 {
+		for _, n := range outboxImportNames {
+			if !slices.Contains(imports, n) {
+				imports = append(imports, n)
+			}
+		}
 	}
 	for _, n := range imports {
 		claim(n, origin{what: "an import of the generated file"})
@@ -47,6 +63,12 @@ func checkNames(fset *token.FileSet, files []*ast.File, m *model, errs *Errors) 
 	for _, ev := range m.Events {
 		o := origin{pos: ev.pos, what: fmt.Sprintf("event %s v%d", ev.Type, ev.Version)}
 		for _, n := range []string{ev.Name + "Consumer", ev.Name + "Message", "Accept" + ev.Name, "Accept" + ev.Name + "Tx"} {
+			claim(n, o)
+		}
+	}
+	for _, em := range m.Emits {
+		o := origin{pos: em.pos, what: fmt.Sprintf("outbox event %s v%d", em.Type, em.Version)}
+		for _, n := range []string{em.Name + "Event", "Emit" + em.Name} {
 			claim(n, o)
 		}
 	}

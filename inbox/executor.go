@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/internal/errtext"
 )
 
 // HungHandlerGrace is how long past its deadline (WorkerConfig.HandlerTimeout)
@@ -25,9 +25,6 @@ import (
 // returns. By then the database has ended the handler's transaction (its
 // statement and idle timeouts are HandlerTimeout plus one second).
 const HungHandlerGrace = 5 * time.Second
-
-// maxLastErrorLength bounds the error text stored with a failed receipt.
-const maxLastErrorLength = 4000
 
 // slot is one handler slot: it runs queued receipts, up to MessagesPerTx per
 // transaction, until the queue is closed.
@@ -465,7 +462,7 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
 	row, err := db.New(w.pool).ReceiptFail(ctx, db.ReceiptFailParams{
-		Dead: dead, DelayMs: delay.Milliseconds(), LastError: errorText(cause),
+		Dead: dead, DelayMs: delay.Milliseconds(), LastError: errtext.Storable(cause),
 		ID: r.ID, ClaimToken: r.Token,
 	})
 	switch {
@@ -565,15 +562,4 @@ func (a *activeRuns) abandonAll(cause error) {
 			r.abandon(j, cause) // a no-op unless that handler is running
 		}
 	}
-}
-
-// errorText makes an error storable in a text column: valid UTF-8, no NUL,
-// bounded length.
-func errorText(err error) string {
-	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", `\x00`)
-	if len(s) > maxLastErrorLength {
-		s = strings.ToValidUTF8(s[:maxLastErrorLength], "") + "…"
-	}
-	return s
 }

@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/pginbox/pginbox/internal/canonjson"
+	"github.com/pginbox/pginbox/internal/metadata"
 )
 
 // canonicalize validates a payload and returns its canonical JSON (RFC 8785, with
@@ -78,21 +77,11 @@ func escapedReplacementChar(b []byte) int {
 	}
 }
 
-// encodeMetadata stores metadata as a JSON object (encoding/json sorts the keys).
+// encodeMetadata stores metadata as a JSON object (keys sorted).
 func encodeMetadata(md map[string]string) (string, error) {
-	if len(md) == 0 {
-		return "{}", nil
+	s, p := metadata.Encode(md)
+	if p != nil {
+		return "", &ValidationError{Field: "metadata", Rule: Rule(p.Rule), Detail: p.Detail}
 	}
-	for k, v := range md {
-		for _, s := range [2]string{k, v} {
-			if !utf8.ValidString(s) {
-				return "", &ValidationError{Field: "metadata", Rule: RuleInvalidUTF8, Detail: fmt.Sprintf("key %q: invalid UTF-8", k)}
-			}
-			if strings.IndexByte(s, 0) >= 0 {
-				return "", &ValidationError{Field: "metadata", Rule: RuleNullCharacter, Detail: fmt.Sprintf("key %q: PostgreSQL jsonb cannot store U+0000", k)}
-			}
-		}
-	}
-	b, err := json.Marshal(md)
-	return string(b), err
+	return s, nil
 }

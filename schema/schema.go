@@ -23,7 +23,7 @@ import (
 )
 
 // Version is the schema version this build of pginbox runs against.
-const Version int64 = 4
+const Version int64 = 5
 
 // VersionTable is the goose version table pginbox uses instead of goose_db_version.
 const VersionTable = "pginbox_schema_version"
@@ -35,7 +35,7 @@ const LockID int64 = 0x7067696e626f78 // "pginbox" in ASCII
 //go:embed *.sql
 var migrations embed.FS
 
-// FS returns the embedded migration files (00001_*.sql, 00002_*.sql).
+// FS returns the embedded migration files (00001_*.sql, 00002_*.sql, ...).
 func FS() fs.FS { return migrations }
 
 // ErrNotMigrated reports a database whose pginbox schema is missing or at another

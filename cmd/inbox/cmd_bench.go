@@ -13,7 +13,7 @@ var benchCmd = &command{
 	Summary: "measure pginbox against the raw SQL ceiling in the same run (see BENCHMARKS.md)",
 	Help: `
 Runs the benchmark scenarios (accept-fresh, accept-retained, accept-dup90,
-accept-group, accept-batch, drain, retained-1m) against DATABASE_URL, or an
+accept-group, accept-batch, drain, retained-1m, relay) against DATABASE_URL, or an
 ephemeral cluster with fsync on, and checks every scenario's counts in the
 database. Exit code 1 means a correctness check failed; missing a performance
 target is reported, not a failure. ` + "`inbox bench -h`" + ` lists every flag.`,

@@ -23,14 +23,15 @@ func init() {
 			if !ok {
 				return usagef("unknown command %q", args[0])
 			}
-			return cmd.Run(ctx, e, []string{"-h"})
+			// `inbox help outbox stats` is `inbox outbox stats -h`.
+			return cmd.Run(ctx, e, append(args[1:], "-h"))
 		},
 	})
 }
 
 // helpOrder lists commands in the order a new user meets them; commands
 // registered later (bench) follow in name order.
-var helpOrder = []string{"demo", "migrate", "stats", "list", "show", "requeue", "replay", "purge", "bench", "version", "help"}
+var helpOrder = []string{"demo", "migrate", "stats", "list", "show", "requeue", "replay", "purge", "outbox", "bench", "version", "help"}
 
 func orderedCommands() []*command {
 	var out []*command
@@ -70,7 +71,8 @@ Exit codes:
   0    success
   1    error (connection, SQL, I/O)
   2    usage: bad command, flag or argument
-  3    not found: no receipt with that ID in the chosen scope
+  3    not found: no receipt with that ID in the chosen scope (or no such
+       outbox event)
   4    refused, nothing changed: version conflict, wrong state, purged payload
   5    schema not migrated (or at another version): run ` + "`inbox migrate up`" + `
   130  interrupted (Ctrl-C, SIGTERM)

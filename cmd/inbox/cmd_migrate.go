@@ -195,7 +195,7 @@ func previousVersion(ctx context.Context, m *schema.Migrator, cur int64) int64 {
 
 // schemaTables are the tables pginbox's migrations create; rolling back to
 // version 0 drops them.
-var schemaTables = []string{"pginbox_receipts", "pginbox_work", "pginbox_audit"}
+var schemaTables = []string{"pginbox_receipts", "pginbox_work", "pginbox_audit", "pginbox_outbox"}
 
 // maxCounted bounds the row counts of refuseDrop, so a refusal stays cheap on
 // a large history.
@@ -223,7 +223,10 @@ func refuseDrop(ctx context.Context, db *sql.DB, cur int64) error {
 		}
 		drops = append(drops, fmt.Sprintf("%s (%s)", t, rows))
 	}
-	what := strings.Join(drops, " and ")
+	what := strings.Join(drops, ", ")
+	if i := strings.LastIndex(what, ", "); i >= 0 {
+		what = what[:i] + " and " + what[i+2:]
+	}
 	if what == "" {
 		what = "every pginbox table"
 	}

@@ -105,11 +105,13 @@ func TestHelpWritesDoubleDashFlags(t *testing.T) {
 	if m := oneDashFlag(stdout); m != "" {
 		t.Errorf("inbox help writes a flag with one dash (%q):\n%s", m, stdout)
 	}
-	for _, c := range orderedCommands() {
-		if c.Name == "bench" {
+	// outbox is a group: its subcommands are checked like commands.
+	for _, c := range append(orderedCommands(), outboxCommands...) {
+		if c.Name == "bench" || c.Name == "outbox" {
 			continue
 		}
-		code, stdout, stderr := runIn(t, nil, "help", c.Name)
+		name := strings.Fields(c.Name) // "outbox stats" is two arguments
+		code, stdout, stderr := runIn(t, nil, append([]string{"help"}, name...)...)
 		if code != exitOK || stderr != "" {
 			t.Errorf("inbox help %s: exit %d, stderr %q", c.Name, code, stderr)
 			continue
@@ -131,7 +133,7 @@ func TestHelpWritesDoubleDashFlags(t *testing.T) {
 		}
 		// -h and --help print the same help.
 		for _, h := range []string{"-h", "--help"} {
-			code, out, _ := runIn(t, nil, c.Name, h)
+			code, out, _ := runIn(t, nil, append(name, h)...)
 			if code != exitOK || out != stdout {
 				t.Errorf("inbox %s %s: exit %d, output differs from inbox help %s", c.Name, h, code, c.Name)
 			}

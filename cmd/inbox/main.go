@@ -16,6 +16,7 @@ import (
 
 	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -141,9 +142,10 @@ func exitCode(err error) int {
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.Is(err, inbox.ErrNotFound):
+	case errors.Is(err, inbox.ErrNotFound), errors.Is(err, outbox.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, inbox.ErrVersionConflict), errors.Is(err, inbox.ErrWrongState), errors.Is(err, inbox.ErrPayloadPurged):
+	case errors.Is(err, inbox.ErrVersionConflict), errors.Is(err, inbox.ErrWrongState), errors.Is(err, inbox.ErrPayloadPurged),
+		errors.Is(err, outbox.ErrVersionConflict), errors.Is(err, outbox.ErrWrongState):
 		return exitRefused
 	case errors.Is(err, schema.ErrNotMigrated):
 		return exitNotMigrated
@@ -161,6 +163,10 @@ func hint(err error) string {
 		return fmt.Sprintf("run `inbox show %s` to see what changed, then retry with --version %d if the %s still applies", vc.ReceiptID, vc.Current, vc.Action)
 	case errors.Is(err, inbox.ErrNotFound):
 		return "check the ID with `inbox list`; with --tenant or --global only that scope's receipts are visible"
+	case errors.Is(err, outbox.ErrNotFound):
+		return "check the ID with `inbox outbox list`; relays delete PUBLISHED events after their retention"
+	case errors.Is(err, outbox.ErrVersionConflict):
+		return "run `inbox outbox show ID` to see what changed"
 	}
 	return ""
 }

@@ -97,11 +97,11 @@ func TestStatsWatchPlainLines(t *testing.T) {
 	stdout.waitFor(t, `(?m)^`+stamp+`orders\.projection\.v1 pending=2 processing=0 retryable=0 dead=2 due=2 `)
 
 	// A refresh that fails is reported and the watch goes on.
-	if _, err := f.pool.Exec(context.Background(), "ALTER TABLE pginbox_receipts RENAME TO pginbox_receipts_away"); err != nil {
+	if _, err := f.pool.Exec(context.Background(), "ALTER TABLE pginbox_work RENAME TO pginbox_work_away"); err != nil {
 		t.Fatal(err)
 	}
 	stderr.waitFor(t, `(?m)^`+stamp+`inbox stats: .*run .inbox migrate up. .*\(trying again in 100ms\)$`)
-	if _, err := f.pool.Exec(context.Background(), "ALTER TABLE pginbox_receipts_away RENAME TO pginbox_receipts"); err != nil {
+	if _, err := f.pool.Exec(context.Background(), "ALTER TABLE pginbox_work_away RENAME TO pginbox_work"); err != nil {
 		t.Fatal(err)
 	}
 	stdout.waitAfter(t, len(stdout.String()), `(?m)^`+stamp+`orders\.projection\.v1 pending=2 `) // back

@@ -1,5 +1,6 @@
 // Command inboxgen generates typed accept functions, per-consumer handler
-// interfaces and their registration functions from //inbox:event declarations
+// interfaces and their registration functions from //inbox:event
+// declarations, and typed emit functions from //outbox:event declarations
 // (see package gen for the format). Run it with go generate:
 //
 //	//go:generate go run github.com/pginbox/pginbox/cmd/inboxgen -queries github.com/acme/shop/shopdb

@@ -40,13 +40,14 @@ const (
 	ScenarioJobs           = "jobs"         // one result per JobWorkers, named jobs-c<N>
 	ScenarioJobsBatched    = "jobs-batched" // the same with MessagesPerTx = DrainBatch
 	ScenarioXminHold       = "xmin-hold"
+	ScenarioRelay          = "relay"
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.
 var Scenarios = []string{
 	ScenarioAcceptFresh, ScenarioAcceptRetained, ScenarioAcceptDup90,
 	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M,
-	ScenarioXminHold, ScenarioJobs, ScenarioJobsBatched,
+	ScenarioXminHold, ScenarioRelay, ScenarioJobs, ScenarioJobsBatched,
 }
 
 // DefaultScenarios are what a plain `inbox bench` runs: every scenario but
@@ -102,6 +103,9 @@ type Options struct {
 	// (see Hooks). Nil: none.
 	Hooks *Hooks
 
+	RelayEvents int // outbox events per relay phase; default Calls
+	Relays      int // relays publishing at once; default 2
+
 	// Progress receives a progress indicator while the run goes on. TTY
 	// rewrites one line in place; otherwise one line per phase. Nil: none.
 	Progress io.Writer
@@ -131,6 +135,8 @@ func (o Options) withDefaults() Options {
 	if o.HoldAround <= 0 {
 		o.HoldAround = 10 * time.Second
 	}
+	def(&o.RelayEvents, o.Calls)
+	def(&o.Relays, 2)
 	if o.DrainBatch <= 0 {
 		o.DrainBatch = 10
 	}
@@ -349,6 +355,8 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 		return []*Result{s.retained1M(ctx)}
 	case ScenarioXminHold:
 		return []*Result{s.xminHold(ctx)}
+	case ScenarioRelay:
+		return []*Result{s.relay(ctx)}
 	}
 	return nil
 }

@@ -114,7 +114,7 @@ func TestBenchRunsEveryScenarioAndChecksCounts(t *testing.T) {
 			}
 		}
 	}
-	is.Equal(got, []string{"accept-fresh", "accept-retained", "accept-dup90", "accept-group", "accept-batch", "drain-c2", "drain-c5", "drain-batched-c4", "retained-1m", "xmin-hold"})
+	is.Equal(got, []string{"accept-fresh", "accept-retained", "accept-dup90", "accept-group", "accept-batch", "drain-c2", "drain-c5", "drain-batched-c4", "retained-1m", "xmin-hold", "relay"})
 }
 
 func TestBenchTableAndRefusals(t *testing.T) {
@@ -142,6 +142,14 @@ func TestBenchTableAndRefusals(t *testing.T) {
 	is.Equal(bench.Command(ctx, args, &stdout, &stderr), 1)
 	is.True(strings.Contains(stderr.String(), "--reset"))
 	is.Equal(bench.Command(ctx, append(args, "--reset"), &stdout, &stderr), 0)
+
+	// So is one whose outbox holds events.
+	_, err = conn.Exec(ctx, `INSERT INTO pginbox_outbox (id, source, destination, event_type, schema_version, payload)
+		VALUES (gen_random_uuid(), 's', 'd', 'e', 1, '{}')`)
+	is.NoErr(err)
+	stderr.Reset()
+	is.Equal(bench.Command(ctx, args, &stdout, &stderr), 1)
+	is.True(strings.Contains(stderr.String(), "0 receipts and 1 outbox events"))
 
 	is.Equal(bench.Command(ctx, []string{"--scenarios", "nope", "--database-url", dsn, "--quiet"}, &stdout, &stderr), 1)
 	is.Equal(bench.Command(ctx, []string{"--drain-concurrency", "x"}, &stdout, &stderr), 2)

@@ -92,3 +92,57 @@ SET status = 'COMPLETED',
 FROM done
 WHERE r.id = done.receipt_id
 RETURNING r.id, r.payload, r.metadata`
+
+// rawClaimSQL is the relay's claim (OutboxClaim), returning only what the
+// raw loop publishes: the ID, the claim token and the payload.
+const rawClaimSQL = `WITH candidates AS (
+    SELECT o.id
+    FROM pginbox_outbox o
+    WHERE o.status = 'PENDING'
+      AND o.available_at <= now()
+      AND (o.ordering_key = '' OR NOT EXISTS (
+          SELECT 1
+          FROM pginbox_outbox p
+          WHERE p.ordering_key = o.ordering_key
+            AND p.ordering_key <> ''
+            AND p.status IN ('PENDING', 'PUBLISHING')
+            AND p.seq < o.seq
+            AND (p.status = 'PUBLISHING' OR p.available_at > o.available_at)))
+    ORDER BY o.available_at, o.seq
+    LIMIT $2::integer
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pginbox_outbox o
+SET status = 'PUBLISHING',
+    claim_token = gen_random_uuid(),
+    lease_expires_at = now() + $1::bigint * interval '1 millisecond',
+    attempts = o.attempts + 1,
+    version = o.version + 1,
+    updated_at = now()
+FROM candidates c
+WHERE o.id = c.id
+  AND (o.ordering_key = '' OR NOT EXISTS (
+      SELECT 1
+      FROM pginbox_outbox p
+      WHERE p.ordering_key = o.ordering_key
+        AND p.ordering_key <> ''
+        AND p.status IN ('PENDING', 'PUBLISHING')
+        AND p.seq < o.seq
+        AND p.id NOT IN (SELECT id FROM candidates)))
+RETURNING o.id, o.claim_token, o.payload`
+
+// rawMarkSQL is the relay's fenced mark (OutboxMarkPublished).
+const rawMarkSQL = `UPDATE pginbox_outbox o
+SET status = 'PUBLISHED',
+    published_at = now(),
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    last_error = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM (
+    SELECT unnest($1::text[])::uuid AS id,
+           unnest($2::text[])::uuid AS token
+) AS held
+WHERE o.id = held.id AND o.claim_token = held.token
+RETURNING o.id`

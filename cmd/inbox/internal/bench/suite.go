@@ -50,14 +50,14 @@ func newSuite(ctx context.Context, o Options, base *pgxpool.Config, prog *progre
 		return nil, err
 	}
 	s := &suite{o: o, base: base, admin: admin, prog: prog}
-	var n int
-	if err := admin.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts_live").Scan(&n); err != nil {
+	var n, events int
+	if err := admin.QueryRow(ctx, "SELECT (SELECT count(*) FROM pginbox_receipts), (SELECT count(*) FROM pginbox_outbox)").Scan(&n, &events); err != nil {
 		admin.Close()
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	if n > 0 && !o.Reset {
+	if n+events > 0 && !o.Reset {
 		admin.Close()
-		return nil, fmt.Errorf("bench: the database holds %d receipts and the bench deletes every receipt: point it at a disposable database, or pass --reset to delete them", n)
+		return nil, fmt.Errorf("bench: the database holds %d receipts and %d outbox events and the bench deletes every one: point it at a disposable database, or pass --reset to delete them", n, events)
 	}
 	_, err = admin.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+effectsTable+` (
 		receipt_id uuid PRIMARY KEY,
@@ -74,14 +74,14 @@ func (s *suite) close() { s.admin.Close() }
 
 // cleanup leaves the database as empty as it was found.
 func (s *suite) cleanup(ctx context.Context) error {
-	_, err := s.admin.Exec(ctx, "TRUNCATE pginbox_receipts, pginbox_work, pginbox_audit; DROP TABLE IF EXISTS "+effectsTable)
+	_, err := s.admin.Exec(ctx, "TRUNCATE pginbox_receipts, pginbox_work, pginbox_audit, pginbox_outbox; DROP TABLE IF EXISTS "+effectsTable)
 	return err
 }
 
 // reset empties the inbox and the business table, seeds retained COMPLETED
 // receipts, and checkpoints, so every measured phase starts alike.
 func (s *suite) reset(ctx context.Context, retained int) error {
-	if _, err := s.admin.Exec(ctx, "TRUNCATE pginbox_receipts, pginbox_work, pginbox_audit, "+effectsTable); err != nil {
+	if _, err := s.admin.Exec(ctx, "TRUNCATE pginbox_receipts, pginbox_work, pginbox_audit, pginbox_outbox, "+effectsTable); err != nil {
 		return fmt.Errorf("bench: truncating: %w", err)
 	}
 	if retained > 0 {

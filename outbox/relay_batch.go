@@ -1,0 +1,318 @@
+package outbox
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/internal/errtext"
+)
+
+// asyncCommit runs claims without waiting for their WAL flush. Losing one in
+// a server crash only returns the events to PENDING, and the durable commit
+// of the mark flushes the claim before it anyway.
+var asyncCommit = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
+
+// bookkeepingTimeout bounds marking, failing and releasing, which must not
+// inherit a cancelled context: an interrupted mark leaves a published event
+// to lease expiry and a second publish.
+const bookkeepingTimeout = 30 * time.Second
+
+// batchLoop publishes batches until ctx ends: again at once after a batch
+// that claimed anything (the batch's own later events of a key may be due
+// now), otherwise after a notification or the poll interval.
+func (r *Relay) batchLoop(ctx, pubCtx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	poll := time.NewTimer(r.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		res, err := r.batch(ctx, pubCtx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.log.Error("pginbox relay: batch failed; retrying at the next poll", "error", err)
+		} else if res.claimed > 0 {
+			continue
+		}
+		poll.Reset(r.cfg.PollInterval)
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// job is one claimed event on its way through a batch.
+type job struct {
+	msg   Message
+	token ID // fences marking, failing and releasing
+	seq   int64
+	state jobState
+	err   error // why the publish failed
+}
+
+type jobState int
+
+const (
+	jobHeld      jobState = iota // not attempted: released without spending an attempt
+	jobPublished                 // the Publisher confirmed it
+	jobFailed                    // the Publisher failed it: an attempt spent
+)
+
+type batchResult struct {
+	claimed   int
+	published int // marked PUBLISHED
+}
+
+// batch claims due events, publishes them and records the outcomes. ctx
+// bounds the claim; pubCtx is the parent of the Publisher's context.
+func (r *Relay) batch(ctx, pubCtx context.Context) (batchResult, error) {
+	jobs, err := r.claim(ctx)
+	if err != nil || len(jobs) == 0 {
+		return batchResult{}, err
+	}
+	r.publish(pubCtx, jobs)
+	if r.hooks.afterPublish != nil {
+		var ids []ID
+		for _, j := range jobs {
+			if j.state == jobPublished {
+				ids = append(ids, j.msg.ID)
+			}
+		}
+		r.hooks.afterPublish(ids)
+	}
+	published, err := r.settle(jobs)
+	return batchResult{claimed: len(jobs), published: published}, err
+}
+
+// claim takes up to BatchSize due events (see OutboxClaim for the ordering
+// rules) and returns them in emit order.
+func (r *Relay) claim(ctx context.Context) ([]*job, error) {
+	var rows []db.OutboxClaimRow
+	err := pgx.BeginTxFunc(ctx, r.pool, asyncCommit, func(tx pgx.Tx) error {
+		var err error
+		rows, err = db.New(tx).OutboxClaim(ctx, db.OutboxClaimParams{
+			LeaseMs:  r.cfg.Lease.Milliseconds(),
+			MaxCount: int32(r.cfg.BatchSize),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, dbError("outbox claim", err)
+	}
+	jobs := make([]*job, len(rows))
+	for i, row := range rows {
+		j := &job{token: row.ClaimToken, seq: row.Seq, msg: Message{
+			ID:            row.ID,
+			Source:        row.Source,
+			Destination:   row.Destination,
+			OrderingKey:   row.OrderingKey,
+			EventType:     row.EventType,
+			SchemaVersion: int(row.SchemaVersion),
+			Payload:       json.RawMessage(row.Payload),
+			EmittedAt:     row.CreatedAt,
+			Attempt:       int(row.Attempts),
+		}}
+		if row.Metadata != "{}" {
+			if err := json.Unmarshal([]byte(row.Metadata), &j.msg.Metadata); err != nil {
+				j.state, j.err = jobFailed, handler.Permanent(fmt.Errorf("decoding the stored metadata: %w", err))
+			}
+		}
+		jobs[i] = j
+	}
+	slices.SortFunc(jobs, func(a, b *job) int { return cmp.Compare(a.seq, b.seq) })
+	return jobs, nil
+}
+
+// publish sends the jobs in rounds: round n carries the n-th claimed event
+// of every ordering key (and round 0 every event without one), so a Publish
+// call never holds two events of one key, and an event is sent only after
+// the earlier events of its key in the batch were confirmed. A failure holds
+// back the rest of its key. The rounds share one PublishTimeout.
+func (r *Relay) publish(pubCtx context.Context, jobs []*job) {
+	var rounds [][]*job
+	next := map[string]int{}
+	for _, j := range jobs {
+		if j.state == jobFailed {
+			continue // could not even be read
+		}
+		n := 0
+		if k := j.msg.OrderingKey; k != "" {
+			n = next[k]
+			next[k]++
+		}
+		if n == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[n] = append(rounds[n], j)
+	}
+	ctx, cancel := context.WithTimeout(pubCtx, r.cfg.PublishTimeout)
+	defer cancel()
+	blocked := map[string]bool{}
+	for _, round := range rounds {
+		send := make([]*job, 0, len(round))
+		for _, j := range round {
+			if k := j.msg.OrderingKey; k == "" || !blocked[k] {
+				send = append(send, j)
+			}
+		}
+		if len(send) == 0 || ctx.Err() != nil {
+			continue // held: released below
+		}
+		for i, err := range r.call(ctx, send) {
+			j := send[i]
+			if err == nil {
+				j.state = jobPublished
+				continue
+			}
+			j.state, j.err = jobFailed, err
+			if k := j.msg.OrderingKey; k != "" {
+				blocked[k] = true
+			}
+		}
+	}
+	// A publish that Stop interrupted is not the event's fault: release it.
+	if errors.Is(context.Cause(pubCtx), errRelayStopping) {
+		for _, j := range jobs {
+			if j.state == jobFailed {
+				j.state = jobHeld
+			}
+		}
+	}
+}
+
+// call runs the Publisher on jobs and returns one error per job.
+func (r *Relay) call(ctx context.Context, jobs []*job) (errs []error) {
+	msgs := make([]Message, len(jobs))
+	for i, j := range jobs {
+		msgs[i] = j.msg
+	}
+	all := func(err error) []error {
+		out := make([]error, len(jobs))
+		for i := range out {
+			out[i] = err
+		}
+		return out
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			errs = all(fmt.Errorf("publisher panicked: %v\n%s", p, debug.Stack()))
+		}
+	}()
+	errs = r.pub.Publish(ctx, msgs)
+	switch {
+	case errs == nil:
+		return make([]error, len(jobs))
+	case len(errs) != len(jobs):
+		return all(fmt.Errorf("publisher returned %d results for %d messages: Publish must return nil or one error per message", len(errs), len(jobs)))
+	}
+	return errs
+}
+
+// settle records the jobs' outcomes: PUBLISHED, a failed attempt (retry or
+// DEAD), or released. It returns how many it marked PUBLISHED.
+func (r *Relay) settle(jobs []*job) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
+	defer cancel()
+	q := db.New(r.pool)
+	var published, released settleArgs
+	var failed db.OutboxFailParams
+	for _, j := range jobs {
+		switch j.state {
+		case jobPublished:
+			published.add(j)
+		case jobHeld:
+			released.add(j)
+		case jobFailed:
+			failed.Ids = append(failed.Ids, j.msg.ID.UUIDString())
+			failed.Tokens = append(failed.Tokens, j.token.UUIDString())
+			failed.Errors = append(failed.Errors, errtext.Storable(j.err))
+			dead := handler.IsPermanent(j.err)
+			var delay time.Duration
+			if !dead && j.msg.Attempt < r.cfg.MaxAttempts {
+				delay = r.cfg.Backoff(j.msg.Attempt)
+			}
+			failed.DelaysMs = append(failed.DelaysMs, delay.Milliseconds())
+			failed.Dead = append(failed.Dead, dead)
+		}
+	}
+	var errs []error
+	marked := 0
+	if len(published.Ids) > 0 {
+		ids, err := q.OutboxMarkPublished(ctx, db.OutboxMarkPublishedParams(published))
+		if err != nil {
+			errs = append(errs, dbError("outbox mark published", err))
+		} else {
+			marked = len(ids)
+			if lost := len(published.Ids) - marked; lost > 0 {
+				r.log.Warn("pginbox relay: leases lost before marking; those events will be published again", "lost", lost)
+			}
+		}
+	}
+	if len(failed.Ids) > 0 {
+		failed.MaxAttempts = int32(r.cfg.MaxAttempts)
+		rows, err := q.OutboxFail(ctx, failed)
+		if err != nil {
+			errs = append(errs, dbError("outbox record failure", err))
+		}
+		r.logFailures(jobs, rows)
+	}
+	if len(released.Ids) > 0 {
+		if _, err := q.OutboxRelease(ctx, db.OutboxReleaseParams(released)); err != nil {
+			errs = append(errs, dbError("outbox release", err))
+		}
+	}
+	return marked, errors.Join(errs...)
+}
+
+// settleArgs are the IDs and claim tokens of a fenced update.
+type settleArgs struct {
+	Ids    []string
+	Tokens []string
+}
+
+func (a *settleArgs) add(j *job) {
+	a.Ids = append(a.Ids, j.msg.ID.UUIDString())
+	a.Tokens = append(a.Tokens, j.token.UUIDString())
+}
+
+// logFailures logs every event that went DEAD, and one line for those that
+// will be retried.
+func (r *Relay) logFailures(jobs []*job, rows []db.OutboxFailRow) {
+	byID := make(map[ID]*job, len(jobs))
+	for _, j := range jobs {
+		byID[j.msg.ID] = j
+	}
+	retrying := 0
+	var first *job
+	var next time.Time
+	for _, row := range rows {
+		j := byID[row.ID]
+		if row.Status == string(StatusDead) {
+			r.log.Error("pginbox relay: event is DEAD", "event_id", j.msg.ID, "destination", j.msg.Destination,
+				"event_type", j.msg.EventType, "attempt", j.msg.Attempt, "error", j.err)
+			continue
+		}
+		retrying++
+		if first == nil {
+			first, next = j, row.AvailableAt
+		}
+	}
+	if retrying > 0 {
+		r.log.Warn("pginbox relay: publish failed, will retry", "events", retrying, "first_event_id", first.msg.ID,
+			"destination", first.msg.Destination, "error", first.err, "available_at", next)
+	}
+}

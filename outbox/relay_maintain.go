@@ -1,0 +1,85 @@
+package outbox
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/pginbox/pginbox/db"
+)
+
+// Batch sizes of the maintenance statements.
+const (
+	recoverBatch = 100
+	purgeBatch   = 1000
+)
+
+// maintainLoop recovers expired leases and deletes published history past
+// retention, every Lease/2.
+func (r *Relay) maintainLoop(ctx context.Context, wg *sync.WaitGroup) {
+	defer wg.Done()
+	t := time.NewTicker(r.cfg.Lease / 2)
+	defer t.Stop()
+	for {
+		if _, err := r.RecoverExpired(ctx); err != nil && ctx.Err() == nil {
+			r.log.Error("pginbox relay: lease recovery failed", "error", err)
+		}
+		if n, err := r.purge(ctx, time.Now().Add(-r.cfg.Retention)); err != nil && ctx.Err() == nil {
+			r.log.Error("pginbox relay: deleting published events past retention failed", "error", err)
+		} else if n > 0 {
+			r.log.Info("pginbox relay: deleted published events past retention", "deleted", n, "retention", r.cfg.Retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RecoverExpired returns events whose lease expired to PENDING (or DEAD when
+// their attempts are spent) and reports how many. Every running relay does
+// this periodically; no leader is needed.
+func (r *Relay) RecoverExpired(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		rows, err := db.New(r.pool).OutboxRecover(ctx, db.OutboxRecoverParams{MaxAttempts: int32(r.cfg.MaxAttempts), MaxCount: recoverBatch})
+		if err != nil {
+			return total, dbError("outbox recover", err)
+		}
+		for _, row := range rows {
+			r.log.Warn("pginbox relay: recovered an expired lease; the event will be published again", "event_id", row.ID, "status", row.Status)
+		}
+		total += len(rows)
+		if len(rows) > 0 {
+			signal(r.wake)
+		}
+		if len(rows) < recoverBatch {
+			return total, nil
+		}
+	}
+}
+
+// purge deletes events published before cutoff, in batches.
+func (r *Relay) purge(ctx context.Context, cutoff time.Time) (int64, error) {
+	return purgePublished(ctx, db.New(r.pool), cutoff, purgeBatch, nil)
+}
+
+// purgePublished deletes events published before cutoff, size per statement,
+// until a short batch; progress, if set, gets the running total.
+func purgePublished(ctx context.Context, q *db.Queries, cutoff time.Time, size int, progress func(int64)) (int64, error) {
+	var total int64
+	for {
+		n, err := q.OutboxPurge(ctx, db.OutboxPurgeParams{Cutoff: cutoff, MaxCount: int32(size)})
+		if err != nil {
+			return total, dbError("outbox purge", err)
+		}
+		total += n
+		if n > 0 && progress != nil {
+			progress(total)
+		}
+		if n < int64(size) {
+			return total, nil
+		}
+	}
+}

@@ -1,0 +1,25 @@
+-- name: OutboxPurge :execrows
+-- Deletes up to @max_count events published before @cutoff, oldest first,
+-- through the pginbox_outbox_published partial index: one short statement
+-- per batch. The receiving side's deduplication does not depend on these
+-- rows; they are the outbox's history only. The batch is picked in a CTE,
+-- evaluated once.
+WITH batch AS (
+    SELECT p.id
+    FROM pginbox_outbox p
+    WHERE p.status = 'PUBLISHED'
+      AND p.published_at < sqlc.arg(cutoff)::timestamptz
+    ORDER BY p.published_at
+    LIMIT sqlc.arg(max_count)::integer
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM pginbox_outbox o
+USING batch
+WHERE o.id = batch.id;
+
+-- name: OutboxPurgeCount :one
+-- How many events a purge with @cutoff would delete now (for dry runs).
+SELECT count(*)
+FROM pginbox_outbox p
+WHERE p.status = 'PUBLISHED'
+  AND p.published_at < sqlc.arg(cutoff)::timestamptz;
