@@ -7,6 +7,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/pginbox/pginbox/cmd/inbox/internal/flagdoc"
 )
 
 func init() {
@@ -99,6 +101,6 @@ func printCommandHelp(w io.Writer, cmd *command, fs *flag.FlagSet) {
 	fs.VisitAll(func(*flag.Flag) { has = true })
 	if has {
 		fmt.Fprint(w, "\nFlags:\n")
-		printFlags(w, fs)
+		flagdoc.Print(w, fs)
 	}
 }

@@ -3,9 +3,10 @@ package main
 import (
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"strings"
+
+	"github.com/pginbox/pginbox/cmd/inbox/internal/flagdoc"
 )
 
 // errHelpShown ends a command after -h printed its help (exit code 0).
@@ -71,12 +72,7 @@ func (v *checkedValue) Set(s string) error {
 }
 
 // IsBoolFlag keeps --json and friends working without a value.
-func (v *checkedValue) IsBoolFlag() bool { return isBoolFlag(v.Value) }
-
-func isBoolFlag(v flag.Value) bool {
-	b, ok := v.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
+func (v *checkedValue) IsBoolFlag() bool { return flagdoc.IsBool(v.Value) }
 
 // flagError turns a flag package error into a usage error in the docs' words.
 func flagError(err error, bad *rejectedValue) error {
@@ -91,23 +87,4 @@ func flagError(err error, bad *rejectedValue) error {
 		return usagef("--%s needs a value", name)
 	}
 	return usagef("%s", msg)
-}
-
-// printFlags lists the flags of fs as the docs write them: "--name VALUE", then
-// what it does and its default.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		arg, usage := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if !isBoolFlag(f.Value) {
-			line += " " + arg
-		}
-		fmt.Fprintf(w, "%s\n      %s", line, usage)
-		switch f.DefValue {
-		case "", "0", "0s", "false":
-		default:
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(w)
-	})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pginbox/pginbox/cmd/inbox/internal/flagdoc"
 	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
 )
 
@@ -75,7 +76,7 @@ func CommandWithHooks(ctx context.Context, args []string, stdout, stderr io.Writ
 			"Measures pginbox against the raw SQL ceiling (the same statements from a plain pgx loop)\n"+
 			"in the same run, and checks every scenario's counts in the database.\n"+
 			"Scenarios: %s\n\nFlags:\n", strings.Join(Scenarios, ", "))
-		fs.PrintDefaults()
+		flagdoc.Print(stderr, fs)
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
