@@ -25,7 +25,10 @@ import (
 const (
 	envOutboxDSN = "PGINBOX_RELAY_CHILD_OUTBOX"
 	envInboxDSN  = "PGINBOX_RELAY_CHILD_INBOX"
-	crashLease   = time.Second
+	// crashLease is long so that publishing under a loaded machine fits in
+	// the child's PublishTimeout (Lease/3); the parent expires the lease by
+	// hand rather than waiting it out.
+	crashLease = 30 * time.Second
 )
 
 func TestRelayCrashChild(t *testing.T) {
@@ -68,7 +71,9 @@ func TestRelayCrashAfterPublishBeforeMark(t *testing.T) {
 	is.NoErr(b.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts").Scan(&receipts))
 	is.Equal(receipts, 3) // but delivered
 
-	// Another relay takes over once the lease expired.
+	// Another relay takes over once the lease expired: expire it now.
+	_, err = a.Exec(ctx, "UPDATE pginbox_outbox SET lease_expires_at = now() - interval '1 second' WHERE status = 'PUBLISHING'")
+	is.NoErr(err)
 	var republished atomic.Int64
 	pub := publisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
 		republished.Add(int64(len(msgs)))
