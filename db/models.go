@@ -44,6 +44,8 @@ type PginboxOutbox struct {
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	PublishedAt    *time.Time
+	ScopeKind      string
+	ScopeID        string
 }
 
 type PginboxReceipt struct {
