@@ -10,7 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
+	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 var execModes = []pgx.QueryExecMode{
@@ -157,4 +159,42 @@ func TestAppRoleCannotTouchAnotherTenantsRows(t *testing.T) {
 	is.Equal(td.scopedCount(t, inbox.Tenant("b"), "pginbox_receipts"), 1)
 	is.Equal(td.scopedCount(t, inbox.Global(), "pginbox_receipts"), 1)
 	is.Equal(td.scopedCount(t, inbox.Scope{}, "pginbox_receipts"), 0) // no scope: nothing
+}
+
+// The whole path under the simple protocol and without LISTEN, as behind
+// PgBouncer in transaction mode: no prepared statement and no session state
+// carries the scope, every transaction applies its own.
+func TestTenancyUnderSimpleProtocol(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	td := newTenancyDB(t, func(c *pgxpool.Config) {
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+		c.MaxConns = 4
+	})
+	c := newClient(t, td.app, inbox.Config{})
+	a, b := inbox.Tenant("a"), inbox.Tenant("b")
+	items, err := c.AcceptBatch(ctx, []inbox.Message{tenantMsg(a, "one"), tenantMsg(b, "one"), tenantMsg(inbox.Global(), "one")})
+	is.NoErr(err)
+	for _, it := range items {
+		is.Equal(it.Outcome, inbox.Accepted)
+	}
+	w := newWorker(t, td.app, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		if m.Scope.Kind != inbox.ScopeTenant {
+			return nil
+		}
+		_, err := m.Tx.Exec(ctx, "INSERT INTO tenant_orders (tenant_id, order_id) VALUES ($1, $2)", m.Scope.ID, m.MessageID)
+		return err
+	}), inbox.WorkerConfig{SystemPool: td.sys, PollOnly: true, Concurrency: 2})
+	is.Equal(inboxtest.Drain(t, w), 3)
+	is.Equal(td.allCount(t, "pginbox_receipts_live", "status = 'COMPLETED'"), 3)
+
+	admin, err := inbox.NewAdmin(td.app, inbox.AdminConfig{Logger: testLogger(t)})
+	is.NoErr(err)
+	page, err := admin.ForTenant("b").List(ctx, inbox.ListParams{})
+	is.NoErr(err)
+	is.Equal(len(page.Receipts), 1)
+	is.Equal(page.Receipts[0].Scope, b)
+	is.Equal(td.scopedCount(t, a, "tenant_orders"), 1)
+	is.Equal(td.scopedCount(t, b, "tenant_orders"), 1)
 }
