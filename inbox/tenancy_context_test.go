@@ -198,3 +198,19 @@ func TestTenancyUnderSimpleProtocol(t *testing.T) {
 	is.Equal(td.scopedCount(t, a, "tenant_orders"), 1)
 	is.Equal(td.scopedCount(t, b, "tenant_orders"), 1)
 }
+
+// ApplyScope refuses a scope that is neither a tenant nor global, before
+// touching the transaction.
+func TestApplyScopeRefusesAnInvalidScope(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	pool, _ := newPool(t)
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		for _, s := range []inbox.Scope{{}, inbox.Tenant(""), {Kind: inbox.ScopeGlobal, ID: "x"}} {
+			err := inbox.ApplyScope(context.Background(), tx, s)
+			is.True(errors.Is(err, inbox.ErrInvalid)) // s
+		}
+		return nil
+	})
+	is.NoErr(err)
+}
