@@ -33,7 +33,7 @@ func init() {
 
 // helpOrder lists commands in the order a new user meets them; commands
 // registered later (bench) follow in name order.
-var helpOrder = []string{"demo", "migrate", "stats", "list", "show", "requeue", "replay", "purge", "outbox", "bench", "version", "help"}
+var helpOrder = []string{"demo", "migrate", "stats", "list", "show", "requeue", "replay", "purge", "outbox", "tenancy", "bench", "version", "help"}
 
 func orderedCommands() []*command {
 	var out []*command
