@@ -30,7 +30,8 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 	}
 	defer conn.Release()
 	notify := c.wakeups.inline()
-	res, err := c.accept(ctx, db.New(conn), d, notify, true)
+	// The scope rides in the same round trip and implicit transaction.
+	res, err := c.accept(ctx, db.New(scoped(conn, d.identity.Scope)), d, notify, true)
 	if err == nil && res.Outcome == Accepted && !notify {
 		c.wakeups.later(d.identity.Consumer)
 	}
@@ -41,6 +42,9 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 func (c *Client) acceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptResult, error) {
 	d, err := c.prepare(msg)
 	if err != nil {
+		return AcceptResult{}, err
+	}
+	if err := ensureScope(ctx, tx, d.identity.Scope); err != nil {
 		return AcceptResult{}, err
 	}
 	// Inside the caller's transaction: a rollback must not wake anyone.

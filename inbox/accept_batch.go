@@ -48,7 +48,7 @@ func (c *Client) acceptBatch1(ctx context.Context, msgs []Message) ([]BatchItem,
 		return nil, fmt.Errorf("pginbox: accept batch: acquiring a connection: %w", err)
 	}
 	defer conn.Release()
-	if err := c.acceptBatch(ctx, db.New(conn), valid, true, func(i int, it BatchItem) { items[i] = it }); err != nil {
+	if err := c.acceptBatchOwn(ctx, conn, valid, func(i int, it BatchItem) { items[i] = it }); err != nil {
 		return nil, err
 	}
 	return items, nil
@@ -60,7 +60,7 @@ func (c *Client) acceptBatchTx(ctx context.Context, tx pgx.Tx, msgs []Message) (
 	if len(valid) == 0 {
 		return items, nil
 	}
-	if err := c.acceptBatch(ctx, db.New(tx), valid, false, func(i int, it BatchItem) { items[i] = it }); err != nil {
+	if err := c.acceptBatchCaller(ctx, tx, valid, func(i int, it BatchItem) { items[i] = it }); err != nil {
 		return nil, err
 	}
 	return items, nil

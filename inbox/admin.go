@@ -27,6 +27,15 @@ type AdminConfig struct {
 	// Logger receives a record of every requeue, replay and purge, after it
 	// commits. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// SystemPool runs the views across scopes (Operator: every read, requeue,
+	// replay, purge and stats of all scopes). With row-level security enabled
+	// (schema.EnableTenancy) its role needs BYPASSRLS; without it those views
+	// fail with ErrTenancyRestricted instead of showing nothing. The views of
+	// one scope (ForTenant, Global, ForScope) run on the admin's pool and apply
+	// their scope in every transaction, so that pool can use the restricted
+	// application role. Defaults to the admin's pool.
+	SystemPool *pgxpool.Pool
 }
 
 func (c AdminConfig) withDefaults() AdminConfig {
@@ -46,9 +55,11 @@ func (c AdminConfig) withDefaults() AdminConfig {
 //
 // The scope is part of every query's WHERE clause, so a tenant view cannot read
 // or change another tenant's receipt even when it knows the ID: such an ID is
-// simply not found.
+// simply not found. A view of one scope also applies its scope in the database
+// (ApplyScope), so with row-level security enabled the database enforces it too.
 type Admin struct {
-	pool *pgxpool.Pool
+	pool *pgxpool.Pool // views of one scope
+	sys  *pgxpool.Pool // views of every scope
 	log  *slog.Logger
 }
 
@@ -59,7 +70,11 @@ func NewAdmin(pool *pgxpool.Pool, cfg AdminConfig) (*Admin, error) {
 		return nil, errors.New("pginbox: NewAdmin: pool is nil: pass a *pgxpool.Pool from pgxpool.New")
 	}
 	cfg = cfg.withDefaults()
-	return &Admin{pool: pool, log: cfg.Logger}, nil
+	sys := cfg.SystemPool
+	if sys == nil {
+		sys = pool
+	}
+	return &Admin{pool: pool, sys: sys, log: cfg.Logger}, nil
 }
 
 // ForTenant returns a view of one tenant's receipts. Take the tenant ID from
@@ -110,11 +125,16 @@ func (v *AdminView) scopeArgs() (all bool, kind, id string) {
 	return false, string(v.scope.Kind), v.scope.ID
 }
 
-// readOnly runs fn in a read-only REPEATABLE READ transaction, so the parts of
-// one answer agree with each other.
-func (a *Admin) readOnly(ctx context.Context, fn func(q *db.Queries) error) error {
-	return pgx.BeginTxFunc(ctx, a.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
-		func(tx pgx.Tx) error { return fn(db.New(tx)) })
+// readOnly runs fn in a read-only REPEATABLE READ transaction of the view, so
+// the parts of one answer agree with each other.
+func (v *AdminView) readOnly(ctx context.Context, fn func(q *db.Queries) error) error {
+	return pgx.BeginTxFunc(ctx, v.pool(), pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error {
+			if err := v.enter(ctx, tx); err != nil {
+				return err
+			}
+			return fn(db.New(tx))
+		})
 }
 
 func (v *AdminView) notFound(id ID) error {

@@ -109,6 +109,9 @@ func (v *AdminView) RequeueTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePar
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
+	if err := v.enterCaller(ctx, tx); err != nil {
+		return nil, err
+	}
 	q := db.New(tx)
 	cur, err := v.lock(ctx, q, id, "requeue", p.ExpectedVersion, requeueFrom)
 	if err != nil {
@@ -167,6 +170,9 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 		return nil, v.err
 	}
 	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	if err := v.enterCaller(ctx, tx); err != nil {
 		return nil, err
 	}
 	q := db.New(tx)
@@ -263,7 +269,8 @@ func (v *AdminView) inTx(ctx context.Context, op string, fn func(pgx.Tx) error) 
 	if v.err != nil {
 		return v.err
 	}
-	tx, err := v.admin.pool.Begin(ctx)
+	// RequeueTx and ReplayTx apply the view's scope to it.
+	tx, err := v.pool().Begin(ctx)
 	if err != nil {
 		return dbError(op+": begin", err)
 	}

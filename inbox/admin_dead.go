@@ -62,8 +62,12 @@ func (v *AdminView) DeadGroups(ctx context.Context, p DeadGroupsParams) (*DeadGr
 	case limit < 0 || limit > MaxDeadGroupsLimit:
 		return nil, &ValidationError{Field: "limit", Rule: RuleOutOfRange, Detail: fmt.Sprintf("%d: must be between 1 and %d", limit, MaxDeadGroupsLimit)}
 	}
+	q, err := v.queries(ctx)
+	if err != nil {
+		return nil, err
+	}
 	all, kind, sid := v.scopeArgs()
-	rows, err := db.New(v.admin.pool).ReceiptDeadGroups(ctx, db.ReceiptDeadGroupsParams{
+	rows, err := q.ReceiptDeadGroups(ctx, db.ReceiptDeadGroupsParams{
 		Samples:   DeadGroupSamples,
 		AllScopes: all,
 		ScopeKind: kind,

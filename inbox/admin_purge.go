@@ -88,7 +88,10 @@ func (v *AdminView) Purge(ctx context.Context, p PurgeParams) (PurgeResult, erro
 	start := time.Now()
 	res := PurgeResult{Cutoff: cutoff}
 	all, kind, sid := v.scopeArgs()
-	q := db.New(v.admin.pool)
+	q, err := v.queries(ctx)
+	if err != nil {
+		return PurgeResult{}, err
+	}
 	for {
 		n, err := q.ReceiptPurge(ctx, db.ReceiptPurgeParams{
 			Cutoff: cutoff, AllScopes: all, ScopeKind: kind, ScopeID: sid, MaxCount: int32(size),
@@ -142,8 +145,12 @@ func (v *AdminView) PurgeCount(ctx context.Context, p PurgeParams) (int64, time.
 	if err != nil {
 		return 0, time.Time{}, err
 	}
+	q, err := v.queries(ctx)
+	if err != nil {
+		return 0, time.Time{}, err
+	}
 	all, kind, sid := v.scopeArgs()
-	n, err := db.New(v.admin.pool).ReceiptPurgeCount(ctx, db.ReceiptPurgeCountParams{
+	n, err := q.ReceiptPurgeCount(ctx, db.ReceiptPurgeCountParams{
 		Cutoff: cutoff, AllScopes: all, ScopeKind: kind, ScopeID: sid,
 	})
 	if err != nil {

@@ -20,7 +20,7 @@ func (v *AdminView) Get(ctx context.Context, id ID) (*ReceiptDetails, error) {
 	}
 	all, kind, sid := v.scopeArgs()
 	var out *ReceiptDetails
-	err := v.admin.readOnly(ctx, func(q *db.Queries) error {
+	err := v.readOnly(ctx, func(q *db.Queries) error {
 		row, err := q.ReceiptGet(ctx, db.ReceiptGetParams{ID: id, AllScopes: all, ScopeKind: kind, ScopeID: sid})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return v.notFound(id)
@@ -105,8 +105,12 @@ func (v *AdminView) List(ctx context.Context, p ListParams) (*ListResult, error)
 		}
 		statuses = append(statuses, string(s))
 	}
+	q, err := v.queries(ctx)
+	if err != nil {
+		return nil, err
+	}
 	all, kind, sid := v.scopeArgs()
-	rows, err := db.New(v.admin.pool).ReceiptList(ctx, db.ReceiptListParams{
+	rows, err := q.ReceiptList(ctx, db.ReceiptListParams{
 		AllScopes:     all,
 		ScopeKind:     kind,
 		ScopeID:       sid,
@@ -195,7 +199,7 @@ func (v *AdminView) Stats(ctx context.Context, p StatsParams) (*Stats, error) {
 		}
 		return cs
 	}
-	err := v.admin.readOnly(ctx, func(q *db.Queries) error {
+	err := v.readOnly(ctx, func(q *db.Queries) error {
 		rows, err := q.ReceiptStats(ctx, db.ReceiptStatsParams{AllScopes: all, ScopeKind: kind, ScopeID: sid})
 		if err != nil {
 			return dbError("stats", err)

@@ -117,7 +117,7 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
 		return nil, nil
 	}
 	// Waiting for a connection may end with ctx; nothing was sent yet.
-	conn, err := w.pool.Acquire(ctx)
+	conn, err := w.sys.Acquire(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, nil

@@ -127,10 +127,17 @@ func (r *run) execute() bool {
 	}
 	w.active.add(r)
 	defer w.active.remove(r)
-	if len(r.jobs) == 1 {
-		w.runIsolated(r, r.jobs)
-	} else {
-		w.runBatch(r)
+	// A transaction carries one scope: receipts of different scopes that a slot
+	// took together run in one transaction per scope.
+	for _, jobs := range byScope(r.jobs) {
+		if r.state.Load() == runAbandoned {
+			break
+		}
+		if len(jobs) == 1 {
+			w.runIsolated(r, jobs)
+		} else {
+			w.runBatch(r, jobs)
+		}
 	}
 	return r.state.Load() != runAbandoned
 }
@@ -223,7 +230,9 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	for i, j := range jobs {
 		ids[i], tokens[i] = j.l.r.ID.UUIDString(), j.l.r.Token.UUIDString()
 	}
-	rows, err := db.New(tx).ReceiptStart(sctx, db.ReceiptStartParams{Ids: ids, Tokens: tokens})
+	// The receipts share one scope (execute groups them); it rides in the same
+	// round trip as the start.
+	rows, err := db.New(scoped(tx, jobs[0].l.r.Identity.Scope)).ReceiptStart(sctx, db.ReceiptStartParams{Ids: ids, Tokens: tokens})
 	if err != nil {
 		return txResult{startErr: fmt.Errorf("completing the receipt and loading its payload: %w", err)}
 	}
@@ -461,7 +470,8 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
-	row, err := db.New(w.pool).ReceiptFail(ctx, db.ReceiptFailParams{
+	// The failure is the receipt's scope's business: it runs where the handler did.
+	row, err := db.New(scoped(w.pool, r.Identity.Scope)).ReceiptFail(ctx, db.ReceiptFailParams{
 		Dead: dead, DelayMs: delay.Milliseconds(), LastError: errtext.Storable(cause),
 		ID: r.ID, ClaimToken: r.Token,
 	})
@@ -497,7 +507,7 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 func (w *Worker) release(r claimed, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
-	n, err := db.New(w.pool).ReceiptRelease(ctx, db.ReceiptReleaseParams{ID: r.ID, ClaimToken: r.Token})
+	n, err := db.New(w.sys).ReceiptRelease(ctx, db.ReceiptReleaseParams{ID: r.ID, ClaimToken: r.Token})
 	switch {
 	case err != nil:
 		log.Error("pginbox worker: releasing a claim failed; it stays claimed until its lease expires", "error", err)

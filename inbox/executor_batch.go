@@ -21,9 +21,9 @@ import (
 //     transaction of its own, and only the one that fails there is charged.
 //
 // Receipts run again within the same claim, so a rerun spends no attempt.
-func (w *Worker) runBatch(r *run) {
-	res := w.transact(r, r.jobs)
-	rest := r.settleLost(r.jobs, res.lost)
+func (w *Worker) runBatch(r *run, jobs []*job) {
+	res := w.transact(r, jobs)
+	rest := r.settleLost(jobs, res.lost)
 	switch {
 	case res.startErr != nil:
 		w.log.Warn("pginbox worker: a batched transaction could not start, running its receipts one by one", "error", res.startErr)
@@ -57,6 +57,11 @@ func (w *Worker) runSavepoints(r *run, jobs []*job) {
 		return
 	}
 	defer tx.Rollback(context.Background())
+	// Outside every savepoint, so rolling one back keeps the scope.
+	if err := ApplyScope(sctx, tx, jobs[0].l.r.Identity.Scope); err != nil {
+		w.runIsolated(r, jobs)
+		return
+	}
 	defer r.pid.Store(0)
 
 	var ok, failed, again []*job
@@ -177,4 +182,21 @@ func contains(jobs []*job, j *job) bool {
 		}
 	}
 	return false
+}
+
+// byScope splits jobs into groups of one scope each, in their order.
+func byScope(jobs []*job) [][]*job {
+	var groups [][]*job
+	at := map[Scope]int{}
+	for _, j := range jobs {
+		s := j.l.r.Identity.Scope
+		i, ok := at[s]
+		if !ok {
+			i = len(groups)
+			at[s] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], j)
+	}
+	return groups
 }

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/pginbox/pginbox/db"
 )
 
 // Group commit: with Config.GroupCommit, Accept queues its prepared message and
@@ -171,5 +169,5 @@ func (g *groupCommitter) send(ctx context.Context, entries []batchEntry, set fun
 		return fmt.Errorf("pginbox: accept: acquiring a connection: %w", err)
 	}
 	defer conn.Release()
-	return g.c.acceptBatch(ctx, db.New(conn), entries, true, set)
+	return g.c.acceptBatchOwn(ctx, conn, entries, set)
 }

@@ -136,7 +136,7 @@ func (w *Worker) extendLeases(ctx context.Context) error {
 	// A heartbeat stuck on a dead connection must not outlive its interval.
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatInterval)
 	defer cancel()
-	lost, err := db.New(w.pool).ReceiptHeartbeat(ctx, db.ReceiptHeartbeatParams{
+	lost, err := db.New(w.sys).ReceiptHeartbeat(ctx, db.ReceiptHeartbeatParams{
 		Ids: ids, Tokens: tokens, LeaseMs: w.cfg.Lease.Milliseconds(),
 	})
 	if err != nil {

@@ -28,7 +28,7 @@ func (w *Worker) listenLoop(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 func (w *Worker) listen(ctx context.Context) error {
-	pc, err := w.pool.Acquire(ctx)
+	pc, err := w.sys.Acquire(ctx)
 	if err != nil {
 		return err
 	}

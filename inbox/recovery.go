@@ -31,7 +31,7 @@ func (w *Worker) RecoverExpired(ctx context.Context) (int, error) {
 	const batch = 100
 	total := 0
 	for {
-		rows, err := db.New(w.pool).ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: w.owned, MaxCount: batch})
+		rows, err := db.New(w.sys).ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: w.owned, MaxCount: batch})
 		if err != nil {
 			return total, dbError("recover", err)
 		}

@@ -30,7 +30,8 @@ var (
 // (leases.go) extends what the worker holds, recovery (recovery.go) returns
 // expired leases, and the listener (listener.go) wakes the claimer.
 type Worker struct {
-	pool     *pgxpool.Pool
+	pool     *pgxpool.Pool // handler transactions and failures, scoped
+	sys      *pgxpool.Pool // claims, heartbeats, recovery, releases, LISTEN
 	reg      *handler.Registry
 	cfg      WorkerConfig
 	owned    []string
@@ -101,6 +102,12 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		return nil, fmt.Errorf("pginbox: NewWorker: pool MaxConns %d leaves no connection for a handler (the worker keeps %d for its listener, claims and heartbeats): raise pool_max_conns to at least %d",
 			maxConns, workerSpareConns, 1+workerSpareConns)
 	}
+	sys := cfg.SystemPool
+	if sys == nil {
+		sys = pool
+	} else if n := sys.Config().MaxConns; n < workerSpareConns {
+		return nil, fmt.Errorf("pginbox: NewWorker: SystemPool MaxConns %d is below %d (listener, claims and heartbeats): raise its pool_max_conns", n, workerSpareConns)
+	}
 	cfg = cfg.withDefaults(maxConns)
 	owned := cfg.Consumers
 	if len(owned) == 0 {
@@ -123,6 +130,7 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 	return &Worker{
 		beginQuery:     fmt.Sprintf("BEGIN; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d", ms, ms),
 		pool:           pool,
+		sys:            sys,
 		reg:            reg,
 		cfg:            cfg,
 		owned:          append([]string(nil), owned...),
@@ -147,7 +155,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if w.started {
 		return errWorkerStarted
 	}
-	if err := schema.Check(ctx, w.pool); err != nil {
+	if err := schema.Check(ctx, w.sys); err != nil {
 		return err
 	}
 	w.started = true

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pginbox/pginbox/handler"
 )
 
@@ -113,6 +115,15 @@ type WorkerConfig struct {
 
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// SystemPool runs the parts that work across tenants: claims, heartbeats,
+	// lease recovery, releases and LISTEN. With row-level security enabled
+	// (schema.EnableTenancy) its role needs BYPASSRLS, while the worker's own
+	// pool can use the restricted application role: every handler transaction
+	// (payload load, handler, completion) and every failure update runs there
+	// with the receipt's scope applied first. Its MaxConns must be at least 2
+	// (LISTEN and the bookkeeping). Defaults to the worker's pool.
+	SystemPool *pgxpool.Pool
 }
 
 // DefaultBackoff is exponential backoff with jitter: 1s, 2s, 4s, ... capped at

@@ -1,0 +1,101 @@
+package inbox
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/db"
+)
+
+// A transaction has one scope (ApplyScope), so a batch of several scopes is
+// accepted one scope at a time, each group's statements after its scope.
+
+type scopeGroup struct {
+	scope   Scope
+	entries []batchEntry
+}
+
+// groupByScope groups entries by scope, in scope order, which keeps the
+// global insert order acceptBatch relies on against deadlocks.
+func groupByScope(entries []batchEntry) []scopeGroup {
+	sorted := slices.Clone(entries)
+	slices.SortStableFunc(sorted, func(a, b batchEntry) int {
+		sa, sb := a.d.identity.Scope, b.d.identity.Scope
+		return cmp.Or(cmp.Compare(sa.Kind, sb.Kind), cmp.Compare(sa.ID, sb.ID))
+	})
+	var groups []scopeGroup
+	for _, e := range sorted {
+		if n := len(groups); n > 0 && groups[n-1].scope == e.d.identity.Scope {
+			groups[n-1].entries = append(groups[n-1].entries, e)
+			continue
+		}
+		groups = append(groups, scopeGroup{scope: e.d.identity.Scope, entries: []batchEntry{e}})
+	}
+	return groups
+}
+
+// acceptBatchOwn accepts entries on conn outside any caller's transaction.
+// One scope: each statement is its own commit, with the scope in the same
+// round trip. Several: one transaction, each group after its own scope.
+func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries []batchEntry, set func(int, BatchItem)) error {
+	groups := groupByScope(entries)
+	if len(groups) == 1 {
+		return c.acceptBatch(ctx, db.New(scoped(conn, groups[0].scope)), entries, true, set)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return dbError("accept batch: begin", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	for _, g := range groups {
+		if err := c.acceptBatch(ctx, db.New(scoped(tx, g.scope)), g.entries, false, set); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		if certainlyNotCommitted(ctx, err) {
+			return dbError("accept batch: commit", err)
+		}
+		return fmt.Errorf("%w: %w", ErrCommitUncertain, err)
+	}
+	return nil
+}
+
+// acceptBatchCaller accepts entries in the caller's tx without switching it to
+// another scope: a tx scoped already takes only messages of its scope (a
+// *ScopeMismatchError otherwise, before anything is written); an unscoped tx
+// gets the batch's scope, or, for several scopes, each group's in turn and
+// none again at the end.
+func (c *Client) acceptBatchCaller(ctx context.Context, tx pgx.Tx, entries []batchEntry, set func(int, BatchItem)) error {
+	groups := groupByScope(entries)
+	applied, err := ensureScopeApplied(ctx, tx, groups[0].scope)
+	if err != nil {
+		return err
+	}
+	if !applied && len(groups) > 1 {
+		return &ScopeMismatchError{Tx: groups[0].scope, Want: groups[1].scope}
+	}
+	if len(groups) == 1 {
+		return c.acceptBatch(ctx, db.New(tx), entries, false, set)
+	}
+	for i, g := range groups {
+		var q *db.Queries
+		if i == 0 {
+			q = db.New(tx) // ensureScopeApplied set it
+		} else {
+			q = db.New(scoped(tx, g.scope))
+		}
+		if err := c.acceptBatch(ctx, q, g.entries, false, set); err != nil {
+			return err
+		}
+	}
+	if err := db.New(tx).ScopeApply(ctx, noScope); err != nil {
+		return dbError("accept batch: clearing the scope", err)
+	}
+	return nil
+}

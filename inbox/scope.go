@@ -1,0 +1,118 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pginbox/pginbox/db"
+)
+
+// Tenancy errors.
+var (
+	// ErrScopeMismatch matches every *ScopeMismatchError.
+	ErrScopeMismatch = errors.New("pginbox: scope mismatch")
+
+	// ErrTenancyRestricted: a view across scopes (Operator) ran on a role that
+	// row-level security holds to one scope, so it would see nothing.
+	ErrTenancyRestricted = errors.New("pginbox: row-level security restricts this role to one scope: " +
+		"use a view of one scope (ForTenant, Global; --tenant on the CLI), " +
+		"or set AdminConfig.SystemPool to a pool whose role has BYPASSRLS (schema.GrantStatements with system=true)")
+)
+
+// ScopeMismatchError: a caller's transaction already has a scope (ApplyScope)
+// and the message belongs to another. pginbox never switches a caller's
+// transaction to another scope; nothing was written.
+type ScopeMismatchError struct {
+	Tx   Scope // the scope the transaction has
+	Want Scope // the scope of the message (or admin view) it was given
+}
+
+func (e *ScopeMismatchError) Error() string {
+	return fmt.Sprintf("pginbox: the transaction is scoped to %s, not %s: pginbox never switches a transaction to another scope; "+
+		"use a transaction of that scope (inbox.ApplyScope) or the call that opens its own (Accept, AcceptBatch, Requeue, Replay)", e.Tx, e.Want)
+}
+
+func (e *ScopeMismatchError) Is(target error) bool { return target == ErrScopeMismatch }
+
+// ApplyScope sets s as the scope of tx: pginbox's row-level security policies
+// then let tx see and write s's rows only, and the application's own policies
+// can read the tenant with current_setting('pginbox.tenant', true). The setting
+// ends with tx, so a pooled connection never carries it further. Call it first
+// in every transaction that touches scoped rows under a role without BYPASSRLS;
+// the worker does so for every handler transaction.
+func ApplyScope(ctx context.Context, tx pgx.Tx, s Scope) error {
+	if err := validateScope(s); err != nil {
+		return err
+	}
+	if err := db.New(tx).ScopeApply(ctx, scopeParams(s)); err != nil {
+		return dbError("applying the scope", err)
+	}
+	return nil
+}
+
+func scopeParams(s Scope) db.ScopeApplyParams {
+	if s.Kind == ScopeGlobal {
+		return db.ScopeApplyParams{Global: "on"}
+	}
+	return db.ScopeApplyParams{Tenant: s.ID}
+}
+
+// noScope clears the settings: the transaction sees no scoped row.
+var noScope = db.ScopeApplyParams{}
+
+// ensureScope gives the caller's tx the scope s unless it has one: it
+// returns a *ScopeMismatchError, having changed nothing, when tx has another.
+func ensureScope(ctx context.Context, tx pgx.Tx, s Scope) error {
+	_, err := ensureScopeApplied(ctx, tx, s)
+	return err
+}
+
+// ensureScopeApplied is ensureScope that also reports whether it set the
+// scope (false: tx already had s).
+func ensureScopeApplied(ctx context.Context, tx pgx.Tx, s Scope) (bool, error) {
+	p := scopeParams(s)
+	row, err := db.New(tx).ScopeEnsure(ctx, db.ScopeEnsureParams{ApplyTenant: p.Tenant, ApplyGlobal: p.Global})
+	if err != nil {
+		return false, dbError("reading the transaction's scope", err)
+	}
+	if row.Applied {
+		return true, nil
+	}
+	var have Scope
+	if row.Tenant != "" {
+		have = Tenant(row.Tenant)
+	} else {
+		have = Global()
+	}
+	if have != s {
+		return false, &ScopeMismatchError{Tx: have, Want: s}
+	}
+	return false, nil
+}
+
+// queueScope queues ScopeApply in b, so the scope travels in the same round
+// trip as the statement queued after it.
+func queueScope(ctx context.Context, b *pgx.Batch, p db.ScopeApplyParams) {
+	// The generated ScopeApply only calls Exec, which batchQueue records.
+	_ = db.New(batchQueue{b}).ScopeApply(ctx, p)
+}
+
+// batchQueue is a db.DBTX that queues an Exec in a batch instead of running it.
+type batchQueue struct{ b *pgx.Batch }
+
+func (q batchQueue) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	q.b.Queue(sql, args...)
+	return pgconn.CommandTag{}, nil
+}
+
+func (q batchQueue) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errors.New("pginbox: internal: batchQueue queues Exec only")
+}
+
+func (q batchQueue) QueryRow(context.Context, string, ...any) pgx.Row {
+	return errRow{errors.New("pginbox: internal: batchQueue queues Exec only")}
+}

@@ -1,0 +1,126 @@
+package inbox
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pginbox/pginbox/db"
+)
+
+// batcher sends a pipelined batch: a pool, a pooled connection or a transaction.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// scopedDB is a db.DBTX that sends every statement in one round trip after
+// ScopeApply. Outside a transaction the pair is one implicit transaction (one
+// Sync ends the pipeline), so the setting lasts for that statement only and
+// the statement is still its own commit.
+type scopedDB struct {
+	b batcher
+	p db.ScopeApplyParams
+}
+
+func scoped(b batcher, s Scope) scopedDB { return scopedDB{b: b, p: scopeParams(s)} }
+
+func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	queueScope(ctx, b, s.p)
+	b.Queue(sql, args...)
+	br := s.b.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
+	return br, nil
+}
+
+func (s scopedDB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	br, err := s.send(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+func (s scopedDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	br, err := s.send(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+func (s scopedDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := s.Query(ctx, sql, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{rows}
+}
+
+// batchRows closes the batch with its rows, so an error the server reports
+// only when the implicit transaction ends (at Sync) is not lost.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = r.br.Close()
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// batchRow is pgx.Row over batchRows: ErrNoRows when there is none.
+type batchRow struct{ rows pgx.Rows }
+
+func (r batchRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
