@@ -163,6 +163,8 @@ func hint(err error) string {
 		return fmt.Sprintf("run `inbox show %s` to see what changed, then retry with --version %d if the %s still applies", vc.ReceiptID, vc.Current, vc.Action)
 	case errors.Is(err, inbox.ErrNotFound):
 		return "check the ID with `inbox list`; with --tenant or --global only that scope's receipts are visible"
+	case errors.Is(err, inbox.ErrTenancyRestricted):
+		return "pass --tenant ID (or --global) to see one scope, or connect as a role with BYPASSRLS for every scope (`inbox tenancy grant ROLE --system`)"
 	case errors.Is(err, outbox.ErrNotFound):
 		return "check the ID with `inbox outbox list`; relays delete PUBLISHED events after their retention"
 	case errors.Is(err, outbox.ErrVersionConflict):

@@ -239,3 +239,73 @@ func TestTenancyGrantRefusals(t *testing.T) {
 		t.Errorf("grant to the owner: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestTenantFlagUnderRLS: with tenancy enabled and DATABASE_URL on the
+// application role, --tenant shows that tenant's receipts only, the database
+// hides the others (another tenant's ID is not found), and a view across
+// scopes says what to do instead of showing nothing.
+func TestTenantFlagUnderRLS(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	f := newFixture(t)
+	app := newRole(t, f.pool, "shop_app", "")
+	owner := map[string]string{"DATABASE_URL": f.dsn, "USER": "tester"}
+	asApp := map[string]string{"DATABASE_URL": dsnAs(t, f.dsn, app), "USER": "tester"}
+	for _, args := range [][]string{{"tenancy", "grant", app}, {"tenancy", "enable"}} {
+		code, _, stderr := runIn(t, owner, args...)
+		is.Equal(stderr, "")
+		is.Equal(code, exitOK)
+	}
+
+	code, stdout, stderr := runIn(t, asApp, "list", "--json", "--tenant", "tenant-a")
+	is.Equal(stderr, "")
+	is.Equal(code, exitOK)
+	var page jsonList
+	is.NoErr(json.Unmarshal([]byte(stdout), &page))
+	is.Equal(len(page.Receipts), 2)
+	for _, r := range page.Receipts {
+		is.Equal(r.Scope, jsonScope{Kind: "tenant", ID: "tenant-a"})
+	}
+	code, stdout, _ = runIn(t, asApp, "stats", "--json", "--tenant", "tenant-a")
+	is.Equal(code, exitOK)
+	var st jsonStats
+	is.NoErr(json.Unmarshal([]byte(stdout), &st))
+	is.Equal(st.Dead, int64(1)) // tenant-b's DEAD receipt is not counted
+	code, stdout, _ = runIn(t, asApp, "show", f.dead.String(), "--tenant", "tenant-a")
+	is.Equal(code, exitOK)
+	is.True(strings.Contains(stdout, "DEAD"))
+	code, _, stderr = runIn(t, asApp, "show", f.other.String(), "--tenant", "tenant-a")
+	is.Equal(code, exitNotFound)
+	is.True(strings.Contains(stderr, "receipt not found"))
+	code, stdout, _ = runIn(t, asApp, "list", "--json", "--global")
+	is.Equal(code, exitOK)
+	is.NoErr(json.Unmarshal([]byte(stdout), &page))
+	is.Equal(len(page.Receipts), 1)
+	is.Equal(page.Receipts[0].ID, f.pending.String())
+	// A change through the tenant view works under RLS and is audited.
+	code, _, stderr = runIn(t, asApp, "requeue", f.dead.String(), "--tenant", "tenant-a", "--version", "3", "--reason", "fixed")
+	is.Equal(stderr, "")
+	is.Equal(code, exitOK)
+	code, _, _ = runIn(t, asApp, "requeue", f.other.String(), "--tenant", "tenant-a", "--version", "3", "--reason", "not mine")
+	is.Equal(code, exitNotFound)
+
+	// Every scope at once needs the system role.
+	for _, args := range [][]string{{"list"}, {"stats"}, {"show", f.other.String()}} {
+		code, stdout, stderr := runIn(t, asApp, args...)
+		if code != exitError || stdout != "" ||
+			!strings.Contains(stderr, "row-level security restricts this role to one scope") ||
+			!strings.Contains(stderr, "hint: pass --tenant ID (or --global) to see one scope, or connect as a role with BYPASSRLS for every scope (`inbox tenancy grant ROLE --system`)") {
+			t.Errorf("inbox %s on the application role: exit %d, stdout %q, stderr %q", strings.Join(args, " "), code, stdout, stderr)
+		}
+	}
+
+	// The system role sees every scope.
+	sys := newRole(t, f.pool, "shop_system", "")
+	code, _, stderr = runIn(t, owner, "tenancy", "grant", sys, "--system")
+	is.Equal(stderr, "")
+	is.Equal(code, exitOK)
+	code, stdout, _ = runIn(t, map[string]string{"DATABASE_URL": dsnAs(t, f.dsn, sys)}, "list", "--json")
+	is.Equal(code, exitOK)
+	is.NoErr(json.Unmarshal([]byte(stdout), &page))
+	is.Equal(len(page.Receipts), 4)
+}
