@@ -1,6 +1,7 @@
 // Command inbox is pginbox's operator CLI: it migrates the schema, inspects and
-// repairs receipts (stats, list, show, requeue, replay, purge) and runs the
-// demo. Run `inbox help` for the commands and exit codes.
+// repairs receipts (stats, list, show, requeue, replay, purge) and outbox
+// events, turns on row-level security per tenant (tenancy) and runs the demo.
+// Run `inbox help` for the commands and exit codes.
 package main
 
 import (
