@@ -178,6 +178,17 @@ func TestTenancyOwnerIsNotSuperuser(t *testing.T) {
 	var granted bool
 	is.NoErr(pool.QueryRow(ctx, "SELECT has_table_privilege($1, 'pginbox_receipts', 'SELECT')", sys).Scan(&granted))
 	is.Equal(granted, false) // one transaction: the GRANTs rolled back too
+	// The recipe of docs/TENANCY.md: a superuser creates the system role with
+	// BYPASSRLS, and the owner grants the rest.
+	sysReady := newRole(t, pool, "shop_system", "BYPASSRLS")
+	code, stdout, stderr = runIn(t, asOwner, "tenancy", "grant", sysReady, "--system")
+	is.Equal(stderr, "")
+	is.Equal(code, exitOK)
+	is.True(!strings.Contains(stdout, "ALTER ROLE"))
+	is.True(strings.Contains(stdout, "role "+sysReady+" may now work across tenants (BYPASSRLS)"))
+	is.NoErr(pool.QueryRow(ctx, "SELECT has_table_privilege($1, 'pginbox_work', 'UPDATE')", sysReady).Scan(&granted))
+	is.True(granted)
+
 	code, stdout, _ = runIn(t, nil, "tenancy", "grant", sys, "--system", "--print")
 	is.Equal(code, exitOK)
 	is.True(strings.HasSuffix(stdout, "GRANT SELECT ON pginbox_receipts_live TO "+sys+";\nALTER ROLE "+sys+" BYPASSRLS;\n"))
