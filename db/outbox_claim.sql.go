@@ -48,7 +48,8 @@ WHERE o.id = c.id
         AND p.seq < o.seq
         AND p.id NOT IN (SELECT id FROM candidates)))
 RETURNING o.id, o.claim_token, o.seq, o.source, o.destination, o.ordering_key,
-    o.event_type, o.schema_version, o.payload, o.metadata, o.attempts, o.created_at
+    o.event_type, o.schema_version, o.payload, o.metadata, o.attempts, o.created_at,
+    o.scope_kind, o.scope_id
 `
 
 type OutboxClaimParams struct {
@@ -69,6 +70,8 @@ type OutboxClaimRow struct {
 	Metadata      string
 	Attempts      int32
 	CreatedAt     time.Time
+	ScopeKind     string
+	ScopeID       string
 }
 
 // Claims up to @max_count due events, oldest due first, for one relay. SKIP
@@ -114,6 +117,8 @@ func (q *Queries) OutboxClaim(ctx context.Context, arg OutboxClaimParams) ([]Out
 			&i.Metadata,
 			&i.Attempts,
 			&i.CreatedAt,
+			&i.ScopeKind,
+			&i.ScopeID,
 		); err != nil {
 			return nil, err
 		}

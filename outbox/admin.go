@@ -32,8 +32,9 @@ type AdminConfig struct {
 }
 
 // Admin inspects and repairs the outbox: stats, list, get, requeue DEAD
-// events, purge published history. The outbox has no tenant scope: give it
-// to operators.
+// events, purge published history. It works across scopes: give it to
+// operators, and with row-level security enabled (schema.EnableTenancy) a
+// pool whose role has BYPASSRLS, or it sees no event.
 type Admin struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger

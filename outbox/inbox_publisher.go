@@ -26,9 +26,10 @@ type InboxPublisher struct {
 	// Destination.
 	Consumer func(Message) string
 
-	// Scope is the receiving scope. Defaults to inbox.Global(). Derive a
-	// tenant from what the emitting service stored (its metadata, its
-	// destination), never from payload fields a client controls.
+	// Scope is the receiving scope. Defaults to the message's Scope: the
+	// scope of the transaction that emitted it. Derive another from what the
+	// emitting service stored (its metadata, its destination), never from
+	// payload fields a client controls.
 	Scope func(Message) inbox.Scope
 }
 
@@ -76,7 +77,10 @@ func (p InboxPublisher) message(m Message) inbox.Message {
 	if p.Consumer != nil {
 		consumer = p.Consumer(m)
 	}
-	scope := inbox.Global()
+	scope := m.Scope
+	if scope.Kind == "" {
+		scope = inbox.Global() // a Message built by hand
+	}
 	if p.Scope != nil {
 		scope = p.Scope(m)
 	}

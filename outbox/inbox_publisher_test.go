@@ -122,3 +122,41 @@ func TestInboxPublisherConsumerMapping(t *testing.T) {
 	is.Equal(drain(t, newRelay(t, a, pub, outbox.RelayConfig{})), 1)
 	inboxtest.RequireReceipt(t, b, inbox.Identity{Scope: inbox.Global(), Source: "orders", Consumer: "invoicing.billing.v1", MessageID: id.String()})
 }
+
+// An event emitted in a tenant's transaction carries that tenant: the
+// relay reads it into Message.Scope, and InboxPublisher delivers into it by
+// default. One emitted without a scope is global.
+func TestInboxPublisherDefaultsToTheEmittingScope(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	a, b := inboxtest.Pool(t), inboxtest.Pool(t)
+	tx, err := a.Begin(ctx)
+	is.NoErr(err)
+	is.NoErr(inbox.ApplyScope(ctx, tx, inbox.Tenant("acme")))
+	scoped, err := outbox.Emit(ctx, tx, event("", 1))
+	is.NoErr(err)
+	is.NoErr(tx.Commit(ctx))
+	global := emit(t, a, event("", 2))[0]
+
+	rec := &recorder{}
+	pub := outbox.InboxPublisher{Client: inboxClient(t, b, inbox.Config{})}
+	is.Equal(drain(t, newRelay(t, a, tee{rec, pub}, outbox.RelayConfig{})), 2)
+	for _, m := range rec.messages() {
+		want := inbox.Global()
+		if m.ID == scoped {
+			want = inbox.Tenant("acme")
+		}
+		is.Equal(m.Scope, want) // m.ID
+	}
+	inboxtest.RequireStatus(t, b, inbox.Identity{Scope: inbox.Tenant("acme"), Source: "orders", Consumer: "billing.v1", MessageID: scoped.String()}, inbox.StatusPending)
+	inboxtest.RequireStatus(t, b, inbox.Identity{Scope: inbox.Global(), Source: "orders", Consumer: "billing.v1", MessageID: global.String()}, inbox.StatusPending)
+}
+
+// tee publishes to both, reporting the second's errors.
+type tee struct{ first, second outbox.Publisher }
+
+func (p tee) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	p.first.Publish(ctx, msgs)
+	return p.second.Publish(ctx, msgs)
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/pginbox/pginbox/inbox"
 )
 
 // Message is an event as a Publisher sends it.
@@ -23,6 +25,10 @@ type Message struct {
 	EmittedAt time.Time
 	// Attempt counts publish attempts from 1.
 	Attempt int
+	// Scope is the scope of the transaction that emitted the event: the
+	// tenant a handler's transaction (or inbox.ApplyScope) set, global
+	// otherwise.
+	Scope inbox.Scope
 }
 
 // Publisher delivers messages somewhere: another inbox (InboxPublisher), a

@@ -67,6 +67,10 @@ type testHooks struct {
 // NewRelay returns a relay publishing through pub. It fails when cfg is
 // invalid (*inbox.ConfigError) or the pool is too small: a relay holds up to
 // three connections (claims and marks, LISTEN, maintenance).
+//
+// A relay publishes every scope's events, so with row-level security enabled
+// (schema.EnableTenancy) its pool's role needs BYPASSRLS (the system role of
+// schema.GrantStatements); on a restricted role it would claim nothing.
 func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	if pool == nil {
 		return nil, errors.New("pginbox: NewRelay: pool is nil: pass the *pgxpool.Pool of the database the events are emitted in")

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/errtext"
 )
 
@@ -125,6 +126,7 @@ func (r *Relay) claim(ctx context.Context) ([]*job, error) {
 			Payload:       json.RawMessage(row.Payload),
 			EmittedAt:     row.CreatedAt,
 			Attempt:       int(row.Attempts),
+			Scope:         inbox.Scope{Kind: inbox.ScopeKind(row.ScopeKind), ID: row.ScopeID},
 		}}
 		if row.Metadata != "{}" {
 			if err := json.Unmarshal([]byte(row.Metadata), &j.msg.Metadata); err != nil {

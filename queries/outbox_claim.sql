@@ -55,4 +55,5 @@ WHERE o.id = c.id
         AND p.seq < o.seq
         AND p.id NOT IN (SELECT id FROM candidates)))
 RETURNING o.id, o.claim_token, o.seq, o.source, o.destination, o.ordering_key,
-    o.event_type, o.schema_version, o.payload, o.metadata, o.attempts, o.created_at;
+    o.event_type, o.schema_version, o.payload, o.metadata, o.attempts, o.created_at,
+    o.scope_kind, o.scope_id;

@@ -1,0 +1,135 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// Accept, its duplicate path, AcceptBatch with mixed tenants and group commit
+// all work under the application role with row-level security on.
+func TestAcceptUnderAppRole(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	td := newTenancyDB(t)
+	c := newClient(t, td.app, inbox.Config{})
+	a, b, g := inbox.Tenant("a"), inbox.Tenant("b"), inbox.Global()
+
+	res, err := c.Accept(ctx, tenantMsg(a, "one"))
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Accepted)
+	dup, err := c.Accept(ctx, tenantMsg(a, "one"))
+	is.NoErr(err)
+	is.Equal(dup.Outcome, inbox.Duplicate) // the lookup of the existing receipt ran in a's scope
+	is.Equal(dup.ID, res.ID)
+	res, err = c.Accept(ctx, tenantMsg(g, "one"))
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Accepted) // the same message ID in another scope is another message
+
+	// Mixed tenants in one batch, with a duplicate and an in-batch repeat.
+	items, err := c.AcceptBatch(ctx, []inbox.Message{
+		tenantMsg(b, "two"), tenantMsg(a, "two"), tenantMsg(a, "one"), tenantMsg(g, "two"), tenantMsg(b, "two"), tenantMsg(b, "three"),
+	})
+	is.NoErr(err)
+	want := []inbox.Outcome{inbox.Accepted, inbox.Accepted, inbox.Duplicate, inbox.Accepted, inbox.Duplicate, inbox.Accepted}
+	for i, it := range items {
+		is.NoErr(it.Err)
+		is.Equal(it.Outcome, want[i]) // item i
+	}
+	is.Equal(td.scopedCount(t, a, "pginbox_receipts"), 2)
+	is.Equal(td.scopedCount(t, b, "pginbox_receipts"), 2)
+	is.Equal(td.scopedCount(t, g, "pginbox_receipts"), 2)
+	is.Equal(td.scopedCount(t, b, "pginbox_work"), 2)
+
+	// Group commit: concurrent calls of several tenants share batches.
+	gc := newClient(t, td.app, inbox.Config{GroupCommit: true, GroupCommitMaxBatch: 16})
+	var wg sync.WaitGroup
+	errs := make(chan error, 60)
+	for i := range 60 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := []inbox.Scope{a, b, g}[i%3]
+			if _, err := gc.Accept(ctx, tenantMsg(s, fmt.Sprintf("gc-%d", i))); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	is.Equal(td.allCount(t, "pginbox_receipts_live", "message_id LIKE 'gc-%' AND scope_kind = 'tenant' AND scope_id = 'a'"), 20)
+	is.Equal(td.allCount(t, "pginbox_receipts_live", "message_id LIKE 'gc-%' AND scope_kind = 'global'"), 20)
+}
+
+// AcceptTx never moves the caller's transaction to another scope: an
+// unscoped transaction takes the message's scope, a transaction of the same
+// scope is fine, one of another scope gets a typed error and nothing is
+// written, and the transaction stays usable.
+func TestAcceptTxKeepsTheCallersScope(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	td := newTenancyDB(t)
+	c := newClient(t, td.app, inbox.Config{})
+	a, b := inbox.Tenant("a"), inbox.Tenant("b")
+
+	err := pgx.BeginFunc(ctx, td.app, func(tx pgx.Tx) error {
+		if _, err := c.AcceptTx(ctx, tx, tenantMsg(a, "one")); err != nil { // applies a
+			return err
+		}
+		if _, err := c.AcceptTx(ctx, tx, tenantMsg(a, "two")); err != nil { // a again: fine
+			return err
+		}
+		_, err := c.AcceptTx(ctx, tx, tenantMsg(b, "three"))
+		var mm *inbox.ScopeMismatchError
+		is.True(errors.As(err, &mm))
+		is.True(errors.Is(err, inbox.ErrScopeMismatch))
+		is.Equal(mm.Tx, a)
+		is.Equal(mm.Want, b)
+		_, err = c.AcceptBatchTx(ctx, tx, []inbox.Message{tenantMsg(a, "four"), tenantMsg(b, "four")})
+		is.True(errors.Is(err, inbox.ErrScopeMismatch))
+		var tenant string
+		if err := tx.QueryRow(ctx, "SELECT current_setting('pginbox.tenant', true)").Scan(&tenant); err != nil {
+			return err // the refusals left the transaction usable
+		}
+		is.Equal(tenant, "a")
+		return nil
+	})
+	is.NoErr(err)
+	is.Equal(td.scopedCount(t, a, "pginbox_receipts"), 2)
+	is.Equal(td.scopedCount(t, b, "pginbox_receipts"), 0)
+
+	// An unscoped transaction takes a mixed batch, group by group, and ends
+	// with no scope, as it started.
+	err = pgx.BeginFunc(ctx, td.app, func(tx pgx.Tx) error {
+		items, err := c.AcceptBatchTx(ctx, tx, []inbox.Message{tenantMsg(b, "five"), tenantMsg(a, "five"), tenantMsg(inbox.Global(), "five")})
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			is.Equal(it.Outcome, inbox.Accepted)
+		}
+		var tenant, global string
+		if err := tx.QueryRow(ctx, "SELECT current_setting('pginbox.tenant', true), current_setting('pginbox.global', true)").Scan(&tenant, &global); err != nil {
+			return err
+		}
+		is.Equal(tenant, "")
+		is.Equal(global, "")
+		return nil
+	})
+	is.NoErr(err)
+	is.Equal(td.scopedCount(t, a, "pginbox_receipts"), 3)
+	is.Equal(td.scopedCount(t, b, "pginbox_receipts"), 1)
+	is.Equal(td.scopedCount(t, inbox.Global(), "pginbox_receipts"), 1)
+}

@@ -1,0 +1,138 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/outbox"
+)
+
+// The worker under the prescribed roles: claims, heartbeats and recovery on
+// the system pool, every handler transaction on the application role with the
+// receipt's scope applied. A handler's write into its own tenant's business
+// rows commits with the completion; one into another tenant's rows is refused
+// by the application's policy. Receipts of several scopes taken by one slot
+// run in one transaction per scope. Failures and retries are recorded.
+func TestWorkerUnderAppRoleWithSystemPool(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	td := newTenancyDB(t)
+	c := newClient(t, td.app, inbox.Config{})
+	a, b, g := inbox.Tenant("a"), inbox.Tenant("b"), inbox.Global()
+	ids := acceptAll(t, c,
+		tenantMsg(a, "own-1"), tenantMsg(b, "own-2"), tenantMsg(g, "global-1"), tenantMsg(a, "own-3"),
+		tenantMsg(a, "cross"), tenantMsg(b, "flaky"))
+	cross, flaky := ids[4], ids[5]
+
+	var mu sync.Mutex
+	seen := map[string]string{} // message ID -> the tenant setting its handler saw
+	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		var tenant string
+		if err := m.Tx.QueryRow(ctx, "SELECT coalesce(current_setting('pginbox.tenant', true), '')").Scan(&tenant); err != nil {
+			return err
+		}
+		mu.Lock()
+		seen[m.MessageID] = tenant
+		mu.Unlock()
+		if m.Scope.Kind == inbox.ScopeGlobal {
+			return nil
+		}
+		owner := m.Scope.ID
+		if m.MessageID == "cross" {
+			owner = "b" // a handler of tenant a writing b's rows
+		}
+		if _, err := m.Tx.Exec(ctx, "INSERT INTO tenant_orders (tenant_id, order_id) VALUES ($1, $2)", owner, m.MessageID); err != nil {
+			return handler.Permanent(err)
+		}
+		if _, err := outbox.Emit(ctx, m.Tx, outbox.Event{Type: "order.projected", SchemaVersion: 1, Payload: raw(`{}`), Source: "s", Destination: "d"}); err != nil {
+			return err
+		}
+		if m.MessageID == "flaky" && m.Attempt == 1 {
+			return fmt.Errorf("transient")
+		}
+		return nil
+	})
+	w := newWorker(t, td.app, reg, inbox.WorkerConfig{
+		SystemPool:    td.sys,
+		Concurrency:   1,
+		MessagesPerTx: 10, // one slot takes receipts of several scopes at once
+		Backoff:       func(int) time.Duration { return 10 * time.Millisecond },
+	})
+	startWorker(t, w)
+
+	for _, id := range ids {
+		if id == cross {
+			continue
+		}
+		waitStatus(t, td.sys, id, "COMPLETED", 15*time.Second)
+	}
+	st := waitStatus(t, td.sys, cross, "DEAD", 15*time.Second)
+	is.True(st.LastError != nil && strings.Contains(*st.LastError, "row-level security")) // refused by the application's policy
+	st = stateOf(t, td.sys, flaky)
+	is.Equal(st.Attempts, 2) // failed once (recorded under b's scope), then completed
+
+	mu.Lock()
+	is.Equal(seen["own-1"], "a")
+	is.Equal(seen["own-2"], "b")
+	is.Equal(seen["global-1"], "")
+	is.Equal(seen["cross"], "a")
+	mu.Unlock()
+
+	// Business rows as the owner (a superuser sees every row): each tenant's
+	// own writes committed with their completions, the cross write did not.
+	var rows []string
+	r, err := td.owner.Query(ctx, "SELECT tenant_id || '/' || order_id FROM tenant_orders ORDER BY 1")
+	is.NoErr(err)
+	for r.Next() {
+		var s string
+		is.NoErr(r.Scan(&s))
+		rows = append(rows, s)
+	}
+	is.NoErr(r.Err())
+	is.Equal(strings.Join(rows, " "), "a/own-1 a/own-3 b/flaky b/own-2")
+	// Events emitted in a handler's transaction carry its tenant.
+	is.Equal(td.allCount(t, "pginbox_outbox", "scope_kind = 'tenant' AND scope_id = 'a'"), 2)
+	is.Equal(td.allCount(t, "pginbox_outbox", "scope_kind = 'tenant' AND scope_id = 'b'"), 2)
+	is.Equal(td.allCount(t, "pginbox_outbox", "scope_kind = 'global'"), 0)
+}
+
+// Lease recovery runs across tenants on the system pool; the recovered
+// receipts complete under the application role.
+func TestRecoveryUnderAppRoleWithSystemPool(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	td := newTenancyDB(t)
+	ids := acceptAll(t, newClient(t, td.app, inbox.Config{}), tenantMsg(inbox.Tenant("a"), "one"), tenantMsg(inbox.Tenant("b"), "two"))
+	for _, id := range ids {
+		inboxtest.SetState(t, td.owner, id, "status = 'PROCESSING', lease_expires_at = now() - interval '1 second', attempts = 1")
+	}
+	startWorker(t, newWorker(t, td.app, registry(t, func(context.Context, *handler.Msg) error { return nil }),
+		inbox.WorkerConfig{SystemPool: td.sys, Lease: time.Second}))
+	for _, id := range ids {
+		st := waitStatus(t, td.sys, id, "COMPLETED", 15*time.Second)
+		is.Equal(st.Attempts, 2)
+	}
+}
+
+// SystemPool holds the listener and the bookkeeping: NewWorker refuses one
+// too small for them.
+func TestWorkerSystemPoolSize(t *testing.T) {
+	t.Parallel()
+	pool, dsn := newPool(t)
+	small := poolFor(t, dsn, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	_, err := inbox.NewWorker(pool, registry(t, func(context.Context, *handler.Msg) error { return nil }), inbox.WorkerConfig{SystemPool: small})
+	if err == nil || !strings.Contains(err.Error(), "SystemPool MaxConns 1") {
+		t.Fatalf("err = %v, want SystemPool's size refused", err)
+	}
+}
