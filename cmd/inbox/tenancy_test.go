@@ -310,6 +310,13 @@ func TestTenantFlagUnderRLS(t *testing.T) {
 		}
 	}
 
+	// The outbox commands work across tenants: they say so instead of
+	// showing an empty outbox.
+	code, stdout, stderr = runIn(t, asApp, "outbox", "stats")
+	is.Equal(code, exitError)
+	is.Equal(stdout, "")
+	is.True(strings.Contains(stderr, "inbox outbox stats: row-level security hides the outbox's events from this role, and these commands work across tenants: connect as a role with BYPASSRLS (`inbox tenancy grant ROLE --system`)"))
+
 	// The system role sees every scope.
 	sys := newRole(t, f.pool, "shop_system", "")
 	code, _, stderr = runIn(t, owner, "tenancy", "grant", sys, "--system")
@@ -319,4 +326,7 @@ func TestTenantFlagUnderRLS(t *testing.T) {
 	is.Equal(code, exitOK)
 	is.NoErr(json.Unmarshal([]byte(stdout), &page))
 	is.Equal(len(page.Receipts), 4)
+	code, _, stderr = runIn(t, map[string]string{"DATABASE_URL": dsnAs(t, f.dsn, sys)}, "outbox", "stats")
+	is.Equal(stderr, "")
+	is.Equal(code, exitOK)
 }
