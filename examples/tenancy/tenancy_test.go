@@ -32,6 +32,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 type service struct {
 	owner, app, system *pgxpool.Pool
 	appRole            string
+	appDSN, systemDSN  string
 	client             *inbox.Client
 	worker             *inbox.Worker
 }
@@ -63,8 +64,9 @@ func deploy(t *testing.T) *service {
 	if err := tenancy.Setup(ctx, conn, s.appRole, sysRole); err != nil {
 		t.Fatal(err)
 	}
-	s.app = open(t, dsnAs(t, dsn, s.appRole), 4)
-	s.system = open(t, dsnAs(t, dsn, sysRole), 3)
+	s.appDSN, s.systemDSN = dsnAs(t, dsn, s.appRole), dsnAs(t, dsn, sysRole)
+	s.app = open(t, s.appDSN, 4)
+	s.system = open(t, s.systemDSN, 3)
 
 	s.client, err = inbox.NewClient(s.app, inbox.Config{Consumers: []string{tenancy.Consumer}, Logger: quiet})
 	if err != nil {

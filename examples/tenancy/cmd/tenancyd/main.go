@@ -16,6 +16,7 @@
 //
 //	DATABASE_URL=postgres://tenancy_app@localhost/app \
 //	SYSTEM_DATABASE_URL=postgres://tenancy_system@localhost/app go run ./examples/tenancy/cmd/tenancyd
+//	# ADDR=127.0.0.1:9090 to listen elsewhere than :8080
 //	curl -X POST localhost:8080/orders -H 'X-Tenant-ID: acme' -H 'X-Event-ID: evt-1' \
 //	     -d '{"tenantId":"acme","orderId":"o-1","totalCents":1250}'
 //	curl localhost:8080/orders -H 'X-Tenant-ID: acme'
@@ -113,7 +114,12 @@ func run() error {
 		}
 		_ = json.NewEncoder(w).Encode(orders)
 	})
-	srv := &http.Server{Addr: ":8080"}
+	addr := os.Getenv("ADDR")
+	if addr == "" {
+		addr = ":8080"
+	}
+	srv := &http.Server{Addr: addr}
+	log.Printf("tenancyd: listening on %s", addr)
 	go func() {
 		<-ctx.Done()
 		srv.Shutdown(context.Background())
