@@ -51,6 +51,11 @@ func (c *Client) Accept(ctx context.Context, msg Message) (AcceptResult, error) 
 
 // AcceptTx is Accept inside the caller's transaction: the receipt commits or rolls
 // back with it, and the caller owns the commit (and its uncertainty).
+//
+// A transaction without a scope gets the message's (ApplyScope), and keeps
+// it; one already scoped to another scope is refused with a
+// *ScopeMismatchError (ErrScopeMismatch) before anything is written, and stays
+// usable.
 func (c *Client) AcceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptResult, error) {
 	f := func(ctx context.Context, msg Message) (AcceptResult, error) { return c.acceptTx(ctx, tx, msg) }
 	if len(c.cfg.AcceptMiddleware) == 0 {
@@ -71,6 +76,8 @@ func (c *Client) AcceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptRe
 // sent. Do not acknowledge any message then; redeliveries reconcile.
 //
 // The batch travels in one statement, so bound its size (hundreds, not millions).
+// A batch of several scopes is one transaction with one statement per scope,
+// each after its scope is applied.
 func (c *Client) AcceptBatch(ctx context.Context, msgs []Message) ([]BatchItem, error) {
 	return c.acceptBatchFn(ctx, msgs)
 }
@@ -78,6 +85,11 @@ func (c *Client) AcceptBatch(ctx context.Context, msgs []Message) ([]BatchItem, 
 // AcceptBatchTx is AcceptBatch inside the caller's transaction: the receipts
 // commit or roll back with it, and the caller owns the commit. Whatever items
 // say, nothing is stored unless tx commits.
+//
+// A transaction already scoped takes messages of its scope only (a
+// *ScopeMismatchError otherwise, nothing written). One without a scope gets
+// the batch's scope and keeps it, or, for several scopes, each group's in
+// turn and none once the call returns.
 func (c *Client) AcceptBatchTx(ctx context.Context, tx pgx.Tx, msgs []Message) ([]BatchItem, error) {
 	f := func(ctx context.Context, msgs []Message) ([]BatchItem, error) { return c.acceptBatchTx(ctx, tx, msgs) }
 	if len(c.cfg.AcceptBatchMiddleware) == 0 {

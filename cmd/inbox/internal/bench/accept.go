@@ -116,7 +116,8 @@ func (s *suite) acceptScenario(ctx context.Context, sp acceptSpec) *Result {
 	if sp.rawNotify {
 		sides = append(sides, "raw-notify")
 	}
-	var pg, raw, notify, hooked sample
+	sides = s.withRLS(sides)
+	var pg, raw, notify, hooked, rls sample
 	for round := range s.o.Rounds {
 		order := sides
 		if round%2 == 1 { // alternate who goes first
@@ -133,7 +134,7 @@ func (s *suite) acceptScenario(ctx context.Context, sp acceptSpec) *Result {
 			var err error
 			label := fmt.Sprintf("%s %s round %d/%d", sp.name, side, round+1, s.o.Rounds)
 			switch side {
-			case "pginbox", sideHooked:
+			case "pginbox", sideHooked, sideRLS:
 				got, err = s.pginboxAccept(ctx, sp, label, side, round, &oc)
 			case "raw":
 				got, err = s.rawAccept(ctx, sp, label, round, rawAcceptSQL, &oc)
@@ -158,11 +159,14 @@ func (s *suite) acceptScenario(ctx context.Context, sp acceptSpec) *Result {
 				notify.add(got)
 			case sideHooked:
 				hooked.add(got)
+			case sideRLS:
+				rls.add(got)
 			}
 		}
 	}
 	s.finish(r, pg, raw, "same statements from a plain pgx loop, same callers")
 	s.finishHooked(r, hooked)
+	s.finishRLS(r, rls)
 	if sp.rawNotify {
 		m := notify.measure("the insert with pg_notify in every statement, plain pgx loop, same callers")
 		m.CallsPerSec, m.Seconds = round2(m.CallsPerSec), round2(m.Seconds)
@@ -217,7 +221,16 @@ func (s *suite) checkAccept(ctx context.Context, r *Result, sp acceptSpec, side 
 }
 
 func (s *suite) pginboxAccept(ctx context.Context, sp acceptSpec, label, side string, round int, oc *outcomeCounts) (sample, error) {
-	pool, err := newPool(ctx, s.base, sp.workers)
+	base := s.base
+	if side == sideRLS {
+		off, err := s.rlsOn(ctx)
+		if err != nil {
+			return sample{}, err
+		}
+		defer off()
+		base = s.asRole(rlsAppRole)
+	}
+	pool, err := newPool(ctx, base, sp.workers)
 	if err != nil {
 		return sample{}, err
 	}

@@ -103,6 +103,14 @@ type Options struct {
 	// (see Hooks). Nil: none.
 	Hooks *Hooks
 
+	// RLS adds a side to the accept and drain scenarios that runs with
+	// row-level security enabled (schema.EnableTenancy): accepts and handlers
+	// on an application role, the worker's SystemPool on a BYPASSRLS role.
+	// Result.RLS reports it against plain pginbox. The roles are created
+	// without a password: it needs a superuser and a server that lets them
+	// connect (the ephemeral cluster does).
+	RLS bool
+
 	RelayEvents int // outbox events per relay phase; default Calls
 	Relays      int // relays publishing at once; default 2
 
@@ -213,6 +221,13 @@ type Result struct {
 	HookedRatio       float64  `json:"hooked_ratio,omitempty"`
 	HookedTarget      string   `json:"hooked_target,omitempty"`
 	HookedMeetsTarget bool     `json:"hooked_meets_target,omitempty"`
+
+	// RLS is pginbox with row-level security enabled (Options.RLS); RLSRatio
+	// is its rate over plain pginbox's (goal RLSTarget).
+	RLS            *Measure `json:"rls,omitempty"`
+	RLSRatio       float64  `json:"rls_ratio,omitempty"`
+	RLSTarget      string   `json:"rls_target,omitempty"`
+	RLSMeetsTarget bool     `json:"rls_meets_target,omitempty"`
 
 	// Extra holds scenario-specific figures (retained-1m: empty vs retained).
 	Extra map[string]float64 `json:"extra,omitempty"`

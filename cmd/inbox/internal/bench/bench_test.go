@@ -273,3 +273,47 @@ func TestBenchHooks(t *testing.T) {
 	is.True(strings.Contains(table.String(), "pginbox with the counting hooks installed, same callers: ")) // the hooked side is in the human report
 	is.True(strings.Contains(table.String(), "(goal >= 0.95 x pginbox without hooks: "))
 }
+
+// --rls adds a side with row-level security enabled to accept and drain,
+// under the application and system roles, and reports it against RLS off.
+func TestBenchRLS(t *testing.T) {
+	is := is.New(t)
+	dsn := inboxtest.Database(t)
+	var stdout, stderr bytes.Buffer
+	args := append(tinyArgs(dsn), "--json", "--scenarios", "accept-fresh,accept-batch,drain,drain-batched", "--drain-concurrency", "2", "--rls")
+	code := bench.Command(context.Background(), args, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(nil, 1<<20)
+	rep := &bench.Report{}
+	withRLS := map[string]bool{}
+	for sc.Scan() {
+		var r bench.Result
+		is.NoErr(json.Unmarshal(sc.Bytes(), &r))
+		rep.Results = append(rep.Results, &r)
+		is.True(r.OK)
+		withRLS[r.Scenario] = r.RLS != nil
+		if r.RLS != nil {
+			is.Equal(r.RLS.Calls, r.Calls) // every RLS phase handled all its messages
+			is.True(r.RLSRatio > 0)
+			is.Equal(r.RLSTarget, ">= 0.90 x pginbox with row-level security off")
+		}
+	}
+	is.Equal(withRLS, map[string]bool{"accept-fresh": true, "accept-batch": false, "drain-c2": true, "drain-batched-c4": true})
+	var table bytes.Buffer
+	is.NoErr(bench.WriteTable(&table, rep))
+	is.True(strings.Contains(table.String(), "pginbox with row-level security enabled (pginbox_bench_app for accepts and handlers")) // in the human report
+
+	// The run left no role and no tenancy behind.
+	conn, err := pgx.Connect(context.Background(), dsn)
+	is.NoErr(err)
+	defer conn.Close(context.Background())
+	var roles int
+	is.NoErr(conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'pginbox_bench_%'").Scan(&roles))
+	is.Equal(roles, 0)
+	var rls bool
+	is.NoErr(conn.QueryRow(context.Background(), "SELECT relrowsecurity FROM pg_class WHERE oid = 'pginbox_receipts'::regclass").Scan(&rls))
+	is.True(!rls)
+}

@@ -69,6 +69,7 @@ func CommandWithHooks(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.DurationVar(&o.Hold, "hold", 30*time.Second, "xmin-hold: how long an idle transaction holds the xmin horizon")
 	fs.DurationVar(&o.HoldAround, "hold-around", 10*time.Second, "xmin-hold: load before and after the hold")
 	fs.IntVar(&o.HoldRate, "hold-rate", 200, "xmin-hold: accepts per second")
+	fs.BoolVar(&o.RLS, "rls", false, "accept and drain scenarios also run with row-level security enabled (application and system roles), reported against RLS off")
 	fs.IntVar(&o.RelayEvents, "relay-events", 0, "outbox events per relay phase (default --calls)")
 	fs.IntVar(&o.Relays, "relays", 2, "relays publishing at once in relay")
 	fs.Usage = func() {

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 )
@@ -30,11 +32,11 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 		r.Target = fmt.Sprintf(">= 2 x raw per-transaction ceiling and >= 0.80 x a raw loop batching %d per transaction", perTx)
 		sides = append(sides, "raw-batched")
 	}
-	var pg, raw, rawBatched, hooked sample
+	var pg, raw, rawBatched, hooked, rls sample
 	var writes tableStats
 	statsOK := true
 	for round := range s.o.Rounds {
-		order := s.sides(sides...)
+		order := s.withRLS(s.sides(sides...))
 		if round%2 == 1 {
 			order = slices.Clone(order)
 			slices.Reverse(order)
@@ -58,7 +60,7 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 			case "pginbox":
 				statsOK = statsOK && s.resetStats(ctx)
 				stopProfile := s.startProfile(fmt.Sprintf("%s-round%d", r.Scenario, round+1))
-				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, nil)
+				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, nil, false)
 				stopProfile()
 				if err == nil && statsOK {
 					var t tableStats
@@ -75,7 +77,9 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 			case "raw-batched":
 				got, err = s.rawDrain(ctx, label, ids, concurrency, perTx)
 			case sideHooked:
-				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, s.hooksFor(side))
+				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, s.hooksFor(side), false)
+			case sideRLS:
+				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, nil, true)
 			}
 			if err != nil {
 				r.failf("%s: %v", side, err)
@@ -99,6 +103,8 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 				r.Counts.RawBusiness += c.effects
 			case sideHooked:
 				hooked.add(got)
+			case sideRLS:
+				rls.add(got)
 			default:
 				rawBatched.add(got)
 			}
@@ -110,6 +116,7 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 		rowVersions(r, writes, pg.calls)
 	}
 	s.finishHooked(r, hooked)
+	s.finishRLS(r, rls)
 	r.MeetsTarget = r.Ratio >= 0.8
 	if perTx > 1 {
 		m := rawBatched.measure("")
@@ -130,8 +137,24 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 // pginboxDrain runs a worker until the database shows every receipt COMPLETED.
 // A worker has no per-message call to time from outside, so this phase has a
 // rate but no latencies.
-func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, perTx int, hooks *Hooks) (sample, error) {
-	pool, err := newPool(ctx, s.base, concurrency+2)
+// With rls, tenancy is enabled for the phase, the handlers run on the
+// application role and the worker's SystemPool on the system role.
+func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, perTx int, hooks *Hooks, rls bool) (sample, error) {
+	base := s.base
+	var sys *pgxpool.Pool
+	if rls {
+		off, err := s.rlsOn(ctx)
+		if err != nil {
+			return sample{}, err
+		}
+		defer off()
+		base = s.asRole(rlsAppRole)
+		if sys, err = newPool(ctx, s.asRole(rlsSysRole), 3); err != nil {
+			return sample{}, err
+		}
+		defer sys.Close()
+	}
+	pool, err := newPool(ctx, base, concurrency+2)
 	if err != nil {
 		return sample{}, err
 	}
@@ -153,7 +176,7 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 	if err != nil {
 		return sample{}, err
 	}
-	w, err := inbox.NewWorker(pool, reg, hooks.worker(inbox.WorkerConfig{Concurrency: concurrency, MessagesPerTx: perTx, ClaimBatch: max(10, concurrency*perTx), Logger: discardLogger}))
+	w, err := inbox.NewWorker(pool, reg, hooks.worker(inbox.WorkerConfig{Concurrency: concurrency, MessagesPerTx: perTx, ClaimBatch: max(10, concurrency*perTx), Logger: discardLogger, SystemPool: sys}))
 	if err != nil {
 		return sample{}, err
 	}

@@ -56,6 +56,10 @@ func WriteTable(w io.Writer, rep *Report) error {
 			fmt.Fprintf(w, "  %s: %s/s, p95 %s ms = %.2f x pginbox (goal %s: %s)\n",
 				r.Hooked.Description, rate(r.Hooked.CallsPerSec), latency(r.Hooked.P95Ms), r.HookedRatio, r.HookedTarget, metOrNot(r.HookedMeetsTarget))
 		}
+		if r.RLS != nil {
+			fmt.Fprintf(w, "  %s: %s/s, p95 %s ms = %.2f x pginbox (goal %s: %s)\n",
+				r.RLS.Description, rate(r.RLS.CallsPerSec), latency(r.RLS.P95Ms), r.RLSRatio, r.RLSTarget, metOrNot(r.RLSMeetsTarget))
+		}
 		if len(r.Extra) > 0 {
 			var parts []string
 			for _, k := range slices.Sorted(maps.Keys(r.Extra)) {

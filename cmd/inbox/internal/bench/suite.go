@@ -67,6 +67,12 @@ func newSuite(ctx context.Context, o Options, base *pgxpool.Config, prog *progre
 		admin.Close()
 		return nil, fmt.Errorf("bench: creating the business table: %w", err)
 	}
+	if o.RLS {
+		if err := s.setupRLS(ctx); err != nil {
+			admin.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -74,6 +80,11 @@ func (s *suite) close() { s.admin.Close() }
 
 // cleanup leaves the database as empty as it was found.
 func (s *suite) cleanup(ctx context.Context) error {
+	if s.o.RLS {
+		if err := s.dropRLS(ctx); err != nil {
+			return err
+		}
+	}
 	_, err := s.admin.Exec(ctx, "TRUNCATE pginbox_receipts, pginbox_work, pginbox_audit, pginbox_outbox; DROP TABLE IF EXISTS "+effectsTable)
 	return err
 }
