@@ -43,6 +43,7 @@ func TestBinary(t *testing.T) {
 	t.Run("MigrateEmptyDatabase", func(t *testing.T) { t.Parallel(); testBinaryMigrate(t, bin) })
 	t.Run("AdminCommands", func(t *testing.T) { t.Parallel(); testBinaryAdmin(t, bin) })
 	t.Run("Version", func(t *testing.T) { t.Parallel(); testBinaryVersion(t, bin) })
+	t.Run("Tenancy", func(t *testing.T) { t.Parallel(); testBinaryTenancy(t, bin) })
 	t.Run("RequeueWithoutUser", func(t *testing.T) { t.Parallel(); testBinaryRequeueWithoutUser(t, bin) })
 	t.Run("Demo", func(t *testing.T) { t.Parallel(); testBinaryDemo(t, bin) })
 	t.Run("DemoInterrupted", func(t *testing.T) { t.Parallel(); testBinaryDemoInterrupted(t, bin) })
@@ -214,6 +215,25 @@ func testBinaryAdmin(t *testing.T, bin string) {
 	// A server that is not there: a clear error, exit 1.
 	runBin(t, bin, env, "stats", "--database-url", "host=/nonexistent port=1 user=x dbname=x connect_timeout=2").expect(t, exitError,
 		nil, []string{"cannot connect to PostgreSQL", "check --database-url or $DATABASE_URL"})
+}
+
+// testBinaryTenancy: the application role's DATABASE_URL, as a deployment
+// sets it, sees one tenant with --tenant and is told what to do without it.
+func testBinaryTenancy(t *testing.T, bin string) {
+	f := newFixture(t)
+	app := newRole(t, f.pool, "shop_app", "")
+	owner := cleanEnv("DATABASE_URL=" + f.dsn)
+	asApp := cleanEnv("DATABASE_URL=" + dsnAs(t, f.dsn, app))
+
+	runBin(t, bin, owner, "tenancy", "disable").expect(t, exitUsage, nil,
+		[]string{"refusing to disable row-level security without --yes", "run `inbox help tenancy disable` for usage"})
+	runBin(t, bin, owner, "tenancy", "grant", app).expect(t, exitOK, []string{"TO " + app + ";"}, nil)
+	runBin(t, bin, owner, "tenancy", "enable").expect(t, exitOK, []string{"row-level security enabled and forced"}, nil)
+	runBin(t, bin, asApp, "tenancy", "status").expect(t, exitOK, []string{"tenancy: enabled", "role " + app + ": held to row-level security"}, nil)
+	runBin(t, bin, asApp, "list", "--tenant", "tenant-b").expect(t, exitOK, []string{f.other.String()}, nil)
+	runBin(t, bin, asApp, "show", f.other.String(), "--tenant", "tenant-a").expect(t, exitNotFound, nil, []string{"receipt not found"})
+	runBin(t, bin, asApp, "stats").expect(t, exitError, nil,
+		[]string{"row-level security restricts this role to one scope", "hint: pass --tenant ID (or --global)"})
 }
 
 // demoSummary are lines the demo prints only when its scenario ran to the end.

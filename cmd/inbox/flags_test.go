@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,9 +106,9 @@ func TestHelpWritesDoubleDashFlags(t *testing.T) {
 	if m := oneDashFlag(stdout); m != "" {
 		t.Errorf("inbox help writes a flag with one dash (%q):\n%s", m, stdout)
 	}
-	// outbox is a group: its subcommands are checked like commands.
-	for _, c := range append(orderedCommands(), outboxCommands...) {
-		if c.Name == "bench" || c.Name == "outbox" {
+	// outbox and tenancy are groups: their subcommands are checked like commands.
+	for _, c := range slices.Concat(orderedCommands(), outboxCommands, tenancyCommands) {
+		if c.Name == "bench" || c.Name == "outbox" || c.Name == "tenancy" {
 			continue
 		}
 		name := strings.Fields(c.Name) // "outbox stats" is two arguments

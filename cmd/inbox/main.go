@@ -1,6 +1,7 @@
 // Command inbox is pginbox's operator CLI: it migrates the schema, inspects and
-// repairs receipts (stats, list, show, requeue, replay, purge) and runs the
-// demo. Run `inbox help` for the commands and exit codes.
+// repairs receipts (stats, list, show, requeue, replay, purge) and outbox
+// events, turns on row-level security per tenant (tenancy) and runs the demo.
+// Run `inbox help` for the commands and exit codes.
 package main
 
 import (
@@ -163,6 +164,8 @@ func hint(err error) string {
 		return fmt.Sprintf("run `inbox show %s` to see what changed, then retry with --version %d if the %s still applies", vc.ReceiptID, vc.Current, vc.Action)
 	case errors.Is(err, inbox.ErrNotFound):
 		return "check the ID with `inbox list`; with --tenant or --global only that scope's receipts are visible"
+	case errors.Is(err, inbox.ErrTenancyRestricted):
+		return "pass --tenant ID (or --global) to see one scope, or connect as a role with BYPASSRLS for every scope (`inbox tenancy grant ROLE --system`)"
 	case errors.Is(err, outbox.ErrNotFound):
 		return "check the ID with `inbox outbox list`; relays delete PUBLISHED events after their retention"
 	case errors.Is(err, outbox.ErrVersionConflict):
