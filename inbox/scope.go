@@ -23,6 +23,17 @@ var (
 		"or set AdminConfig.SystemPool to a pool whose role has BYPASSRLS (schema.GrantStatements with system=true)")
 )
 
+// errWorkerRestricted: the worker's claims would see one scope (or none) and
+// it would look idle.
+type errWorkerRestricted struct{}
+
+func (errWorkerRestricted) Error() string {
+	return "pginbox: the worker claims across tenants, but row-level security restricts the role of its SystemPool to one scope: " +
+		"set WorkerConfig.SystemPool to a pool whose role has BYPASSRLS (`inbox tenancy grant ROLE --system`)"
+}
+
+func (errWorkerRestricted) Is(target error) bool { return target == ErrTenancyRestricted }
+
 // ScopeMismatchError: a caller's transaction already has a scope (ApplyScope)
 // and the message belongs to another. pginbox never switches a caller's
 // transaction to another scope; nothing was written.

@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -134,5 +135,31 @@ func TestWorkerSystemPoolSize(t *testing.T) {
 	_, err := inbox.NewWorker(pool, registry(t, func(context.Context, *handler.Msg) error { return nil }), inbox.WorkerConfig{SystemPool: small})
 	if err == nil || !strings.Contains(err.Error(), "SystemPool MaxConns 1") {
 		t.Fatalf("err = %v, want SystemPool's size refused", err)
+	}
+}
+
+// A worker whose SystemPool row-level security holds to one scope would claim
+// nothing and look idle: Start refuses it and says which role to use.
+func TestWorkerStartRefusesRestrictedSystemPool(t *testing.T) {
+	t.Parallel()
+	td := newTenancyDB(t)
+	w, err := inbox.NewWorker(td.app, registry(t, func(context.Context, *handler.Msg) error { return nil }), inbox.WorkerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.Start(context.Background())
+	if !errors.Is(err, inbox.ErrTenancyRestricted) || !strings.Contains(err.Error(), "WorkerConfig.SystemPool") {
+		t.Fatalf("Start = %v, want ErrTenancyRestricted naming WorkerConfig.SystemPool", err)
+	}
+
+	w, err = inbox.NewWorker(td.app, registry(t, func(context.Context, *handler.Msg) error { return nil }), inbox.WorkerConfig{SystemPool: td.sys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatalf("Start with a BYPASSRLS SystemPool = %v", err)
+	}
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

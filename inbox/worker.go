@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -157,6 +158,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if err := schema.Check(ctx, w.sys); err != nil {
 		return err
+	}
+	restricted, err := db.New(w.sys).ScopeRestricted(ctx)
+	if err != nil {
+		return dbError("checking row-level security", err)
+	}
+	if restricted {
+		return errWorkerRestricted{}
 	}
 	w.started = true
 	loopCtx, cancel := context.WithCancel(context.Background())
