@@ -84,4 +84,6 @@ func Crash(t testing.TB, pool *pgxpool.Pool, dsn, test string, pub outbox.Publis
 
 type publisherFunc func(ctx context.Context, msgs []outbox.Message) []error
 
-func (f publisherFunc) Publish(ctx context.Context, msgs []outbox.Message) []error { return f(ctx, msgs) }
+func (f publisherFunc) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	return f(ctx, msgs)
+}
