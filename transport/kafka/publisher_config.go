@@ -34,7 +34,7 @@ type PublisherConfig struct {
 	Topic func(outbox.Message) string
 
 	// ClientOptions are added to the franz-go client's options: TLS, SASL,
-	// linger, batch size. The Publisher keeps the idempotent producer and
+	// linger, batch size; optional. The Publisher keeps the idempotent producer and
 	// acks from all in-sync replicas (franz-go's defaults): options that
 	// disable idempotent writes, allow cancelling idempotent in-flight
 	// records, or lower the acks are rejected.

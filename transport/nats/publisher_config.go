@@ -30,7 +30,7 @@ type PublisherConfig struct {
 	URL string
 
 	// ConnectOptions are added to the connection's options: credentials,
-	// TLS, a name. The Publisher reconnects forever on its own.
+	// TLS, a name; optional. The Publisher reconnects forever on its own.
 	ConnectOptions []nats.Option
 
 	// Subject returns the subject a message is published to; a stream must
