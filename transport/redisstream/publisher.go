@@ -76,8 +76,27 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	return &Publisher{cfg: cfg}, nil
 }
 
-// Publish adds msgs in one pipeline; see outbox.Publisher.
+// Publish adds msgs in one pipeline; see outbox.Publisher. It returns when
+// ctx ends even if the client is still waiting for Redis (go-redis applies
+// context deadlines to sockets only with ContextTimeoutEnabled); entries
+// that pipeline adds later are copies the receiving inbox drops.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	done := make(chan []error, 1)
+	go func() { done <- p.add(ctx, msgs) }()
+	select {
+	case errs := <-done:
+		return errs
+	case <-ctx.Done():
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = fmt.Errorf("redisstream: no XADD reply before the publish timeout (the relay retries): %w", ctx.Err())
+		}
+		return errs
+	}
+}
+
+// add runs the pipeline and returns nil or one error per message.
+func (p *Publisher) add(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
 	cmds := make([]*redis.StringCmd, len(msgs))
 	_, _ = p.cfg.Redis.Pipelined(ctx, func(pipe redis.Pipeliner) error {
