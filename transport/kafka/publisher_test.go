@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,4 +155,35 @@ func TestPublisherDrillBrokerFault(t *testing.T) {
 		got.Add(m.MessageID)
 	}
 	got.Report(t, "kafka publisher broker-fault", e, relaytest.Published(t, pool), true)
+}
+
+// Publish returns when its context ends while the broker holds the produce
+// request; the record, already sent, is still written afterwards (a copy
+// the receiving inbox would drop when the relay retries).
+func TestPublisherHonoursContext(t *testing.T) {
+	t.Parallel()
+	r := newRig(t, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	r.cluster.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		r.cluster.SleepControl(func() { <-release })
+		return nil, nil, false // then handled normally
+	})
+	p := newPublisher(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	errs := p.Publish(ctx, []outbox.Message{{ID: inboxtype.New(), Source: testSource, Destination: topic, EventType: drill.EventType, SchemaVersion: 1, Payload: []byte(`{}`)}})
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("Publish took %v after a 500ms context", took)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], context.DeadlineExceeded) {
+		t.Fatalf("errors %v: want the context's deadline", errs)
+	}
+	free()
+	if recs := r.readAll(t, 1); len(recs) != 1 {
+		t.Fatalf("%d records, want the one sent before the deadline", len(recs))
+	}
 }
