@@ -25,6 +25,10 @@ const (
 	FieldPayload       = "payload"      // the event's JSON
 )
 
+// ErrNotAStream is the error of an entry whose stream key holds another
+// type: retrying cannot help until the key is renamed or deleted.
+var ErrNotAStream = errors.New("redisstream: the key is not a stream")
+
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
 	// Redis is the client to write through. Required.
@@ -153,7 +157,7 @@ func (p *Publisher) args(m outbox.Message) (*redis.XAddArgs, error) {
 // the entry; anything else (connection, timeout, OOM) is retried.
 func addError(err error) error {
 	if strings.HasPrefix(err.Error(), "WRONGTYPE") {
-		return handler.Permanent(fmt.Errorf("redisstream: XADD: the key is not a stream (%w): use another Stream name or delete the key, then requeue the event", err))
+		return handler.Permanent(fmt.Errorf("%w: XADD: %w: use another Stream name or delete the key, then requeue the event", ErrNotAStream, err))
 	}
 	return fmt.Errorf("redisstream: XADD (the relay retries): %w", err)
 }

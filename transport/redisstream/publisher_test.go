@@ -2,6 +2,7 @@ package redisstream_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -94,7 +95,7 @@ func TestPublisherWrongType(t *testing.T) {
 		return outbox.Message{ID: inboxtype.New(), Source: testSource, Destination: stream, EventType: "order.confirmed", SchemaVersion: 1, Payload: []byte(`{}`)}
 	}
 	errs := newPublisher(t, e.rdb).Publish(ctx, []outbox.Message{msg(e.stream), msg(e.dead)})
-	if len(errs) != 2 || errs[0] != nil || !handler.IsPermanent(errs[1]) || !strings.Contains(errs[1].Error(), "not a stream") {
+	if len(errs) != 2 || errs[0] != nil || !handler.IsPermanent(errs[1]) || !errors.Is(errs[1], redisstream.ErrNotAStream) {
 		t.Fatalf("errors %v: want the second permanently failed, naming the key type", errs)
 	}
 	if n := len(e.entries(t)); n != 1 {
