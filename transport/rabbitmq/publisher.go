@@ -29,9 +29,11 @@ type Publisher struct {
 	cfg PublisherConfig
 	sem chan struct{} // one Publish at a time: confirms and returns are per channel
 
-	conn    *amqp.Connection
-	ch      *amqp.Channel
-	returns chan amqp.Return
+	conn     *amqp.Connection
+	ch       *amqp.Channel
+	returns  chan amqp.Return
+	closed   chan *amqp.Error // why the channel closed
+	closeErr error            // what closed read, kept for the batch's other messages
 
 	connects atomic.Int64
 }
@@ -115,7 +117,7 @@ func (p *Publisher) publishChunk(ctx context.Context, msgs []outbox.Message, err
 		case err != nil:
 			errs[i] = fmt.Errorf("rabbitmq: no publisher confirm before the publish timeout (the relay retries; raise RelayConfig.PublishTimeout if the broker is slow): %w", err)
 		case !ok && p.ch.IsClosed():
-			errs[i] = errors.New("rabbitmq: the connection or channel closed before the broker confirmed the message (the relay reconnects and retries)")
+			errs[i] = fmt.Errorf("rabbitmq: the channel closed before the broker confirmed the message (the relay reconnects and retries): %w", p.closeReason())
 		case !ok:
 			errs[i] = fmt.Errorf("%w (an internal broker error or a full queue with overflow reject-publish; the relay retries)", ErrNacked)
 		}
@@ -131,6 +133,23 @@ func (p *Publisher) publishChunk(ctx context.Context, msgs []outbox.Message, err
 		}
 		errs[i] = err
 	})
+}
+
+// closeReason is why the channel closed. The library notifies close
+// listeners before it fails the unconfirmed messages, so a broker's reason is
+// here by the time a confirm was lost to it.
+func (p *Publisher) closeReason() error {
+	if p.closeErr == nil {
+		p.closeErr = amqp.ErrClosed
+		select {
+		case e, ok := <-p.closed:
+			if ok && e != nil {
+				p.closeErr = e
+			}
+		default:
+		}
+	}
+	return p.closeErr
 }
 
 // drainReturns passes every return received so far to f (nil: discard).
@@ -178,6 +197,7 @@ func (p *Publisher) connect(ctx context.Context) error {
 	}
 	p.conn, p.ch = conn, ch
 	p.returns = ch.NotifyReturn(make(chan amqp.Return, confirmChunk))
+	p.closed = ch.NotifyClose(make(chan *amqp.Error, 1))
 	if p.connects.Add(1) > 1 {
 		p.cfg.Logger.InfoContext(ctx, "rabbitmq: publisher reconnected")
 	}
@@ -190,7 +210,7 @@ func (p *Publisher) drop() error {
 		return nil
 	}
 	err := p.conn.Close()
-	p.conn, p.ch, p.returns = nil, nil, nil
+	p.conn, p.ch, p.returns, p.closed, p.closeErr = nil, nil, nil, nil, nil
 	if errors.Is(err, amqp.ErrClosed) {
 		return nil
 	}

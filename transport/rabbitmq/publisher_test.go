@@ -149,3 +149,27 @@ func TestPublisherTooLarge(t *testing.T) {
 		t.Fatalf("queue holds %d messages, want 1", d)
 	}
 }
+
+// Publishing to an exchange that does not exist makes the broker close the
+// channel: that message fails with the broker's reason, and the next
+// Publish opens a new channel.
+func TestPublisherChannelClosed(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	p := newPublisher(t, r.url, rabbitmq.PublisherConfig{Exchange: func(m outbox.Message) string {
+		if strings.HasSuffix(m.Destination, ".missing") {
+			return r.queue + ".no-such-exchange"
+		}
+		return ""
+	}})
+	errs := p.Publish(context.Background(), []outbox.Message{message(r.queue+".missing", `{"n":1}`)})
+	if len(errs) != 1 || errs[0] == nil || handler.IsPermanent(errs[0]) || !strings.Contains(errs[0].Error(), "NOT_FOUND") {
+		t.Fatalf("errors %v: want a retryable error carrying the broker's NOT_FOUND", errs)
+	}
+	if errs := p.Publish(context.Background(), []outbox.Message{message(r.queue, `{"n":2}`)}); errs != nil {
+		t.Fatalf("publish after the channel closed: %v", errs)
+	}
+	if p.Connects() != 2 {
+		t.Fatalf("%d connects, want 2 (a new one after the channel closed)", p.Connects())
+	}
+}
