@@ -26,4 +26,8 @@
 //	pginbox-topic, pginbox-partition, pginbox-offset   where it came from
 //
 // franz-go reconnects to brokers by itself; Run returns only when ctx ends.
+//
+// Publisher is the other direction: an outbox.Publisher on the idempotent
+// producer (acks=all), keyed by ordering key, the event ID in a header;
+// DecodeEvent maps its records back for the Consumer.
 package kafka

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/kafka"
 )
 
@@ -46,6 +47,34 @@ func ExampleNewConsumer() {
 		log.Fatal(err)
 	}
 	if err := c.Run(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// A relay producing the outbox to Kafka: each event goes to the topic its
+// Destination names, keyed by its ordering key, with the event ID in a
+// header, so the receiving consumer (DecodeEvent) deduplicates.
+func ExampleNewPublisher() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{
+		Brokers:       []string{"127.0.0.1:9092"},
+		ClientOptions: []kgo.Opt{kgo.ClientID("orders-relay")},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pub.Close()
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := relay.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
 }

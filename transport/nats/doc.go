@@ -14,4 +14,8 @@
 //
 // The message ID is the Nats-Msg-Id header unless Config.Decode sets one
 // (for example a stable event ID from the payload).
+//
+// Publisher is the other direction: an outbox.Publisher that sends a relay's
+// events with Nats-Msg-Id = event ID, so the stream drops a re-publish;
+// DecodeEvent maps its messages back for the Consumer.
 package nats

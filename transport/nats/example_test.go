@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/outbox"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
 )
 
@@ -87,6 +88,31 @@ func exampleNATSURL() string {
 
 func must(err error) {
 	if err != nil {
+		panic(err)
+	}
+}
+
+// A relay publishing the outbox to JetStream: each event goes to the
+// subject its Destination names with Nats-Msg-Id = event ID, so the stream
+// drops a re-publish after a relay crash. Keep the stream's duplicate window
+// longer than the relay's Lease plus PublishTimeout.
+func ExampleNewPublisher() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	pub, err := pgnats.NewPublisher(pgnats.PublisherConfig{URL: "nats://127.0.0.1:4222"})
+	if err != nil {
+		panic(err)
+	}
+	defer pub.Close()
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{Lease: time.Minute}) // stream Duplicates: 2m by default
+	if err != nil {
+		panic(err)
+	}
+	if err := relay.Run(ctx); err != nil {
 		panic(err)
 	}
 }

@@ -25,4 +25,8 @@
 //
 // The consumer reconnects with backoff whenever the connection or channel
 // goes away, and declares nothing unless Config.Setup does.
+//
+// Publisher is the other direction: an outbox.Publisher that sends a relay's
+// events with publisher confirms, mandatory, the event ID as message-id;
+// DecodeEvent maps its messages back for the Consumer.
 package rabbitmq

@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/rabbitmq"
 )
 
@@ -49,6 +50,37 @@ func ExampleNewConsumer() {
 		log.Fatal(err)
 	}
 	if err := c.Run(ctx); err != nil { // reconnects until ctx ends
+		log.Fatal(err)
+	}
+}
+
+// A relay publishing the outbox to RabbitMQ with publisher confirms: each
+// event goes to the queue its Destination names, with the event ID as the
+// message-id property, so the receiving consumer (DecodeEvent) deduplicates.
+func ExampleNewPublisher() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	pub, err := rabbitmq.NewPublisher(rabbitmq.PublisherConfig{
+		URL: "amqp://guest:guest@127.0.0.1:5672/",
+		Setup: func(ch *amqp.Channel) error { // runs after every (re)connect
+			_, err := ch.QueueDeclare("billing.v1", true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+			return err
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pub.Close()
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := relay.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -15,4 +15,8 @@
 // The message ID is the entry's Config.IDField field ("message_id") unless
 // Config.Decode sets one. Entry IDs are not used: a producer that retries
 // XADD creates a new entry with a new ID.
+//
+// Publisher is the other direction: an outbox.Publisher that XADDs a relay's
+// events with the event ID in message_id (Redis does not deduplicate; the
+// receiving inbox does); DecodeEvent maps its entries back for the Consumer.
 package redisstream

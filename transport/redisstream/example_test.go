@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
@@ -84,6 +85,32 @@ func exampleRedisAddr() string {
 
 func must(err error) {
 	if err != nil {
+		panic(err)
+	}
+}
+
+// A relay adding the outbox's events to Redis streams, one stream per
+// Destination, with the event ID in the message_id field. Redis does not
+// deduplicate: the receiving Consumer's inbox drops a copy a relay crash
+// sent twice.
+func ExampleNewPublisher() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	pub, err := redisstream.NewPublisher(redisstream.PublisherConfig{Redis: rdb, MaxLen: 1_000_000})
+	if err != nil {
+		panic(err)
+	}
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{})
+	if err != nil {
+		panic(err)
+	}
+	if err := relay.Run(ctx); err != nil {
 		panic(err)
 	}
 }
