@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inboxtype"
@@ -30,12 +32,33 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 	}
 	defer conn.Release()
 	notify := c.wakeups.inline()
-	// The scope rides in the same round trip and implicit transaction.
-	res, err := c.accept(ctx, db.New(scoped(conn, d.identity.Scope)), d, notify, true)
+	res, err := c.accept(ctx, c.acceptQueries(conn, d.identity.Scope), d, notify, true)
+	if err != nil && !c.scopeAccepts.Load() && isInsufficientPrivilege(err) {
+		// Row-level security is on (WITH CHECK refuses the insert before any
+		// conflict check, so nothing was written): apply the scope from now on.
+		c.scopeAccepts.Store(true)
+		res, err = c.accept(ctx, c.acceptQueries(conn, d.identity.Scope), d, notify, true)
+	}
 	if err == nil && res.Outcome == Accepted && !notify {
 		c.wakeups.later(d.identity.Consumer)
 	}
 	return res, err
+}
+
+// acceptQueries runs Accept's statements on conn, with the scope in the same
+// round trip and implicit transaction once tenancy was seen.
+func (c *Client) acceptQueries(conn *pgxpool.Conn, s Scope) *db.Queries {
+	if c.scopeAccepts.Load() {
+		return db.New(scoped(conn, s))
+	}
+	return db.New(conn)
+}
+
+// isInsufficientPrivilege reports SQLSTATE 42501, which row-level security
+// raises for a row outside the transaction's scope.
+func isInsufficientPrivilege(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
 }
 
 // acceptTx is AcceptTx without middleware.

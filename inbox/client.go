@@ -26,6 +26,10 @@ type Client struct {
 	group    *groupCommitter // nil unless Config.GroupCommit
 	wakeups  *wakeups
 	closed   atomic.Bool
+	// scopeAccepts is set once pginbox's row-level security refused an
+	// unscoped Accept: from then on Accept applies the scope first. Until
+	// then a deployment without tenancy pays nothing for it.
+	scopeAccepts atomic.Bool
 
 	acceptFn      AcceptFunc      // accept1 wrapped in Config.AcceptMiddleware
 	acceptBatchFn AcceptBatchFunc // acceptBatch1 wrapped in Config.AcceptBatchMiddleware

@@ -11,6 +11,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/schema"
 )
 
 // Accept, its duplicate path, AcceptBatch with mixed tenants and group commit
@@ -132,4 +133,39 @@ func TestAcceptTxKeepsTheCallersScope(t *testing.T) {
 	is.Equal(td.scopedCount(t, a, "pginbox_receipts"), 3)
 	is.Equal(td.scopedCount(t, b, "pginbox_receipts"), 1)
 	is.Equal(td.scopedCount(t, inbox.Global(), "pginbox_receipts"), 1)
+}
+
+// A client that started before tenancy was enabled keeps accepting after it:
+// the first refused unscoped Accept (fresh or a redelivery) switches it to
+// applying the scope, and nothing is written twice or lost.
+func TestAcceptLearnsTenancyWasEnabled(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	td := newTenancyDB(t)
+	is.NoErr(schema.DisableTenancy(ctx, td.owner))
+	a, b := inbox.Tenant("a"), inbox.Tenant("b")
+
+	before := newClient(t, td.app, inbox.Config{})
+	res, err := before.Accept(ctx, tenantMsg(a, "m-1"))
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Accepted)
+
+	is.NoErr(schema.EnableTenancy(ctx, td.owner))
+	// The first call after enabling is a redelivery.
+	res, err = before.Accept(ctx, tenantMsg(a, "m-1"))
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Duplicate)
+
+	fresh := newClient(t, td.app, inbox.Config{})
+	res, err = fresh.Accept(ctx, tenantMsg(b, "m-2"))
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Accepted)
+	res, err = fresh.Accept(ctx, tenantMsg(b, "m-2"))
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Duplicate)
+
+	is.Equal(td.scopedCount(t, a, "pginbox_receipts"), 1)
+	is.Equal(td.scopedCount(t, b, "pginbox_receipts"), 1)
+	is.Equal(td.allCount(t, "pginbox_receipts", "true"), 2)
 }
