@@ -32,12 +32,13 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 	}
 	defer conn.Release()
 	notify := c.wakeups.inline()
-	res, err := c.accept(ctx, c.acceptQueries(conn, d.identity.Scope), d, notify, true)
-	if err != nil && !c.scopeAccepts.Load() && isInsufficientPrivilege(err) {
+	wasScoped := c.scopeAccepts.Load()
+	res, err := c.accept(ctx, c.acceptQueries(conn, d.identity.Scope, wasScoped), d, notify, true)
+	if err != nil && !wasScoped && isInsufficientPrivilege(err) {
 		// Row-level security is on (WITH CHECK refuses the insert before any
 		// conflict check, so nothing was written): apply the scope from now on.
 		c.scopeAccepts.Store(true)
-		res, err = c.accept(ctx, c.acceptQueries(conn, d.identity.Scope), d, notify, true)
+		res, err = c.accept(ctx, c.acceptQueries(conn, d.identity.Scope, true), d, notify, true)
 	}
 	if err == nil && res.Outcome == Accepted && !notify {
 		c.wakeups.later(d.identity.Consumer)
@@ -45,10 +46,10 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 	return res, err
 }
 
-// acceptQueries runs Accept's statements on conn, with the scope in the same
-// round trip and implicit transaction once tenancy was seen.
-func (c *Client) acceptQueries(conn *pgxpool.Conn, s Scope) *db.Queries {
-	if c.scopeAccepts.Load() {
+// acceptQueries runs Accept's statements on conn, withScope in the same round
+// trip and implicit transaction.
+func (c *Client) acceptQueries(conn *pgxpool.Conn, s Scope, withScope bool) *db.Queries {
+	if withScope {
 		return db.New(scoped(conn, s))
 	}
 	return db.New(conn)

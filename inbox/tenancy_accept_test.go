@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -165,7 +167,36 @@ func TestAcceptLearnsTenancyWasEnabled(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(res.Outcome, inbox.Duplicate)
 
-	is.Equal(td.scopedCount(t, a, "pginbox_receipts"), 1)
+	// Concurrent callers that all started unscoped each retry with the scope,
+	// whichever of them switched the client first.
+	racing := newClient(t, td.app, inbox.Config{})
+	var conns []*pgxpool.Conn // open 16 connections first, so the calls overlap
+	for range 16 {
+		conn, err := td.app.Acquire(ctx)
+		is.NoErr(err)
+		conns = append(conns, conn)
+	}
+	for _, conn := range conns {
+		conn.Release()
+	}
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			<-start
+			_, err := racing.Accept(ctx, tenantMsg(a, fmt.Sprintf("race-%d", i)))
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		is.NoErr(err)
+	}
+
+	is.Equal(td.scopedCount(t, a, "pginbox_receipts"), 17)
 	is.Equal(td.scopedCount(t, b, "pginbox_receipts"), 1)
-	is.Equal(td.allCount(t, "pginbox_receipts", "true"), 2)
+	is.Equal(td.allCount(t, "pginbox_receipts", "true"), 18)
 }
