@@ -48,6 +48,9 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 			}
 			ids, err := s.seed(ctx, "backlog", n, inbox.StatusPending)
 			if err == nil {
+				err = s.analyze(ctx)
+			}
+			if err == nil {
 				err = s.checkpoint(ctx)
 			}
 			if err != nil {
