@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"slices"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -28,54 +26,8 @@ tenancy enabled, connect as a role with BYPASSRLS.
 Run ` + "`inbox help outbox <subcommand>`" + ` for a subcommand's flags.`,
 }
 
-// outboxCommands are the subcommands, in the order help lists them.
-var outboxCommands []*command
-
-// outboxOrder is the order a new user meets the subcommands in.
-var outboxOrder = []string{"outbox stats", "outbox list", "outbox show", "outbox requeue", "outbox purge"}
-
-func registerOutbox(c *command) {
-	outboxCommands = append(outboxCommands, c)
-	slices.SortStableFunc(outboxCommands, func(a, b *command) int {
-		return slices.Index(outboxOrder, a.Name) - slices.Index(outboxOrder, b.Name)
-	})
-}
-
-func init() {
-	outboxCmd.Run = runOutbox
-	register(outboxCmd)
-}
-
-func runOutbox(ctx context.Context, e *env, args []string) error {
-	if len(args) == 0 {
-		printOutboxHelp(e.stderr)
-		return exitStatus(exitUsage)
-	}
-	if slices.Contains([]string{"-h", "-help", "--help", "help"}, args[0]) {
-		printOutboxHelp(e.stdout)
-		return nil
-	}
-	for _, c := range outboxCommands {
-		if c.Name == "outbox "+args[0] {
-			// The subcommand reports its own errors, under its own name.
-			if code := e.report(ctx, c, c.Run(ctx, e, args[1:])); code != exitOK {
-				return exitStatus(code)
-			}
-			return nil
-		}
-	}
-	return usagef("unknown subcommand %q: want stats, list, show, requeue or purge", args[0])
-}
-
-func printOutboxHelp(w io.Writer) {
-	fmt.Fprintf(w, "Usage: inbox %s %s\n\n%s\n\n", outboxCmd.Name, outboxCmd.Args, outboxCmd.Summary)
-	tw := newTable(w)
-	for _, c := range outboxCommands {
-		fmt.Fprintf(tw, "  %s\t%s\n", c.Name, c.Summary)
-	}
-	tw.Flush()
-	fmt.Fprintln(w, outboxCmd.Help)
-}
+// outboxGroup holds the subcommands, in the order a new user meets them.
+var outboxGroup = newCommandGroup(outboxCmd, "stats", "list", "show", "requeue", "purge")
 
 // outboxAdmin connects, checks the schema and returns the outbox's admin.
 func outboxAdmin(ctx context.Context, e *env, d *dbFlags) (*outbox.Admin, func(), error) {

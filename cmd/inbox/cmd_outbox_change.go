@@ -43,8 +43,8 @@ With --json:
 func init() {
 	outboxRequeueCmd.Run = runOutboxRequeue
 	outboxPurgeCmd.Run = runOutboxPurge
-	registerOutbox(outboxRequeueCmd)
-	registerOutbox(outboxPurgeCmd)
+	outboxGroup.add(outboxRequeueCmd)
+	outboxGroup.add(outboxPurgeCmd)
 }
 
 type jsonOutboxRequeue struct {

@@ -63,9 +63,9 @@ func init() {
 	outboxStatsCmd.Run = runOutboxStats
 	outboxListCmd.Run = runOutboxList
 	outboxShowCmd.Run = runOutboxShow
-	registerOutbox(outboxStatsCmd)
-	registerOutbox(outboxListCmd)
-	registerOutbox(outboxShowCmd)
+	outboxGroup.add(outboxStatsCmd)
+	outboxGroup.add(outboxListCmd)
+	outboxGroup.add(outboxShowCmd)
 }
 
 type jsonOutboxDestination struct {

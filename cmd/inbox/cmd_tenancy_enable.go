@@ -35,8 +35,8 @@ refuses without --yes. Run it as the role that owns pginbox's tables.`,
 func init() {
 	tenancyEnableCmd.Run = runTenancyEnable
 	tenancyDisableCmd.Run = runTenancyDisable
-	registerTenancy(tenancyEnableCmd)
-	registerTenancy(tenancyDisableCmd)
+	tenancyGroup.add(tenancyEnableCmd)
+	tenancyGroup.add(tenancyDisableCmd)
 }
 
 func runTenancyEnable(ctx context.Context, e *env, args []string) error {

@@ -36,7 +36,7 @@ changed.`,
 
 func init() {
 	tenancyGrantCmd.Run = runTenancyGrant
-	registerTenancy(tenancyGrantCmd)
+	tenancyGroup.add(tenancyGrantCmd)
 }
 
 // sqlScript renders statements for a person to run in psql.

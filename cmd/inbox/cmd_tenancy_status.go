@@ -31,7 +31,7 @@ With --json:
 
 func init() {
 	tenancyStatusCmd.Run = runTenancyStatus
-	registerTenancy(tenancyStatusCmd)
+	tenancyGroup.add(tenancyStatusCmd)
 }
 
 type jsonTableTenancy struct {

@@ -107,7 +107,7 @@ func TestHelpWritesDoubleDashFlags(t *testing.T) {
 		t.Errorf("inbox help writes a flag with one dash (%q):\n%s", m, stdout)
 	}
 	// outbox and tenancy are groups: their subcommands are checked like commands.
-	for _, c := range slices.Concat(orderedCommands(), outboxCommands, tenancyCommands) {
+	for _, c := range slices.Concat(orderedCommands(), outboxGroup.subs, tenancyGroup.subs) {
 		if c.Name == "bench" || c.Name == "outbox" || c.Name == "tenancy" {
 			continue
 		}
