@@ -57,7 +57,9 @@ func TestBacklogQueryReadsOnlyActiveReceipts(t *testing.T) {
 
 	var stats []recorded
 	for _, q := range queries {
-		if strings.Contains(q.sql, "pginbox_receipts") {
+		// A catalog lookup naming the table (the operator view's row-level
+		// security check) reads pg_class, not the receipts.
+		if strings.Contains(q.sql, "pginbox_receipts") && !strings.Contains(q.sql, "pg_catalog.pg_class") {
 			t.Errorf("the backlog query reads the retained receipts: %s", q.sql)
 		}
 		if strings.Contains(q.sql, "FROM pginbox_work") {
