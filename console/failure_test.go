@@ -12,6 +12,9 @@ import (
 
 	"github.com/pginbox/pginbox/console"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/schema"
 )
 
 // serveAdmin starts the console on admin with the defaults.
@@ -80,4 +83,52 @@ func TestOversizedFormIsRefused(t *testing.T) {
 	if st, _ := f.state(t, f.dead); st != "DEAD" || f.auditCount(t) != 0 {
 		t.Fatal("a refused form changed the receipt")
 	}
+}
+
+// A console of every scope on a role that row-level security holds to one
+// scope would show nothing; it says so and how to start it instead.
+func TestTenancyRestrictedRoleIsExplained(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := inboxtest.Database(t)
+	owner, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(owner.Close)
+	role := "pginbox_t_console_" + strings.ToLower(inboxtype.New().String())
+	if _, err := owner.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = owner.Exec(context.Background(), "DROP OWNED BY "+role)
+		_, _ = owner.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	stmts, err := schema.GrantStatements(role, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := owner.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := schema.EnableTenancy(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	app, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(app.Close)
+
+	b := serveAdmin(t, mustAdmin(t, app))
+	res := b.get("/")
+	wantCode(t, res, http.StatusForbidden)
+	wantBody(t, res, "Row-level security", "--tenant", "BYPASSRLS")
 }

@@ -162,6 +162,11 @@ func describe(err error) (code int, title, text string) {
 			upperFirst(msg) + ". Check the ID; a receipt outside your scope is not found either."
 	case errors.Is(err, inbox.ErrInvalid):
 		return http.StatusBadRequest, "Invalid request", upperFirst(msg) + "."
+	case errors.Is(err, inbox.ErrTenancyRestricted):
+		return http.StatusForbidden, "Row-level security hides the other scopes",
+			"This console shows every scope, but its database role sees only the scope a transaction sets (tenancy is enabled and the role has no BYPASSRLS). " +
+				"Start it for one scope (`inbox console --tenant ID` or `--global`; embedded: an Authenticate hook that gives each user a tenant), " +
+				"or connect it as a role with BYPASSRLS (`inbox tenancy grant ROLE --system`, set as AdminConfig.SystemPool)."
 	case errors.Is(err, schema.ErrNotMigrated):
 		return http.StatusServiceUnavailable, "Schema not migrated",
 			upperFirst(msg) + ". Run `inbox migrate up` against this database."
