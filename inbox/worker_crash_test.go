@@ -3,16 +3,12 @@
 package inbox_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -24,6 +20,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/childtest"
 )
 
 // The crash and signal tests run workers in child processes: re-executions of
@@ -35,7 +32,6 @@ const (
 	envChildRound = "PGINBOX_CHILD_ROUND"
 	envChildPoint = "PGINBOX_CHILD_POINT"  // crash loop: where the child stops
 	envChildPerTx = "PGINBOX_CHILD_PER_TX" // crash loop: MessagesPerTx
-	childMarker   = "pginbox-child: "
 
 	// childLease is short so the parent recovers a killed child's claims quickly.
 	childLease  = 500 * time.Millisecond
@@ -49,11 +45,7 @@ func TestCrashChild(t *testing.T) {
 	if dsn == "" {
 		t.Skip("only runs as a child process of the crash tests")
 	}
-	// Die with the parent, which holds our stdin open.
-	go func() {
-		io.Copy(io.Discard, os.Stdin)
-		os.Exit(3)
-	}()
+	childtest.ExitWithParent()
 	pool := poolFor(t, dsn)
 	switch mode := os.Getenv(envChildMode); mode {
 	case "accept":
@@ -67,10 +59,6 @@ func TestCrashChild(t *testing.T) {
 	default:
 		t.Fatalf("unknown child mode %q", mode)
 	}
-}
-
-func mark(format string, args ...any) {
-	fmt.Printf(childMarker+format+"\n", args...)
 }
 
 // blockUntilKilled parks the calling goroutine; the parent kills the process.
@@ -90,7 +78,7 @@ func childAccept(t *testing.T, pool *pgxpool.Pool) {
 		if _, err := c.Accept(context.Background(), orderMsg(id, map[string]string{"orderId": id})); err != nil {
 			t.Fatal(err)
 		}
-		mark("accepted %s", id)
+		childtest.Mark("accepted %s", id)
 	}
 }
 
@@ -103,12 +91,12 @@ func childCrashingWorker(t *testing.T, pool *pgxpool.Pool, mode string) {
 	switch mode {
 	case "claim":
 		inbox.SetTestHooks(w, func(n int) {
-			mark("claimed %d", n)
+			childtest.Mark("claimed %d", n)
 			blockUntilKilled()
 		}, nil)
 	case "commit":
 		inbox.SetTestHooks(w, nil, func(id inbox.ID) {
-			mark("committing %s", id)
+			childtest.Mark("committing %s", id)
 			blockUntilKilled()
 		})
 	}
@@ -121,7 +109,7 @@ func childSignalledWorker(t *testing.T, pool *pgxpool.Pool) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
-		mark("started %s", m.MessageID)
+		childtest.Mark("started %s", m.MessageID)
 		time.Sleep(300 * time.Millisecond)
 		return writeEffect(ctx, m, "child")
 	}), inbox.WorkerConfig{Concurrency: 4, ShutdownGrace: 10 * time.Second})
@@ -130,108 +118,10 @@ func childSignalledWorker(t *testing.T, pool *pgxpool.Pool) {
 	}
 }
 
-// child is a running child process.
-type child struct {
-	cmd     *exec.Cmd
-	out     *childOutput
-	exited  chan struct{}
-	waitErr error
-}
-
-func startChild(t *testing.T, dsn, mode string, round int, env ...string) *child {
+func startChild(t *testing.T, dsn, mode string, round int, env ...string) *childtest.Child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1", "-test.timeout=2m")
-	cmd.Env = append(os.Environ(), envChildDSN+"="+dsn, envChildMode+"="+mode, fmt.Sprintf("%s=%d", envChildRound, round))
-	cmd.Env = append(cmd.Env, env...)
-	out := &childOutput{markers: make(chan string, 4096)}
-	cmd.Stdout, cmd.Stderr = out, out
-	if _, err := cmd.StdinPipe(); err != nil { // closed by Wait; EOF tells an orphan to exit
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, out: out, exited: make(chan struct{})}
-	go func() {
-		c.waitErr = cmd.Wait()
-		close(c.exited)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-c.exited
-		if t.Failed() {
-			t.Logf("child %s output:\n%s", mode, out.text())
-		}
-	})
-	return c
-}
-
-// marker returns the child's next marker line.
-func (c *child) marker(t *testing.T) string {
-	t.Helper()
-	select {
-	case m := <-c.out.markers:
-		return m
-	case <-c.exited:
-		// It may have printed before exiting.
-		select {
-		case m := <-c.out.markers:
-			return m
-		default:
-		}
-		t.Fatalf("child exited (%v) before reporting:\n%s", c.waitErr, c.out.text())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("child reported nothing for 30s:\n%s", c.out.text())
-	}
-	return ""
-}
-
-func (c *child) kill(t *testing.T) {
-	t.Helper()
-	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-c.exited
-	ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("child ended with %v, not by SIGKILL:\n%s", c.waitErr, c.out.text())
-	}
-}
-
-// childOutput splits a child's output into marker lines and everything else.
-type childOutput struct {
-	mu      sync.Mutex
-	partial []byte
-	other   bytes.Buffer
-	markers chan string
-}
-
-func (o *childOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.partial = append(o.partial, p...)
-	for {
-		i := bytes.IndexByte(o.partial, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		line := string(o.partial[:i])
-		o.partial = o.partial[i+1:]
-		if m, ok := strings.CutPrefix(line, childMarker); ok {
-			select {
-			case o.markers <- m:
-			default: // never block the child; an unread marker was never acknowledged
-			}
-		} else if o.other.Len() < 1<<20 {
-			o.other.WriteString(line + "\n")
-		}
-	}
-}
-
-func (o *childOutput) text() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.other.String() + string(o.partial)
+	env = append([]string{envChildDSN + "=" + dsn, envChildMode + "=" + mode, fmt.Sprintf("%s=%d", envChildRound, round)}, env...)
+	return childtest.Start(t, "TestCrashChild", env...)
 }
 
 // recoverAll waits for the killed child's leases to expire and recovers them
@@ -277,28 +167,28 @@ func TestCrashRecovery(t *testing.T) {
 				case "accept":
 					// Kill after a varying number of acknowledged accepts.
 					for range round + 1 {
-						id, ok := strings.CutPrefix(ch.marker(t), "accepted ")
+						id, ok := strings.CutPrefix(ch.Marker(t), "accepted ")
 						is.True(ok)
 						acked = append(acked, id)
 					}
-					ch.kill(t)
+					ch.Kill(t)
 
 				case "claim":
 					var n int
-					_, err := fmt.Sscanf(ch.marker(t), "claimed %d", &n)
+					_, err := fmt.Sscanf(ch.Marker(t), "claimed %d", &n)
 					is.NoErr(err)
 					is.Equal(countRows(t, pool, "status = 'PROCESSING'"), n)
-					ch.kill(t)
+					ch.Kill(t)
 
 				case "commit":
-					idText, ok := strings.CutPrefix(ch.marker(t), "committing ")
+					idText, ok := strings.CutPrefix(ch.Marker(t), "committing ")
 					is.True(ok)
 					id, err := inboxtype.Parse(idText)
 					is.NoErr(err)
 					// The completion update ran but did not commit: invisible.
 					is.Equal(effectCount(t, pool, "receipt_id = $1", id), 0)
 					is.Equal(stateOf(t, pool, id).Status, "PROCESSING")
-					ch.kill(t)
+					ch.Kill(t)
 					is.Equal(effectCount(t, pool, "receipt_id = $1", id), 0)
 					is.Equal(stateOf(t, pool, id).Status, "PROCESSING")
 				}
@@ -341,26 +231,21 @@ func TestSIGTERMDrainsGracefully(t *testing.T) {
 	ch := startChild(t, dsn, "sigterm", 0)
 	started := map[string]bool{}
 	for len(started) < 6 { // mid-drain: the second batch is running
-		id, ok := strings.CutPrefix(ch.marker(t), "started ")
+		id, ok := strings.CutPrefix(ch.Marker(t), "started ")
 		is.True(ok)
 		started[id] = true
 	}
-	is.NoErr(ch.cmd.Process.Signal(syscall.SIGTERM))
+	ch.Signal(t, syscall.SIGTERM)
 	select {
-	case <-ch.exited:
+	case <-ch.Exited():
 	case <-time.After(30 * time.Second):
 		t.Fatal("child did not exit after SIGTERM")
 	}
-	if ch.waitErr != nil {
-		t.Fatalf("child exited with %v:\n%s", ch.waitErr, ch.out.text())
+	if err := ch.Err(); err != nil {
+		t.Fatalf("child exited with %v:\n%s", err, ch.Output())
 	}
-	for more := true; more; {
-		select {
-		case m := <-ch.out.markers:
-			started[strings.TrimPrefix(m, "started ")] = true
-		default:
-			more = false
-		}
+	for _, m := range ch.PendingMarkers() {
+		started[strings.TrimPrefix(m, "started ")] = true
 	}
 
 	// Every started handler finished and committed; nothing else was spent.
@@ -394,7 +279,7 @@ func childCrashLoopWorker(t *testing.T, pool *pgxpool.Pool) {
 	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
 		switch {
 		case point == "write" && first():
-			mark("writing %s", m.MessageID)
+			childtest.Mark("writing %s", m.MessageID)
 			// The kill lands while the server executes the business write.
 			_, err := m.Tx.Exec(ctx, "INSERT INTO effects SELECT $1, $2, 'child', $3 FROM pg_sleep(1)", m.MessageID, m.ReceiptID, m.Attempt)
 			return err
@@ -403,7 +288,7 @@ func childCrashLoopWorker(t *testing.T, pool *pgxpool.Pool) {
 				return err
 			}
 			if first() {
-				mark("written %s", m.MessageID)
+				childtest.Mark("written %s", m.MessageID)
 				blockUntilKilled()
 			}
 			return nil
@@ -414,7 +299,7 @@ func childCrashLoopWorker(t *testing.T, pool *pgxpool.Pool) {
 	case "commit":
 		inbox.SetTestHooks(w, nil, func(id inbox.ID) {
 			if first() {
-				mark("committing %s", id)
+				childtest.Mark("committing %s", id)
 				blockUntilKilled()
 			}
 		})
@@ -422,13 +307,13 @@ func childCrashLoopWorker(t *testing.T, pool *pgxpool.Pool) {
 		// The parent kills on this line while the COMMIT is on its way.
 		inbox.SetTestHooks(w, nil, func(id inbox.ID) {
 			if first() {
-				mark("committing %s", id)
+				childtest.Mark("committing %s", id)
 			}
 		})
 	case "committed":
 		inbox.SetAfterCommitHook(w, func(id inbox.ID) {
 			if first() {
-				mark("committed %s", id)
+				childtest.Mark("committed %s", id)
 				blockUntilKilled()
 			}
 		})
@@ -479,12 +364,12 @@ func TestCrashLoop(t *testing.T) {
 						accepted++
 					}
 					ch := startLoopChild(t, dsn, point, perTx)
-					m := ch.marker(t)
+					m := ch.Marker(t)
 					if !strings.HasPrefix(m, map[string]string{"write": "writing ", "written": "written ", "commit": "committing ",
 						"committing": "committing ", "committed": "committed "}[point]) {
 						t.Fatalf("unexpected marker %q", m)
 					}
-					ch.kill(t)
+					ch.Kill(t)
 					recoverAll(t, pool, w)
 					if _, err := w.Drain(ctx); err != nil {
 						t.Fatal(err)
@@ -502,7 +387,7 @@ func TestCrashLoop(t *testing.T) {
 	}
 }
 
-func startLoopChild(t *testing.T, dsn, point string, perTx int) *child {
+func startLoopChild(t *testing.T, dsn, point string, perTx int) *childtest.Child {
 	t.Helper()
 	return startChild(t, dsn, "loop", 0, envChildPoint+"="+point, envChildPerTx+"="+strconv.Itoa(perTx))
 }

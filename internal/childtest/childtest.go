@@ -110,6 +110,35 @@ func (c *Child) Marker(t testing.TB) string {
 // Exited is closed when the child process has ended.
 func (c *Child) Exited() <-chan struct{} { return c.exited }
 
+// Signal sends sig to the child.
+func (c *Child) Signal(t testing.TB, sig os.Signal) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Err is how the child ended (nil for exit status 0); read it once Exited
+// is closed.
+func (c *Child) Err() error { return c.waitErr }
+
+// Output is what the child printed besides its marker lines.
+func (c *Child) Output() string { return c.out.text() }
+
+// PendingMarkers returns the marker lines printed but not yet read, without
+// waiting for more.
+func (c *Child) PendingMarkers() []string {
+	var ms []string
+	for {
+		select {
+		case m := <-c.out.markers:
+			ms = append(ms, m)
+		default:
+			return ms
+		}
+	}
+}
+
 // Kill sends SIGKILL and waits for the child to die of it.
 func (c *Child) Kill(t testing.TB) {
 	t.Helper()
