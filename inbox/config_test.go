@@ -55,6 +55,8 @@ func TestConfigValidation(t *testing.T) {
 		{"Config.MaxAttempts", inbox.Config{MaxAttempts: 1<<32 + 1}},  // int32() would store 1
 		{"Config.MaxPayloadDepth", inbox.Config{MaxPayloadDepth: -5}}, //
 		{"Config.MaxPayloadBytes", inbox.Config{MaxPayloadBytes: 1 << 40}},
+		{"Config.MaxMetadataBytes", inbox.Config{MaxMetadataBytes: -1}},
+		{"Config.MaxMetadataBytes", inbox.Config{MaxMetadataBytes: inbox.MaxMetadataBytesLimit + 1}},
 		{"Config.GroupCommitMaxBatch", inbox.Config{GroupCommitMaxBatch: -1}},
 		{"Config.GroupCommitFlushers", inbox.Config{GroupCommitFlushers: -1}},
 		{"Config.GroupCommitMaxWait", inbox.Config{GroupCommitMaxWait: -time.Second}},
