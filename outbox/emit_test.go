@@ -132,7 +132,9 @@ func TestEmitValidation(t *testing.T) {
 		{"metadata NUL", bad(func(e *outbox.Event) { e.Metadata = map[string]string{"k": "a\x00"} }), "metadata", inbox.RuleNullCharacter},
 		{"metadata invalid UTF-8", bad(func(e *outbox.Event) { e.Metadata = map[string]string{"k\xff": "v"} }), "metadata", inbox.RuleInvalidUTF8},
 		// What a receiving inbox refuses by default.
-		{"metadata too large", bad(func(e *outbox.Event) { e.Metadata = map[string]string{"k": strings.Repeat("v", inbox.DefaultMaxMetadataBytes)} }), "metadata", inbox.RuleTooLarge},
+		{"metadata too large", bad(func(e *outbox.Event) {
+			e.Metadata = map[string]string{"k": strings.Repeat("v", inbox.DefaultMaxMetadataBytes)}
+		}), "metadata", inbox.RuleTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			is := is.New(t)
