@@ -42,7 +42,8 @@ const (
 type Config struct {
 	// Consumers, when set, is the complete list of consumers this deployment
 	// accepts for. Accept rejects any other consumer with a validation error, so a
-	// typo cannot create a backlog nobody owns. Empty accepts any consumer.
+	// typo cannot create a backlog nobody owns. Each name follows the identity
+	// string rules. Empty accepts any consumer.
 	Consumers []string
 
 	// MaxAttempts is the retry budget stored with each new receipt: after this many
@@ -99,11 +100,13 @@ type Config struct {
 	// each on its own pool connection. Defaults to DefaultGroupCommitFlushers
 	// (1): PostgreSQL serializes the commits of transactions that NOTIFY, so a
 	// second flush against a nearby server mostly waits. Raise it when network
-	// round trips to the server, not commits, are what calls wait for.
+	// round trips to the server, not commits, are what calls wait for. With
+	// GroupCommit, at most the pool's MaxConns.
 	GroupCommitFlushers int
 }
 
-func (c Config) validate() error {
+// validate checks c for a pool of maxConns connections.
+func (c Config) validate(maxConns int) error {
 	switch {
 	case c.MaxAttempts < 0 || c.MaxAttempts > MaxMaxAttempts:
 		return configRange("Config.MaxAttempts", c.MaxAttempts, 1, MaxMaxAttempts)
@@ -120,7 +123,10 @@ func (c Config) validate() error {
 	case c.GroupCommitMaxWait < 0 || c.GroupCommitMaxWait > time.Second:
 		return &ConfigError{Field: "Config.GroupCommitMaxWait", Detail: fmt.Sprintf("%s: must be between 0 and 1s (every waiting Accept waits that long)", c.GroupCommitMaxWait)}
 	}
-	return nil
+	if err := checkGroupCommitPool(c, maxConns); err != nil {
+		return err
+	}
+	return checkConsumerNames("Config.Consumers", c.Consumers)
 }
 
 func (c Config) withDefaults() Config {
