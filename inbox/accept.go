@@ -133,7 +133,7 @@ func (c *Client) prepare(msg Message) (*draft, error) {
 	if err != nil {
 		return nil, err
 	}
-	md, err := encodeMetadata(msg.Metadata)
+	md, err := encodeMetadata(msg.Metadata, c.cfg.MaxMetadataBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -413,9 +413,7 @@ func TestNewClientRejectsInvalidDeclaredConsumer(t *testing.T) {
 	t.Parallel()
 	pool, _ := newPool(t)
 	_, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{"ok", "bad\nname"}})
-	if !errors.Is(err, inbox.ErrInvalid) {
-		t.Fatalf("want ErrInvalid, got %v", err)
-	}
+	requireConfigError(t, err, "Config.Consumers")
 	if _, err := inbox.NewClient(nil, inbox.Config{}); err == nil {
 		t.Fatal("nil pool accepted")
 	}

@@ -5,7 +5,6 @@ package inbox
 
 import (
 	"errors"
-	"fmt"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,7 +40,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if pool == nil {
 		return nil, errors.New("pginbox: NewClient: pool is nil: pass a *pgxpool.Pool from pgxpool.New")
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.validate(int(pool.Config().MaxConns)); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
@@ -59,10 +58,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 	if len(cfg.Consumers) > 0 {
 		c.declared = make(map[string]bool, len(cfg.Consumers))
 		for _, name := range cfg.Consumers {
-			if err := validateString("consumer", name); err != nil {
-				return nil, fmt.Errorf("pginbox: Config.Consumers: %w", err)
-			}
-			c.declared[name] = true
+			c.declared[name] = true // validate checked the names
 		}
 	}
 	return c, nil

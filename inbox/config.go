@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"math"
 	"time"
+
+	"github.com/pginbox/pginbox/internal/metadata"
 )
 
 // Defaults for Config fields left at their zero value.
@@ -12,6 +14,9 @@ const (
 	DefaultMaxAttempts     = 10
 	DefaultMaxPayloadDepth = 64
 	DefaultMaxPayloadBytes = 1 << 20 // 1 MiB of canonical JSON
+	// DefaultMaxMetadataBytes is 64 KiB of stored metadata: room for trace
+	// context, W3C baggage (at most 8 KiB) and IDs.
+	DefaultMaxMetadataBytes = metadata.DefaultMaxBytes
 
 	DefaultGroupCommitMaxBatch = 100
 	DefaultGroupCommitFlushers = 1
@@ -27,6 +32,9 @@ const (
 	// MaxPayloadBytesLimit is the largest MaxPayloadBytes: 256 MiB, far below
 	// PostgreSQL's 1 GB field limit.
 	MaxPayloadBytesLimit = 256 << 20
+	// MaxMetadataBytesLimit is the largest MaxMetadataBytes: 2^28 - 1 bytes,
+	// the largest object PostgreSQL's jsonb holds.
+	MaxMetadataBytesLimit = metadata.MaxBytesLimit
 )
 
 // Config configures a Client. Zero values mean the documented defaults;
@@ -34,7 +42,8 @@ const (
 type Config struct {
 	// Consumers, when set, is the complete list of consumers this deployment
 	// accepts for. Accept rejects any other consumer with a validation error, so a
-	// typo cannot create a backlog nobody owns. Empty accepts any consumer.
+	// typo cannot create a backlog nobody owns. Each name follows the identity
+	// string rules. Empty accepts any consumer.
 	Consumers []string
 
 	// MaxAttempts is the retry budget stored with each new receipt: after this many
@@ -50,6 +59,13 @@ type Config struct {
 	// each number at the length PostgreSQL would print it in plain decimal.
 	// Defaults to DefaultMaxPayloadBytes; at most MaxPayloadBytesLimit.
 	MaxPayloadBytes int
+
+	// MaxMetadataBytes bounds a message's metadata, counted as PostgreSQL's
+	// jsonb stores it: 4 bytes, plus 8 per entry, plus the UTF-8 bytes of
+	// every key and value without JSON quotes or escapes. Larger metadata is
+	// a *ValidationError (rule too_large) and nothing is stored. Defaults to
+	// DefaultMaxMetadataBytes; at most MaxMetadataBytesLimit.
+	MaxMetadataBytes int
 
 	// Logger receives the client's logs. Defaults to slog.Default().
 	Logger *slog.Logger
@@ -84,11 +100,13 @@ type Config struct {
 	// each on its own pool connection. Defaults to DefaultGroupCommitFlushers
 	// (1): PostgreSQL serializes the commits of transactions that NOTIFY, so a
 	// second flush against a nearby server mostly waits. Raise it when network
-	// round trips to the server, not commits, are what calls wait for.
+	// round trips to the server, not commits, are what calls wait for. With
+	// GroupCommit, at most the pool's MaxConns.
 	GroupCommitFlushers int
 }
 
-func (c Config) validate() error {
+// validate checks c for a pool of maxConns connections.
+func (c Config) validate(maxConns int) error {
 	switch {
 	case c.MaxAttempts < 0 || c.MaxAttempts > MaxMaxAttempts:
 		return configRange("Config.MaxAttempts", c.MaxAttempts, 1, MaxMaxAttempts)
@@ -96,6 +114,8 @@ func (c Config) validate() error {
 		return configRange("Config.MaxPayloadDepth", c.MaxPayloadDepth, 1, MaxPayloadDepthLimit)
 	case c.MaxPayloadBytes < 0 || c.MaxPayloadBytes > MaxPayloadBytesLimit:
 		return configRange("Config.MaxPayloadBytes", c.MaxPayloadBytes, 1, MaxPayloadBytesLimit)
+	case c.MaxMetadataBytes < 0 || c.MaxMetadataBytes > MaxMetadataBytesLimit:
+		return configRange("Config.MaxMetadataBytes", c.MaxMetadataBytes, 1, MaxMetadataBytesLimit)
 	case c.GroupCommitMaxBatch < 0 || c.GroupCommitMaxBatch > 10_000:
 		return configRange("Config.GroupCommitMaxBatch", c.GroupCommitMaxBatch, 1, 10_000)
 	case c.GroupCommitFlushers < 0 || c.GroupCommitFlushers > 1_000:
@@ -103,7 +123,10 @@ func (c Config) validate() error {
 	case c.GroupCommitMaxWait < 0 || c.GroupCommitMaxWait > time.Second:
 		return &ConfigError{Field: "Config.GroupCommitMaxWait", Detail: fmt.Sprintf("%s: must be between 0 and 1s (every waiting Accept waits that long)", c.GroupCommitMaxWait)}
 	}
-	return nil
+	if err := checkGroupCommitPool(c, maxConns); err != nil {
+		return err
+	}
+	return checkConsumerNames("Config.Consumers", c.Consumers)
 }
 
 func (c Config) withDefaults() Config {
@@ -115,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.MaxMetadataBytes == 0 {
+		c.MaxMetadataBytes = DefaultMaxMetadataBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

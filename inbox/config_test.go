@@ -1,8 +1,10 @@
 package inbox_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -45,78 +47,153 @@ func requireConfigError(t *testing.T, err error, field string) {
 
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
-	pool := lazyPool(t, 0)
-	for _, tc := range []struct {
-		field string
-		cfg   inbox.Config
+	for i, tc := range []struct {
+		field    string
+		cfg      inbox.Config
+		maxConns int32  // the pool's; 0 for pgxpool's default, max(4, CPUs)
+		says     string // in the message, when set
 	}{
-		{"Config.MaxAttempts", inbox.Config{MaxAttempts: -1}},
-		{"Config.MaxAttempts", inbox.Config{MaxAttempts: 1 << 32}},    // int32() would store 0
-		{"Config.MaxAttempts", inbox.Config{MaxAttempts: 1<<32 + 1}},  // int32() would store 1
-		{"Config.MaxPayloadDepth", inbox.Config{MaxPayloadDepth: -5}}, //
-		{"Config.MaxPayloadBytes", inbox.Config{MaxPayloadBytes: 1 << 40}},
-		{"Config.GroupCommitMaxBatch", inbox.Config{GroupCommitMaxBatch: -1}},
-		{"Config.GroupCommitFlushers", inbox.Config{GroupCommitFlushers: -1}},
-		{"Config.GroupCommitMaxWait", inbox.Config{GroupCommitMaxWait: -time.Second}},
+		{field: "Config.MaxAttempts", cfg: inbox.Config{MaxAttempts: -1}},
+		{field: "Config.MaxAttempts", cfg: inbox.Config{MaxAttempts: 1 << 32}},   // int32() would store 0
+		{field: "Config.MaxAttempts", cfg: inbox.Config{MaxAttempts: 1<<32 + 1}}, // int32() would store 1
+		{field: "Config.MaxPayloadDepth", cfg: inbox.Config{MaxPayloadDepth: -5}},
+		{field: "Config.MaxPayloadBytes", cfg: inbox.Config{MaxPayloadBytes: 1 << 40}},
+		{field: "Config.MaxMetadataBytes", cfg: inbox.Config{MaxMetadataBytes: -1}},
+		{field: "Config.MaxMetadataBytes", cfg: inbox.Config{MaxMetadataBytes: inbox.MaxMetadataBytesLimit + 1}},
+		{field: "Config.GroupCommitMaxBatch", cfg: inbox.Config{GroupCommitMaxBatch: -1}},
+		{field: "Config.GroupCommitFlushers", cfg: inbox.Config{GroupCommitFlushers: -1}},
+		{field: "Config.GroupCommitMaxWait", cfg: inbox.Config{GroupCommitMaxWait: -time.Second}},
+		// Each flusher holds a connection of its own.
+		{field: "Config.GroupCommitFlushers", cfg: inbox.Config{GroupCommit: true, GroupCommitFlushers: 5}, maxConns: 4, says: "pool MaxConns 4"},
+		{field: "Config.Consumers", cfg: inbox.Config{Consumers: []string{"ok", "bad\nname"}}, says: `"bad\nname"`},
+		{field: "Config.Consumers", cfg: inbox.Config{Consumers: []string{"ok", ""}}, says: "entry 1 is empty"},
 	} {
-		_, err := inbox.NewClient(pool, tc.cfg)
-		requireConfigError(t, err, tc.field)
+		t.Run(fmt.Sprint(i, " ", tc.field), func(t *testing.T) {
+			_, err := inbox.NewClient(lazyPool(t, tc.maxConns), tc.cfg)
+			requireConfigError(t, err, tc.field)
+			requireSays(t, err, tc.says)
+		})
 	}
-	if _, err := inbox.NewClient(pool, inbox.Config{MaxAttempts: inbox.MaxMaxAttempts}); err != nil {
-		t.Fatalf("the largest MaxAttempts is valid: %v", err)
+	for _, cfg := range []inbox.Config{
+		{MaxAttempts: inbox.MaxMaxAttempts},
+		{MaxMetadataBytes: inbox.MaxMetadataBytesLimit},
+		{GroupCommit: true, GroupCommitFlushers: 4},
+		{GroupCommitFlushers: 5}, // no group commit: no flushers
+	} {
+		if _, err := inbox.NewClient(lazyPool(t, 4), cfg); err != nil {
+			t.Errorf("%+v on a 4-connection pool: %v", cfg, err)
+		}
+	}
+}
+
+// requireSays checks a refusal's message: it holds says, and the package's
+// prefix once.
+func requireSays(t *testing.T, err error, says string) {
+	t.Helper()
+	if err == nil {
+		return // requireConfigError said so
+	}
+	if !strings.Contains(err.Error(), says) {
+		t.Errorf("%q does not say %q", err, says)
+	}
+	if n := strings.Count(err.Error(), "pginbox:"); n != 1 {
+		t.Errorf("%q has the prefix pginbox: %d times", err, n)
 	}
 }
 
 func TestWorkerConfigValidation(t *testing.T) {
 	t.Parallel()
-	pool := lazyPool(t, 50)
 	reg := handler.NewRegistry()
 	if err := reg.Register(handler.Key{Consumer: "c", EventType: "e", SchemaVersion: 1},
 		func(context.Context, *handler.Msg) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		field string
-		cfg   inbox.WorkerConfig
+	for i, tc := range []struct {
+		field      string
+		cfg        inbox.WorkerConfig
+		maxConns   int32 // the worker's pool; 0 for 50
+		sysConns   int32 // a SystemPool of this size, when set
+		says       string
+		mustNotSay string
+		reg        *handler.Registry // nil for one handler of consumer "c"
 	}{
-		{"WorkerConfig.Concurrency", inbox.WorkerConfig{Concurrency: -1}},
-		{"WorkerConfig.ClaimBatch", inbox.WorkerConfig{ClaimBatch: -1}},
-		{"WorkerConfig.MessagesPerTx", inbox.WorkerConfig{MessagesPerTx: inbox.MaxMessagesPerTx + 1}},
-		{"WorkerConfig.PollInterval", inbox.WorkerConfig{PollInterval: -time.Second}},
-		{"WorkerConfig.Lease", inbox.WorkerConfig{Lease: -time.Second}},
-		{"WorkerConfig.Lease", inbox.WorkerConfig{Lease: time.Millisecond}},
-		{"WorkerConfig.HeartbeatInterval", inbox.WorkerConfig{HeartbeatInterval: -1}},
-		{"WorkerConfig.HeartbeatInterval", inbox.WorkerConfig{Lease: 3 * time.Second, HeartbeatInterval: 3 * time.Second}},
-		{"WorkerConfig.HeartbeatInterval", inbox.WorkerConfig{HeartbeatInterval: inbox.DefaultLease}},
-		{"WorkerConfig.RecoverInterval", inbox.WorkerConfig{RecoverInterval: -1}},
-		{"WorkerConfig.HandlerTimeout", inbox.WorkerConfig{HandlerTimeout: -1}},
-		{"WorkerConfig.HandlerTimeout", inbox.WorkerConfig{HandlerTimeout: 30 * 24 * time.Hour}},
-		{"WorkerConfig.ShutdownGrace", inbox.WorkerConfig{ShutdownGrace: -1}},
+		{field: "WorkerConfig.Concurrency", cfg: inbox.WorkerConfig{Concurrency: -1}},
+		{field: "WorkerConfig.ClaimBatch", cfg: inbox.WorkerConfig{ClaimBatch: -1}},
+		{field: "WorkerConfig.MessagesPerTx", cfg: inbox.WorkerConfig{MessagesPerTx: inbox.MaxMessagesPerTx + 1}},
+		{field: "WorkerConfig.PollInterval", cfg: inbox.WorkerConfig{PollInterval: -time.Second}},
+		{field: "WorkerConfig.Lease", cfg: inbox.WorkerConfig{Lease: -time.Second}},
+		{field: "WorkerConfig.Lease", cfg: inbox.WorkerConfig{Lease: time.Millisecond}},
+		{field: "WorkerConfig.HeartbeatInterval", cfg: inbox.WorkerConfig{HeartbeatInterval: -1}},
+		{field: "WorkerConfig.HeartbeatInterval", cfg: inbox.WorkerConfig{Lease: 3 * time.Second, HeartbeatInterval: 3 * time.Second}},
+		{field: "WorkerConfig.HeartbeatInterval", cfg: inbox.WorkerConfig{HeartbeatInterval: inbox.DefaultLease}},
+		{field: "WorkerConfig.RecoverInterval", cfg: inbox.WorkerConfig{RecoverInterval: -1}},
+		{field: "WorkerConfig.HandlerTimeout", cfg: inbox.WorkerConfig{HandlerTimeout: -1}},
+		{field: "WorkerConfig.HandlerTimeout", cfg: inbox.WorkerConfig{HandlerTimeout: 30 * 24 * time.Hour}},
+		{field: "WorkerConfig.ShutdownGrace", cfg: inbox.WorkerConfig{ShutdownGrace: -1}},
+
+		// The pool: Concurrency handlers, the listener unless PollOnly, and one
+		// for claims, heartbeats and recovery.
+		{field: "WorkerConfig.Concurrency", cfg: inbox.WorkerConfig{Concurrency: 10}, maxConns: 4,
+			says: "pool MaxConns 4 is below Concurrency 10 + 2 (listener, claims and heartbeats)"},
+		{field: "WorkerConfig.Concurrency", cfg: inbox.WorkerConfig{Concurrency: 4, PollOnly: true}, maxConns: 4,
+			says: "pool MaxConns 4 is below Concurrency 4 + 1 (claims and heartbeats)", mustNotSay: "listener"},
+		{field: "pgxpool.Config.MaxConns", cfg: inbox.WorkerConfig{}, maxConns: 2, says: "raise pool_max_conns to at least 3"},
+		{field: "pgxpool.Config.MaxConns", cfg: inbox.WorkerConfig{PollOnly: true}, maxConns: 1, says: "raise pool_max_conns to at least 2", mustNotSay: "listener"},
+		// With a SystemPool, the listener and the bookkeeping are there; the
+		// worker's pool keeps one connection to end a hung handler's session.
+		{field: "WorkerConfig.Concurrency", cfg: inbox.WorkerConfig{Concurrency: 4}, maxConns: 4, sysConns: 2,
+			says: "pool MaxConns 4 is below Concurrency 4 + 1 (ending a hung handler's session)", mustNotSay: "listener"},
+		{field: "WorkerConfig.SystemPool", cfg: inbox.WorkerConfig{}, sysConns: 1, says: "MaxConns 1 is below 2 (listener, claims and heartbeats)"},
+
+		// Consumers: named like identities, each with a handler.
+		{field: "WorkerConfig.Consumers", cfg: inbox.WorkerConfig{Consumers: []string{"c", ""}}, says: "entry 1 is empty", mustNotSay: "handler"},
+		{field: "WorkerConfig.Consumers", cfg: inbox.WorkerConfig{Consumers: []string{"c\x1b[2J"}}, says: `"c\x1b[2J"`},
+		{field: "WorkerConfig.Consumers", cfg: inbox.WorkerConfig{Consumers: []string{"c", "billing.v1"}}, says: `"billing.v1" is owned by this worker but has no handler`},
+		{field: "WorkerConfig.Consumers", cfg: inbox.WorkerConfig{}, reg: handler.NewRegistry(), says: "no consumers to own"},
 	} {
-		_, err := inbox.NewWorker(pool, reg, tc.cfg)
-		requireConfigError(t, err, tc.field)
+		t.Run(fmt.Sprint(i, " ", tc.field), func(t *testing.T) {
+			pool := lazyPool(t, cmp.Or(tc.maxConns, 50))
+			if tc.sysConns > 0 {
+				tc.cfg.SystemPool = lazyPool(t, tc.sysConns)
+			}
+			_, err := inbox.NewWorker(pool, cmp.Or(tc.reg, reg), tc.cfg)
+			requireConfigError(t, err, tc.field)
+			requireSays(t, err, tc.says)
+			if tc.mustNotSay != "" && strings.Contains(err.Error(), tc.mustNotSay) {
+				t.Errorf("%q says %q", err, tc.mustNotSay)
+			}
+		})
 	}
 }
 
-// A default pgxpool has max(4, NumCPU) connections: the default Concurrency
-// must fit it, while an explicit Concurrency the pool cannot serve is refused.
-func TestWorkerDefaultConcurrencyFitsSmallPool(t *testing.T) {
+// The pools a worker needs, as WorkerConfig documents them.
+func TestWorkerPoolSizing(t *testing.T) {
 	t.Parallel()
 	reg := handler.NewRegistry()
 	if err := reg.Register(handler.Key{Consumer: "c", EventType: "e", SchemaVersion: 1},
 		func(context.Context, *handler.Msg) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := inbox.NewWorker(lazyPool(t, 4), reg, inbox.WorkerConfig{}); err != nil {
-		t.Fatalf("a default worker on a 4-connection pool: %v", err)
-	}
-	_, err := inbox.NewWorker(lazyPool(t, 4), reg, inbox.WorkerConfig{Concurrency: 10})
-	if err == nil || !strings.Contains(err.Error(), "pool MaxConns 4 is below Concurrency 10 + 2") {
-		t.Fatalf("want the pool sizing error, got %v", err)
-	}
-	_, err = inbox.NewWorker(lazyPool(t, 2), reg, inbox.WorkerConfig{})
-	if err == nil || !strings.Contains(err.Error(), "raise pool_max_conns to at least 3") {
-		t.Fatalf("want the pool sizing error, got %v", err)
+	for _, tc := range []struct {
+		name     string
+		cfg      inbox.WorkerConfig
+		maxConns int32
+		sysConns int32
+	}{
+		{"default Concurrency on a default pool", inbox.WorkerConfig{}, 4, 0},
+		{"Concurrency + 2", inbox.WorkerConfig{Concurrency: 2}, 4, 0},
+		{"PollOnly needs no listener", inbox.WorkerConfig{Concurrency: 3, PollOnly: true}, 4, 0},
+		{"PollOnly default Concurrency", inbox.WorkerConfig{PollOnly: true}, 2, 0},
+		{"SystemPool holds the listener and bookkeeping", inbox.WorkerConfig{Concurrency: 3}, 4, 2},
+		{"SystemPool default Concurrency", inbox.WorkerConfig{}, 2, 2},
+		{"PollOnly SystemPool of one", inbox.WorkerConfig{PollOnly: true}, 4, 1},
+	} {
+		if tc.sysConns > 0 {
+			tc.cfg.SystemPool = lazyPool(t, tc.sysConns)
+		}
+		if _, err := inbox.NewWorker(lazyPool(t, tc.maxConns), reg, tc.cfg); err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
 	}
 }
 

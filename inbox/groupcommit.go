@@ -52,6 +52,19 @@ func newGroupCommitter(c *Client) *groupCommitter {
 	}
 }
 
+// checkGroupCommitPool refuses more flushers than the pool has connections:
+// each flush holds one, so the rest could never run.
+func checkGroupCommitPool(c Config, maxConns int) error {
+	flushers := c.GroupCommitFlushers
+	if flushers == 0 {
+		flushers = DefaultGroupCommitFlushers
+	}
+	if c.GroupCommit && flushers > maxConns {
+		return &ConfigError{Field: "Config.GroupCommitFlushers", Detail: fmt.Sprintf("%d is more than the pool MaxConns %d (each flush holds a connection): lower it or raise pool_max_conns", flushers, maxConns)}
+	}
+	return nil
+}
+
 // accept queues p and waits for the batch it joins to commit.
 func (g *groupCommitter) accept(ctx context.Context, d *draft) (AcceptResult, error) {
 	if err := ctx.Err(); err != nil {

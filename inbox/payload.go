@@ -77,11 +77,16 @@ func escapedReplacementChar(b []byte) int {
 	}
 }
 
-// encodeMetadata stores metadata as a JSON object (keys sorted).
-func encodeMetadata(md map[string]string) (string, error) {
-	s, p := metadata.Encode(md)
+// encodeMetadata stores metadata as a JSON object (keys sorted), refusing what
+// jsonb cannot store and more than maxBytes (metadata.Size).
+func encodeMetadata(md map[string]string, maxBytes int) (string, error) {
+	s, p := metadata.EncodeMax(md, maxBytes)
 	if p != nil {
-		return "", &ValidationError{Field: "metadata", Rule: Rule(p.Rule), Detail: p.Detail}
+		detail := p.Detail
+		if Rule(p.Rule) == RuleTooLarge {
+			detail += " or raise Config.MaxMetadataBytes"
+		}
+		return "", &ValidationError{Field: "metadata", Rule: Rule(p.Rule), Detail: detail}
 	}
 	return s, nil
 }

@@ -133,7 +133,8 @@ func TestWorkerSystemPoolSize(t *testing.T) {
 	pool, dsn := newPool(t)
 	small := poolFor(t, dsn, func(c *pgxpool.Config) { c.MaxConns = 1 })
 	_, err := inbox.NewWorker(pool, registry(t, func(context.Context, *handler.Msg) error { return nil }), inbox.WorkerConfig{SystemPool: small})
-	if err == nil || !strings.Contains(err.Error(), "SystemPool MaxConns 1") {
+	requireConfigError(t, err, "WorkerConfig.SystemPool")
+	if !strings.Contains(err.Error(), "MaxConns 1") {
 		t.Fatalf("err = %v, want SystemPool's size refused", err)
 	}
 }

@@ -81,9 +81,9 @@ type testHooks struct {
 	noHeartbeat  bool // a worker stalled by a pause or a partition
 }
 
-// NewWorker returns a worker dispatching to reg. It fails when an owned consumer
-// has no handler, cfg is invalid (*ConfigError), or the pool is too small for
-// the configured concurrency.
+// NewWorker returns a worker dispatching to reg. It fails with a *ConfigError
+// naming the field when cfg is invalid, an owned consumer has no handler, or a
+// pool is too small for the configured concurrency (see WorkerConfig).
 func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Worker, error) {
 	if pool == nil {
 		return nil, errors.New("pginbox: NewWorker: pool is nil: pass a *pgxpool.Pool from pgxpool.New")
@@ -95,33 +95,20 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		return nil, err
 	}
 	maxConns := int(pool.Config().MaxConns)
-	if cfg.Concurrency > 0 && maxConns < cfg.Concurrency+workerSpareConns {
-		return nil, fmt.Errorf("pginbox: NewWorker: pool MaxConns %d is below Concurrency %d + %d (listener, claims and heartbeats): raise pool_max_conns or lower WorkerConfig.Concurrency",
-			maxConns, cfg.Concurrency, workerSpareConns)
+	if err := cfg.checkPools(maxConns); err != nil {
+		return nil, err
 	}
-	if maxConns < 1+workerSpareConns {
-		return nil, fmt.Errorf("pginbox: NewWorker: pool MaxConns %d leaves no connection for a handler (the worker keeps %d for its listener, claims and heartbeats): raise pool_max_conns to at least %d",
-			maxConns, workerSpareConns, 1+workerSpareConns)
+	owned, err := cfg.owned(reg)
+	if err != nil {
+		return nil, err
 	}
 	sys := cfg.SystemPool
 	if sys == nil {
 		sys = pool
-	} else if n := sys.Config().MaxConns; n < workerSpareConns {
-		return nil, fmt.Errorf("pginbox: NewWorker: SystemPool MaxConns %d is below %d (listener, claims and heartbeats): raise its pool_max_conns", n, workerSpareConns)
 	}
 	cfg = cfg.withDefaults(maxConns)
-	owned := cfg.Consumers
-	if len(owned) == 0 {
-		owned = reg.Consumers()
-	}
-	if len(owned) == 0 {
-		return nil, errors.New("pginbox: NewWorker: no consumers to own: register handlers or set WorkerConfig.Consumers")
-	}
 	ownedSet := make(map[string]bool, len(owned))
 	for _, c := range owned {
-		if !reg.HasConsumer(c) {
-			return nil, fmt.Errorf("pginbox: NewWorker: consumer %q is owned by this worker but has no handler: register its handlers or remove it from WorkerConfig.Consumers", c)
-		}
 		ownedSet[c] = true
 	}
 	hctx, cancel := context.WithCancelCause(context.Background())
@@ -134,7 +121,7 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		sys:            sys,
 		reg:            reg,
 		cfg:            cfg,
-		owned:          append([]string(nil), owned...),
+		owned:          owned,
 		ownedSet:       ownedSet,
 		log:            cfg.Logger,
 		leases:         newLeaseSet(),

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inboxtype"
 )
 
 // Defaults for WorkerConfig fields left at their zero value.
@@ -37,18 +38,17 @@ const (
 	MaxHandlerTimeout = 24 * time.Hour
 )
 
-// workerSpareConns is what a worker needs beside one connection per handler:
-// the LISTEN session and the short claim, heartbeat and recovery statements.
-const workerSpareConns = 2
-
 // WorkerConfig configures a Worker. Zero values mean the documented defaults;
 // NewWorker rejects negative and out-of-range values with a *ConfigError.
 //
 // Sizing the pgx pool: a worker holds one connection per running handler
 // (Concurrency), one for LISTEN (unless PollOnly) and briefly one for claims,
 // heartbeats and recovery. NewWorker refuses a pool with MaxConns below
-// Concurrency+2, because a heartbeat that cannot get a connection loses its lease.
-// Add what Accept needs when the same pool also serves ingress.
+// Concurrency+2 (Concurrency+1 with PollOnly), because a heartbeat that cannot
+// get a connection loses its lease. With a SystemPool, LISTEN, claims,
+// heartbeats and recovery run there, and the worker's pool needs
+// Concurrency+1 (the one ends a hung handler's session). Add what Accept
+// needs when the same pool also serves ingress.
 type WorkerConfig struct {
 	// Consumers this worker owns: it claims, recovers and dead-letters receipts of
 	// these consumers only. Every one must have a handler. Defaults to every
@@ -57,8 +57,8 @@ type WorkerConfig struct {
 
 	// Concurrency is the number of handlers running at once. Defaults to
 	// DefaultConcurrency, lowered to what the pool leaves room for (MaxConns
-	// minus 2) so a default pgxpool works on any machine; an explicit value
-	// the pool cannot serve is an error.
+	// minus 2, see above) so a default pgxpool works on any machine; an
+	// explicit value the pool cannot serve is a *ConfigError.
 	Concurrency int
 
 	// ClaimBatch is the most receipts claimed by one query, and how many
@@ -80,7 +80,8 @@ type WorkerConfig struct {
 	// DefaultPollInterval.
 	PollInterval time.Duration
 
-	// PollOnly disables LISTEN/NOTIFY, for PgBouncer in transaction mode.
+	// PollOnly disables LISTEN/NOTIFY, for PgBouncer in transaction mode: the
+	// worker needs no listener connection.
 	PollOnly bool
 
 	// Lease is how long a claim stays valid without a heartbeat. Defaults to
@@ -122,7 +123,8 @@ type WorkerConfig struct {
 	// pool can use the restricted application role: every handler transaction
 	// (payload load, handler, completion) and every failure update runs there
 	// with the receipt's scope applied first. Its MaxConns must be at least 2
-	// (LISTEN and the bookkeeping). Defaults to the worker's pool.
+	// (LISTEN and the bookkeeping), or 1 with PollOnly. Defaults to the
+	// worker's pool.
 	SystemPool *pgxpool.Pool
 }
 
@@ -195,10 +197,81 @@ func (c WorkerConfig) validate() error {
 	return nil
 }
 
+// conns says what a worker holds besides one connection per handler: spare
+// on its own pool, sys on the SystemPool (0 without one), and what for.
+func (c WorkerConfig) conns() (spare int, spareFor string, sys int, sysFor string) {
+	bookkeeping, uses := 2, "listener, claims and heartbeats"
+	if c.PollOnly {
+		bookkeeping, uses = 1, "claims and heartbeats"
+	}
+	if c.SystemPool == nil {
+		return bookkeeping, uses, 0, ""
+	}
+	return 1, "ending a hung handler's session", bookkeeping, uses
+}
+
+// checkPools refuses pools too small for the worker; maxConns is the
+// worker's pool's size.
+func (c WorkerConfig) checkPools(maxConns int) error {
+	spare, spareFor, sys, sysFor := c.conns()
+	if c.Concurrency > 0 && maxConns < c.Concurrency+spare {
+		return &ConfigError{Field: "WorkerConfig.Concurrency", Detail: fmt.Sprintf("pool MaxConns %d is below Concurrency %d + %d (%s): raise pool_max_conns or lower WorkerConfig.Concurrency",
+			maxConns, c.Concurrency, spare, spareFor)}
+	}
+	if maxConns < 1+spare {
+		return &ConfigError{Field: "pgxpool.Config.MaxConns", Detail: fmt.Sprintf("pool MaxConns %d leaves no connection for a handler (the worker keeps %d for %s): raise pool_max_conns to at least %d",
+			maxConns, spare, spareFor, 1+spare)}
+	}
+	if c.SystemPool != nil {
+		if n := int(c.SystemPool.Config().MaxConns); n < sys {
+			return &ConfigError{Field: "WorkerConfig.SystemPool", Detail: fmt.Sprintf("MaxConns %d is below %d (%s): raise its pool_max_conns", n, sys, sysFor)}
+		}
+	}
+	return nil
+}
+
+// owned returns the consumers the worker owns: c.Consumers, or every
+// consumer of reg. Each must be a valid name with a handler.
+func (c WorkerConfig) owned(reg *handler.Registry) ([]string, error) {
+	if len(c.Consumers) == 0 {
+		owned := reg.Consumers()
+		if len(owned) == 0 {
+			return nil, &ConfigError{Field: "WorkerConfig.Consumers", Detail: "no consumers to own: register handlers or set WorkerConfig.Consumers"}
+		}
+		return owned, nil
+	}
+	if err := checkConsumerNames("WorkerConfig.Consumers", c.Consumers); err != nil {
+		return nil, err
+	}
+	for _, name := range c.Consumers {
+		if !reg.HasConsumer(name) {
+			return nil, &ConfigError{Field: "WorkerConfig.Consumers", Detail: fmt.Sprintf("consumer %q is owned by this worker but has no handler: register its handlers or remove it from WorkerConfig.Consumers", name)}
+		}
+	}
+	return append([]string(nil), c.Consumers...), nil
+}
+
+// checkConsumerNames applies the identity string rules to the consumer names
+// of field.
+func checkConsumerNames(field string, names []string) error {
+	for i, name := range names {
+		rule, detail := inboxtype.CheckIdentityString(name)
+		switch {
+		case rule == "":
+		case name == "":
+			return &ConfigError{Field: field, Detail: fmt.Sprintf("entry %d is empty: every consumer needs a name", i)}
+		default:
+			return &ConfigError{Field: field, Detail: fmt.Sprintf("entry %d %q: %s", i, name, detail)}
+		}
+	}
+	return nil
+}
+
 // withDefaults fills zero fields; maxConns is the pool's size.
 func (c WorkerConfig) withDefaults(maxConns int) WorkerConfig {
 	if c.Concurrency == 0 {
-		c.Concurrency = max(1, min(DefaultConcurrency, maxConns-workerSpareConns))
+		spare, _, _, _ := c.conns()
+		c.Concurrency = max(1, min(DefaultConcurrency, maxConns-spare))
 	}
 	if c.MessagesPerTx <= 0 {
 		c.MessagesPerTx = 1

@@ -24,7 +24,7 @@ func (t *Telemetry) AcceptMiddleware() inbox.AcceptMiddleware {
 	return func(next inbox.AcceptFunc) inbox.AcceptFunc {
 		return func(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error) {
 			attrs := t.messageAttrs(msg)
-			ctx, span := t.startAccept(ctx, OpAccept+" "+msg.Consumer, msg.Metadata, attrs)
+			ctx, span := t.startProducer(ctx, OpAccept+" "+msg.Consumer, msg.Metadata, attrs)
 			defer span.End()
 			msg.Metadata = inject(t.cfg.Propagator, ctx, msg.Metadata)
 			res, err := next(ctx, msg)
@@ -60,7 +60,7 @@ func (t *Telemetry) AcceptBatchMiddleware() inbox.AcceptBatchMiddleware {
 			if len(msgs) > 0 {
 				producer = msgs[0].Metadata
 			}
-			ctx, span := t.startAccept(ctx, name, producer, attrs)
+			ctx, span := t.startProducer(ctx, name, producer, attrs)
 			defer span.End()
 			withCtx := make([]inbox.Message, len(msgs))
 			for i, m := range msgs {
@@ -95,10 +95,10 @@ func (t *Telemetry) AcceptBatchMiddleware() inbox.AcceptBatchMiddleware {
 	}
 }
 
-// startAccept starts a producer span under the caller's span, or under the
+// startProducer starts a producer span under the caller's span, or under the
 // trace context found in md, linking md's context when it belongs to
 // another trace than the caller's.
-func (t *Telemetry) startAccept(ctx context.Context, name string, md map[string]string, attrs []attribute.KeyValue) (context.Context, trace.Span) {
+func (t *Telemetry) startProducer(ctx context.Context, name string, md map[string]string, attrs []attribute.KeyValue) (context.Context, trace.Span) {
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...)}
 	if producer := extract(t.cfg.Propagator, md); producer.IsValid() {
 		current := trace.SpanContextFromContext(ctx)
@@ -159,10 +159,8 @@ func acceptOutcome(o inbox.Outcome, err error) (string, []attribute.KeyValue) {
 			AttrInvalidField.String(ve.Field), AttrInvalidRule.String(string(ve.Rule))}
 	case errors.Is(err, inbox.ErrIdentityConflict):
 		return OutcomeConflict, []attribute.KeyValue{semconv.ErrorTypeKey.String(OutcomeConflict)}
-	case errors.Is(err, inbox.ErrCommitUncertain):
-		return OutcomeError, []attribute.KeyValue{semconv.ErrorTypeKey.String("commit_uncertain")}
 	}
-	return OutcomeError, []attribute.KeyValue{semconv.ErrorTypeKey.String("storage")}
+	return OutcomeError, []attribute.KeyValue{semconv.ErrorTypeKey.String(errorType(err, "storage"))}
 }
 
 // acceptErrorText describes a failed accept without the texts that name the

@@ -106,7 +106,8 @@ func TestAcceptBatchAndTx(t *testing.T) {
 	}
 }
 
-// A failing store is counted as "error" and the span says why.
+// A failing store is counted as "error", classified (here: the schema is
+// missing), and the span says why.
 func TestAcceptStorageError(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -118,7 +119,7 @@ func TestAcceptStorageError(t *testing.T) {
 	if _, err := client.Accept(ctx, order("a", 1)); inbox.ActionFor(err) != inbox.ActionRetry {
 		t.Fatalf("accept without a table: %v, want a retryable error", err)
 	}
-	wantSum(t, r.metrics(t), otelinbox.MetricAcceptMessages, 1, otelinbox.AttrAcceptOutcome.String("error"), semconv.ErrorTypeKey.String("storage"))
+	wantSum(t, r.metrics(t), otelinbox.MetricAcceptMessages, 1, otelinbox.AttrAcceptOutcome.String("error"), semconv.ErrorTypeKey.String("not_migrated"))
 	s := r.spansNamed("accept " + consumer)[0]
 	if s.Status.Code != codes.Error || s.Status.Description == "" {
 		t.Errorf("span status %v, want the storage error", s.Status)

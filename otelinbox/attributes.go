@@ -24,6 +24,8 @@ const (
 	AttrRetryAt       = attribute.Key("pginbox.retry_at") // RFC 3339, retry spans
 	AttrInvalidField  = attribute.Key("pginbox.invalid.field")
 	AttrInvalidRule   = attribute.Key("pginbox.invalid.rule")
+	AttrOutboxEventID = attribute.Key("pginbox.outbox.event.id") // emit and publish spans, publish links
+	AttrPublishFailed = attribute.Key("pginbox.publish.failed")  // messages of a publish span not published
 )
 
 // Accept outcomes, the values of AttrAcceptOutcome.
@@ -36,13 +38,16 @@ const (
 )
 
 // Operation names (messaging.operation.name); span names are the operation
-// name and the consumer, e.g. "accept orders.projection.v1".
+// name and the consumer (the destination for emit and publish), e.g.
+// "accept orders.projection.v1".
 const (
 	OpAccept   = "accept"
 	OpProcess  = "process"
 	OpComplete = "complete"
 	OpRetry    = "retry"
 	OpDead     = "dead"
+	OpEmit     = "emit"    // outbox.Emit, EmitMiddleware
+	OpPublish  = "publish" // a relay's Publish call, Publisher
 )
 
 // systemAttr is messaging.system for every span and metric.

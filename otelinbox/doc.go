@@ -1,6 +1,7 @@
 // Package otelinbox traces and measures pginbox with OpenTelemetry, using
 // only pginbox's extension points: accept middleware, handler middleware, the
-// worker's event stream and the admin API's stats.
+// worker's event stream, the outbox's emit middleware and Publisher
+// interface, and the admin API's stats.
 //
 // It is a module of its own (github.com/pginbox/pginbox/otelinbox), so an
 // application that imports pginbox without it gets no OpenTelemetry
@@ -19,6 +20,7 @@
 //	worker, _ := inbox.NewWorker(pool, reg, inbox.WorkerConfig{
 //		HandlerMiddleware: []handler.Middleware{tel.HandlerMiddleware()},
 //	})
+//	relay, _ := outbox.NewRelay(pool, tel.Publisher(publisher), outbox.RelayConfig{})
 //	events, _ := tel.ObserveWorker(worker) // metrics and settle spans from the event stream
 //	defer events.Close()
 //	backlog, _ := tel.ObserveBacklog(pool, "orders.projection.v1") // backlog gauges from one query
@@ -29,12 +31,24 @@
 // the handler's consumer span "process <consumer>" continues that trace (or
 // links to it, with Config.Trace = TraceLink). Each attempt's outcome is a
 // span "complete", "retry" or "dead" followed by the consumer, from the event
-// stream. Claims are not spans: one claim statement takes receipts of many
-// traces and reads none of their metadata; they are counted instead.
+// stream. An outbox.Emit in the handler is a producer span "emit
+// <destination>" under the handler's span, and the event carries its
+// context, so the service that receives it continues the trace; the relay's
+// "publish <destination>" span (Publisher) starts a trace of its own per
+// batch, linked to each event's emit span. Claims are not spans: one claim
+// statement takes receipts of many traces and reads none of their metadata;
+// they are counted instead.
+//
+// Errors. error.type is a classification, not the text: "permanent",
+// pginbox's sentinels ("lease_lost", "not_migrated", ...), "sqlstate_" and
+// the code of a PostgreSQL error, the Go type of an application's own error
+// type, or a fallback per operation ("handler_error", "storage",
+// "publish_error").
 //
 // Privacy. Spans and metrics never carry the tenant ID, the message ID or the
 // payload unless Config.RecordTenantID, RecordMessageID or RecordPayload say
-// so. Accept errors are described by their kind (error.type), never by their
-// text, since a conflict's text names the identity. A handler's error text is
-// recorded on its span: keep tenant data out of it.
+// so. Accept, emit and publish errors are described by their kind
+// (error.type), never by their text, since a conflict's text names the
+// identity. A handler's error text is recorded on its span: keep tenant data
+// out of it.
 package otelinbox

@@ -14,11 +14,14 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/otelinbox"
+	"github.com/pginbox/pginbox/outbox"
 )
 
 // Wire the accept middleware into the client, the handler middleware into
-// the worker, and observe the worker's events: one trace runs from accept to
-// the handler and its outcome.
+// the worker, observe the worker's events and wrap the outbox relay's
+// publisher: one trace runs from accept to the handler, its outcome and the
+// event it emits; the relay's publish span starts another, linked to the
+// emit span.
 func ExampleTelemetry() {
 	ctx := context.Background()
 	dsn, drop, err := inboxtest.NewDatabase(ctx)
@@ -47,7 +50,13 @@ func ExampleTelemetry() {
 	}
 	reg := handler.NewRegistry()
 	err = reg.Register(handler.Key{Consumer: "orders.projection.v1", EventType: "order.created", SchemaVersion: 1},
-		func(ctx context.Context, m *handler.Msg) error { return nil })
+		func(ctx context.Context, m *handler.Msg) error {
+			_, err := outbox.Emit(ctx, m.Tx, outbox.Event{ // an emit span under the handler's
+				Type: "order.confirmed", SchemaVersion: 1, Source: "orders", Destination: "billing.v1",
+				Payload: map[string]string{"orderId": "o-1"},
+			})
+			return err
+		})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,6 +85,15 @@ func ExampleTelemetry() {
 	}
 	events.Close() // records the events still buffered
 
+	broker := outbox.PublishFunc(func(ctx context.Context, m outbox.Message) error { return nil }) // a transport in production
+	relay, err := outbox.NewRelay(pool, tel.Publisher(broker), outbox.RelayConfig{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := relay.Drain(ctx); err != nil {
+		log.Fatal(err)
+	}
+
 	var names []string
 	traces := map[string]bool{}
 	for _, s := range spans.GetSpans() {
@@ -86,6 +104,6 @@ func ExampleTelemetry() {
 	fmt.Println(names)
 	fmt.Println("traces:", len(traces))
 	// Output:
-	// [accept orders.projection.v1 complete orders.projection.v1 process orders.projection.v1]
-	// traces: 1
+	// [accept orders.projection.v1 complete orders.projection.v1 emit billing.v1 process orders.projection.v1 publish billing.v1]
+	// traces: 2
 }

@@ -2,7 +2,6 @@ package otelinbox
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -11,21 +10,25 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/outbox"
 )
 
 // HandlerMiddleware returns a handler.Middleware (for
 // inbox.WorkerConfig.HandlerMiddleware) that runs every handler call in a
 // consumer span "process <consumer>". The span continues the trace context
 // of the message's metadata (Config.Trace); the handler's context carries
-// the span, so the handler's own spans (database, HTTP) nest under it. A
-// handler error sets the span's status and is recorded as an exception
-// event; the attempt's outcome follows as a settle span from ObserveWorker.
+// the span, so the handler's own spans (database, HTTP) nest under it, and
+// EmitMiddleware, so every outbox.Emit with that context is an emit span
+// under it whose context the event carries. A handler error sets the span's
+// status and error.type and is recorded as an exception event; the
+// attempt's outcome follows as a settle span from ObserveWorker.
 func (t *Telemetry) HandlerMiddleware() handler.Middleware {
 	return func(next handler.Func) handler.Func {
 		return func(ctx context.Context, m *handler.Msg) (err error) {
 			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(t.processAttrs(m)...)}
 			ctx, opts = t.joinProducer(ctx, m.Metadata, opts)
 			ctx, span := t.tracer.Start(ctx, OpProcess+" "+m.Consumer, opts...)
+			ctx = outbox.WithEmitMiddleware(ctx, t.emit)
 			defer func() {
 				if p := recover(); p != nil {
 					span.SetStatus(codes.Error, "handler panicked")
@@ -74,11 +77,6 @@ func (t *Telemetry) processAttrs(m *handler.Msg) []attribute.KeyValue {
 	return kv
 }
 
-// handlerErrorType classes a handler error for error.type: "permanent"
-// (the receipt goes DEAD) or the error's Go type.
-func handlerErrorType(err error) string {
-	if handler.IsPermanent(err) {
-		return "permanent"
-	}
-	return fmt.Sprintf("%T", err)
-}
+// handlerErrorType classes a handler error for error.type (errorType):
+// "handler_error" when nothing more specific is known.
+func handlerErrorType(err error) string { return errorType(err, "handler_error") }

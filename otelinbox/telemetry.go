@@ -1,8 +1,13 @@
 package otelinbox
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel/metric"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pginbox/pginbox/outbox"
 )
 
 // ScopeName is the instrumentation scope of otelinbox's tracer and meter.
@@ -13,7 +18,7 @@ const ScopeName = "github.com/pginbox/pginbox/otelinbox"
 const (
 	MetricAcceptMessages  = "messaging.client.sent.messages" // counter, by AttrAcceptOutcome
 	MetricProcessDuration = "messaging.process.duration"     // histogram, seconds per handler call
-	MetricWorkerEvents    = "pginbox.worker.events"          // counter, by AttrWorkerEvent
+	MetricWorkerEvents    = "pginbox.worker.events"          // counter, by consumer and AttrWorkerEvent
 	MetricAttempts        = "pginbox.worker.attempts"        // histogram, attempts per completed or DEAD receipt
 	MetricEventsDropped   = "pginbox.worker.events.dropped"  // counter, events ObserveWorker lost
 	MetricBacklogDue      = "pginbox.backlog.due"            // gauge, due receipts per consumer
@@ -38,6 +43,7 @@ type Telemetry struct {
 	backlogCounts metric.Int64ObservableGauge
 
 	sets attrSets
+	emit outbox.EmitMiddleware // what HandlerMiddleware adds to a handler's context
 }
 
 // New returns a Telemetry for cfg, or an *inbox.ConfigError naming the field
@@ -55,6 +61,11 @@ func New(cfg Config) (*Telemetry, error) {
 	if err := t.instruments(); err != nil {
 		return nil, err
 	}
+	t.emit = t.EmitMiddleware()
+	// Counters report 0 from the start, so a rate or an alert works from the
+	// first collection. The worker's counters get theirs in ObserveWorker,
+	// which knows its consumers.
+	t.accepted.Add(context.Background(), 0, metric.WithAttributes(systemAttr, semconv.MessagingOperationName(OpAccept)))
 	return t, nil
 }
 

@@ -28,7 +28,8 @@ type WorkerObserver struct {
 }
 
 // ObserveWorker subscribes to w's events until Close. Per event it adds to
-// pginbox.worker.events; per handler call it records messaging.process.duration;
+// pginbox.worker.events (by consumer and kind, every one reported from 0 at
+// once, as is pginbox.worker.events.dropped); per handler call it records messaging.process.duration;
 // per completed or DEAD receipt it records pginbox.worker.attempts; and for
 // each completed, failed or DEAD attempt it ends a settle span ("complete",
 // "retry" or "dead" followed by the consumer) in the message's trace.
@@ -37,8 +38,30 @@ func (t *Telemetry) ObserveWorker(w *inbox.Worker) (*WorkerObserver, error) {
 		return nil, errors.New("otelinbox: ObserveWorker: worker is nil: pass the *inbox.Worker from inbox.NewWorker")
 	}
 	o := &WorkerObserver{t: t, sub: w.Subscribe(inbox.SubscribeConfig{Buffer: t.cfg.EventBuffer}), done: make(chan struct{})}
+	// Every series these counters will have, at 0 from the start.
+	ctx := context.Background()
+	for _, c := range w.Consumers() {
+		for _, k := range workerEventKinds {
+			t.workerEvents.Add(ctx, 0, metric.WithAttributeSet(t.workerEventSet(c, k)))
+		}
+	}
+	t.dropped.Add(ctx, 0, metric.WithAttributes(systemAttr))
 	go o.loop()
 	return o, nil
+}
+
+// workerEventKinds are every inbox.EventKind.
+var workerEventKinds = []inbox.EventKind{
+	inbox.EventClaimed, inbox.EventCompleted, inbox.EventFailed, inbox.EventDead,
+	inbox.EventLeaseLost, inbox.EventRecovered, inbox.EventReleased, inbox.EventAbandoned,
+}
+
+// workerEventSet is the attribute set of pginbox.worker.events: the consumer
+// and the kind only, so the series are known before any event.
+func (t *Telemetry) workerEventSet(consumer string, k inbox.EventKind) attribute.Set {
+	return t.sets.get(setKey{consumer: consumer, a: string(k), b: "worker event"}, func() []attribute.KeyValue {
+		return append(consumerAttrs(consumer, "", 0), AttrWorkerEvent.String(string(k)))
+	})
 }
 
 // Dropped returns how many events this observer lost because it fell behind.
@@ -75,10 +98,7 @@ func (o *WorkerObserver) countDrops() {
 func (t *Telemetry) record(e inbox.Event) {
 	ctx := context.Background()
 	kv := consumerAttrs(e.Consumer, e.EventType, e.SchemaVersion)
-	k := setKey{consumer: e.Consumer, eventType: e.EventType, version: e.SchemaVersion, a: string(e.Kind)}
-	t.workerEvents.Add(ctx, 1, metric.WithAttributeSet(t.sets.get(k, func() []attribute.KeyValue {
-		return append(kv, AttrWorkerEvent.String(string(e.Kind)))
-	})))
+	t.workerEvents.Add(ctx, 1, metric.WithAttributeSet(t.workerEventSet(e.Consumer, e.Kind)))
 	var op string
 	switch e.Kind {
 	case inbox.EventCompleted:

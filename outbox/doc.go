@@ -50,7 +50,9 @@
 // handler.MsgFromContext), the event's metadata gets the message's trace
 // context (traceparent, tracestate), a causation ID (the handled message's
 // ID) and, if the message had one, its correlation ID. Metadata the caller set
-// wins.
+// wins. Middleware in ctx (WithEmitMiddleware) runs first: otelinbox's
+// handler middleware puts the emit span's context there instead, a child of
+// the handler's span.
 //
 // # Operations
 //

@@ -40,11 +40,20 @@ var ErrDuplicateEvent = errors.New("pginbox: outbox event ID already emitted")
 //
 // An invalid event is an *inbox.ValidationError naming the field and rule,
 // and nothing is written: identity-string rules for Type, Source,
-// Destination and a non-empty OrderingKey, SchemaVersion from 1, and
-// inbox.Canonicalize's rules for Payload. An ID the outbox already holds is
-// ErrDuplicateEvent. With an ordering key, Emit waits for other open
-// transactions that emitted for the same key to end.
+// Destination and a non-empty OrderingKey, SchemaVersion from 1,
+// inbox.Canonicalize's rules for Payload, and a receiving inbox's default
+// rules for Metadata (valid UTF-8 without U+0000, at most
+// inbox.DefaultMaxMetadataBytes as jsonb stores it). An ID the outbox
+// already holds is ErrDuplicateEvent. With an ordering key, Emit waits for
+// other open transactions that emitted for the same key to end.
+//
+// Middleware that ctx carries (WithEmitMiddleware) wraps the call.
 func Emit(ctx context.Context, tx Tx, ev Event) (ID, error) {
+	return withMiddleware(ctx, emit)(ctx, tx, ev)
+}
+
+// emit is Emit without middleware.
+func emit(ctx context.Context, tx Tx, ev Event) (ID, error) {
 	if tx == nil {
 		return ID{}, errors.New("pginbox: outbox emit: tx is nil: pass the transaction the event commits with (a handler's m.Tx, a pgx.Tx)")
 	}

@@ -131,6 +131,10 @@ func TestEmitValidation(t *testing.T) {
 		{"payload NUL", bad(func(e *outbox.Event) { e.Payload = json.RawMessage(`{"a":"\u0000"}`) }), "payload", inbox.RuleNullCharacter},
 		{"metadata NUL", bad(func(e *outbox.Event) { e.Metadata = map[string]string{"k": "a\x00"} }), "metadata", inbox.RuleNullCharacter},
 		{"metadata invalid UTF-8", bad(func(e *outbox.Event) { e.Metadata = map[string]string{"k\xff": "v"} }), "metadata", inbox.RuleInvalidUTF8},
+		// What a receiving inbox refuses by default.
+		{"metadata too large", bad(func(e *outbox.Event) {
+			e.Metadata = map[string]string{"k": strings.Repeat("v", inbox.DefaultMaxMetadataBytes)}
+		}), "metadata", inbox.RuleTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			is := is.New(t)
@@ -149,7 +153,7 @@ func TestEmitValidation(t *testing.T) {
 		})
 	}
 	is := is.New(t)
-	is.Equal(count(t, pool, "ordering_key LIKE 'ok-%'"), 12)
+	is.Equal(count(t, pool, "ordering_key LIKE 'ok-%'"), 13)
 	is.Equal(count(t, pool, "ordering_key NOT LIKE 'ok-%'"), 0)
 }
 

@@ -64,9 +64,10 @@ type testHooks struct {
 	listening func()
 }
 
-// NewRelay returns a relay publishing through pub. It fails when cfg is
-// invalid (*inbox.ConfigError) or the pool is too small: a relay holds up to
-// three connections (claims and marks, LISTEN, maintenance).
+// NewRelay returns a relay publishing through pub. It fails with an
+// *inbox.ConfigError when cfg is invalid or the pool is too small: a relay
+// holds up to three connections (claims and marks, maintenance, and LISTEN
+// unless PollOnly).
 //
 // A relay publishes every scope's events, so with row-level security enabled
 // (schema.EnableTenancy) its pool's role needs BYPASSRLS (the system role of
@@ -81,13 +82,8 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg RelayConfig) (*Relay, error
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	need := relaySpareConns
-	if cfg.PollOnly {
-		need--
-	}
-	if maxConns := int(pool.Config().MaxConns); maxConns < need {
-		return nil, fmt.Errorf("pginbox: NewRelay: pool MaxConns %d is below the %d connections a relay holds (claims and marks, maintenance, and LISTEN unless PollOnly): raise pool_max_conns",
-			maxConns, need)
+	if err := cfg.checkPool(int(pool.Config().MaxConns)); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	return &Relay{pool: pool, pub: pub, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1)}, nil

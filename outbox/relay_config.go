@@ -28,10 +28,6 @@ const (
 	MaxRetention   = 36500 * 24 * time.Hour // 100 years
 )
 
-// relaySpareConns is what a relay holds at most: one connection for claims
-// and marks, one for LISTEN and one for recovery and retention.
-const relaySpareConns = 3
-
 // RelayConfig configures a Relay. Zero values mean the documented defaults;
 // NewRelay rejects negative and out-of-range values with an
 // *inbox.ConfigError naming the field.
@@ -117,6 +113,20 @@ func (c RelayConfig) validate() error {
 		return &inbox.ConfigError{Field: "RelayConfig.PollInterval", Detail: fmt.Sprintf("%s: must be at most 1h (retries come due only at a poll)", c.PollInterval)}
 	case c.Retention > MaxRetention:
 		return &inbox.ConfigError{Field: "RelayConfig.Retention", Detail: fmt.Sprintf("%s: must be at most %s (100 years)", c.Retention, MaxRetention)}
+	}
+	return nil
+}
+
+// checkPool refuses a pool of fewer connections than the relay holds: one
+// for claims and marks, one for recovery and retention, one for LISTEN
+// unless PollOnly.
+func (c RelayConfig) checkPool(maxConns int) error {
+	need, uses := 3, "claims and marks, maintenance, LISTEN"
+	if c.PollOnly {
+		need, uses = 2, "claims and marks, maintenance"
+	}
+	if maxConns < need {
+		return &inbox.ConfigError{Field: "pgxpool.Config.MaxConns", Detail: fmt.Sprintf("pool MaxConns %d is below the %d connections a relay holds (%s): raise pool_max_conns", maxConns, need, uses)}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/handler"
@@ -418,10 +419,24 @@ func TestNewRelayRefusesBadConfig(t *testing.T) {
 	_, err = outbox.NewRelay(pool, nil, outbox.RelayConfig{})
 	is.True(strings.Contains(err.Error(), "publisher is nil"))
 	small := inboxtest.Pool(t, func(c *pgxpoolConfig) { c.MaxConns = 2 })
-	_, err = outbox.NewRelay(small, &recorder{}, outbox.RelayConfig{})
-	is.True(strings.Contains(err.Error(), "pool MaxConns 2 is below the 3 connections"))
 	_, err = outbox.NewRelay(small, &recorder{}, outbox.RelayConfig{PollOnly: true})
 	is.NoErr(err) // without LISTEN two are enough
+	tiny := inboxtest.Pool(t, func(c *pgxpoolConfig) { c.MaxConns = 1 })
+	for _, tc := range []struct {
+		pool             *pgxpool.Pool
+		cfg              outbox.RelayConfig
+		want, mustNotSay string
+	}{
+		{small, outbox.RelayConfig{}, "pool MaxConns 2 is below the 3 connections a relay holds (claims and marks, maintenance, LISTEN)", ""},
+		{tiny, outbox.RelayConfig{PollOnly: true}, "pool MaxConns 1 is below the 2 connections a relay holds (claims and marks, maintenance)", "LISTEN"},
+	} {
+		_, err := outbox.NewRelay(tc.pool, &recorder{}, tc.cfg)
+		var ce *inbox.ConfigError
+		if !errors.As(err, &ce) || ce.Field != "pgxpool.Config.MaxConns" || !strings.Contains(err.Error(), tc.want) ||
+			(tc.mustNotSay != "" && strings.Contains(err.Error(), tc.mustNotSay)) {
+			t.Errorf("%+v: got %v; want a ConfigError on pgxpool.Config.MaxConns saying %q", tc.cfg, err, tc.want)
+		}
+	}
 }
 
 // Start refuses a database without the outbox schema, and Drain a started
