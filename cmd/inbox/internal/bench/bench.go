@@ -46,8 +46,8 @@ const (
 	ScenarioIngestBatched       = "ingest-batched"
 	ScenarioIngestAccept        = "ingest-accept"
 	ScenarioIngestAcceptBatched = "ingest-accept-batched"
-	ScenarioXminHold       = "xmin-hold"
-	ScenarioRelay          = "relay"
+	ScenarioXminHold            = "xmin-hold"
+	ScenarioRelay               = "relay"
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.

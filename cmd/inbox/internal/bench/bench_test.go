@@ -261,7 +261,7 @@ func TestBenchIngestScenarios(t *testing.T) {
 				t.Errorf("%s: no extra %s", r.Scenario, k)
 			}
 		}
-		is.True(r.Extra["backlog_median"] <= 300+50) // the depth target holds, give or take one call
+		is.True(r.Extra["backlog_median"] <= 300+50)         // the depth target holds, give or take one call
 		is.True(r.Extra["work_row_versions_per_msg"] >= 1.5) // claim and completion of each work row
 		for _, f := range []string{".cpu.pprof", ".waits.txt", ".cpu.txt"} {
 			st, err := os.Stat(filepath.Join(dir, r.Scenario+"-round1"+f))

@@ -118,7 +118,7 @@ func (s *suite) ingest(ctx context.Context, via ingestVia, workers, perTx int) *
 
 // ingestPhase is what one measured phase saw.
 type ingestPhase struct {
-	completions      int     // in the measured window
+	completions      int // in the measured window
 	window           time.Duration
 	rates            []float64 // completions/s, one per sample
 	depths           []float64 // due backlog, one per depth poll in the window
