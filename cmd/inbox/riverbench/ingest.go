@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -198,6 +199,11 @@ func ingestPhase(ctx context.Context, dsn string, workers int, o options) (*inge
 	if err != nil {
 		return nil, err
 	}
+	if o.profileDir != "" {
+		if _, err := pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+			return nil, err
+		}
+	}
 	every := min(sampleEvery, o.duration/4)
 	begin, acceptedBefore := handled.Load(), accepted.Load()
 	measuring.Store(true)
@@ -227,6 +233,11 @@ func ingestPhase(ctx context.Context, dsn string, workers int, o options) (*inge
 	r.acceptedInWindow = accepted.Load() - acceptedBefore
 	r.completedAtEnd = last
 	r.loadEnd = loadAverage()
+	if o.profileDir != "" {
+		if err := writeStatements(ctx, pool, filepath.Join(o.profileDir, fmt.Sprintf("river-ingest-c%d.statements.txt", workers)), r.completions); err != nil {
+			return nil, err
+		}
+	}
 	if err := pool.QueryRow(ctx, "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE relname = 'river_job'").Scan(&r.deadEnd); err != nil {
 		return nil, err
 	}

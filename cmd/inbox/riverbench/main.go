@@ -49,6 +49,7 @@ type options struct {
 	pollInterval  time.Duration
 	ingestBatch   int
 	ingestCallers int
+	profileDir    string
 }
 
 func main() {
@@ -66,6 +67,7 @@ func main() {
 	flag.DurationVar(&o.pollInterval, "fetch-poll-interval", 50*time.Millisecond, "River's FetchPollInterval")
 	flag.IntVar(&o.ingestBatch, "ingest-batch", 128, "ingest: jobs per InsertManyFast call")
 	flag.IntVar(&o.ingestCallers, "ingest-callers", 1, "ingest: producers calling InsertManyFast at once")
+	flag.StringVar(&o.profileDir, "profile", "", "ingest: write a pg_stat_statements report of every phase's measured window to this directory (the ephemeral cluster then loads the extension)")
 	flag.Parse()
 	for _, w := range strings.Split(workersFlag, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(w))
@@ -90,7 +92,11 @@ func main() {
 func run(ctx context.Context, o options) error {
 	dsn := os.Getenv("DATABASE_URL")
 	if dsn == "" {
-		c, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: true})
+		copts := pgcluster.Options{Fsync: true}
+		if o.profileDir != "" {
+			copts.Settings = map[string]string{"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
+		}
+		c, err := pgcluster.Start(ctx, copts)
 		if err != nil {
 			return err
 		}
@@ -190,6 +196,11 @@ func newPhaseDB(ctx context.Context, dsn string, workers int, o options, worker 
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
 		return fail(err)
+	}
+	if o.profileDir != "" {
+		if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+			return fail(fmt.Errorf("--profile: %w", err))
+		}
 	}
 	ws := river.NewWorkers()
 	river.AddWorker(ws, worker)

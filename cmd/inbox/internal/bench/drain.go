@@ -154,7 +154,7 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 		}
 		defer sys.Close()
 	}
-	pool, err := newPool(ctx, base, concurrency+2)
+	pool, err := newNamedPool(ctx, base, concurrency+2, appDrain)
 	if err != nil {
 		return sample{}, err
 	}

@@ -103,7 +103,7 @@ func (s *suite) ingest(ctx context.Context, via ingestVia, workers, perTx int) *
 	r.setExtra("accept_call_p95_ms", ms(percentile(all.callLatencies, 95)))
 	r.setExtra("dead_tuples_end", float64(all.deadEnd))
 	if all.completedAtEnd > 0 {
-		r.setExtra("dead_tuples_per_1k", round2(float64(all.deadEnd)*1000/float64(all.completedAtEnd)))
+		r.setExtra("dead_tuples_end_per_1k", round2(float64(all.deadEnd)*1000/float64(all.completedAtEnd)))
 	}
 	r.setExtra("claim_batch", float64(o.ClaimBatch)) // 0: the worker's default
 	r.setExtra("load_avg_start", all.loadStart)

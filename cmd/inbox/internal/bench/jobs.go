@@ -69,7 +69,7 @@ func (s *suite) jobsPhase(ctx context.Context, label, profileName string, worker
 	if _, err := s.seed(ctx, "jobs-0", s.o.JobBacklog, inbox.StatusPending); err != nil {
 		return sample{}, err
 	}
-	pool, err := newPool(ctx, s.base, workers+2)
+	pool, err := newNamedPool(ctx, s.base, workers+2, appDrain)
 	if err != nil {
 		return sample{}, err
 	}
