@@ -256,7 +256,7 @@ func TestBenchIngestScenarios(t *testing.T) {
 		is.True(r.P95Ms >= r.P50Ms) // pickup latency
 		is.True(r.P50Ms > 0)
 		is.True(r.Counts.Accepted >= r.Calls) // everything completed was accepted first
-		for _, k := range []string{"backlog_median", "accepted_per_sec", "accept_call_p50_ms", "dead_tuples_per_1k", "completions_mean_per_sec"} {
+		for _, k := range []string{"backlog_median", "accepted_per_sec", "accept_call_p50_ms", "dead_tuples_end_per_1k", "completions_mean_per_sec", "load_avg_start"} {
 			if _, ok := r.Extra[k]; !ok {
 				t.Errorf("%s: no extra %s", r.Scenario, k)
 			}
