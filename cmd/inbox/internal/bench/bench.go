@@ -464,3 +464,11 @@ func migrate(ctx context.Context, cfg *pgxpool.Config) error {
 	}
 	return nil
 }
+
+// newNamedPool is newPool with an application_name, so pg_stat_activity
+// tells the bench's pools apart.
+func newNamedPool(ctx context.Context, base *pgxpool.Config, size int, app string) (*pgxpool.Pool, error) {
+	cfg := base.Copy()
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	return newPool(ctx, cfg, size)
+}

@@ -3,16 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
@@ -148,35 +144,6 @@ func (p *ingestPhase) add(o ingestPhase) {
 	p.completedAtEnd += o.completedAtEnd
 	p.loadStart = max(p.loadStart, o.loadStart)
 	p.loadEnd = max(p.loadEnd, o.loadEnd)
-}
-
-// depthTarget paces producers: a producer sends only what keeps the due
-// backlog (the last poll plus what was sent since it began) at the target.
-type depthTarget struct {
-	target int64
-	due    atomic.Int64 // at the last poll
-	sent   atomic.Int64 // messages sent or being sent, ever
-	atPoll atomic.Int64 // sent when the last poll began
-	polled atomic.Bool
-}
-
-// reserve returns how many messages a producer may send now, at most n, and
-// counts them as sent.
-func (d *depthTarget) reserve(n int) int {
-	if !d.polled.Load() {
-		return 0
-	}
-	for {
-		sent := d.sent.Load()
-		missing := d.target - (d.due.Load() + sent - d.atPoll.Load())
-		if missing <= 0 {
-			return 0
-		}
-		k := int(min(missing, int64(n)))
-		if d.sent.CompareAndSwap(sent, sent+int64(k)) {
-			return k
-		}
-	}
 }
 
 // ingestRecorder is what producers, handlers and the sampler share.
@@ -438,61 +405,4 @@ func (s *suite) ingestPhase(ctx context.Context, label, profileName string, via 
 		return ingestPhase{}, fmt.Errorf("%d handler runs but %d COMPLETED receipts", phase.handled, completed)
 	}
 	return phase, nil
-}
-
-// ingestCall sends msgs through the accept path of via and returns how many
-// were accepted; anything but Accepted is an error here (identities are new).
-func (s *suite) ingestCall(ctx context.Context, client *inbox.Client, via ingestVia, msgs []inbox.Message) (int, error) {
-	if via == viaAccept {
-		res, err := client.Accept(ctx, msgs[0])
-		if err != nil {
-			return 0, err
-		}
-		if res.Outcome != inbox.Accepted {
-			return 0, fmt.Errorf("%s: outcome %s, want accepted", msgs[0].MessageID, res.Outcome)
-		}
-		return 1, nil
-	}
-	items, err := client.AcceptBatch(ctx, msgs)
-	if err != nil {
-		return 0, err
-	}
-	for i, it := range items {
-		if it.Outcome != inbox.Accepted {
-			return 0, fmt.Errorf("%s: outcome %s, want accepted (%v)", msgs[i].MessageID, it.Outcome, it.Err)
-		}
-	}
-	return len(items), nil
-}
-
-// newNamedPool is newPool with an application_name, so pg_stat_activity
-// tells the bench's pools apart.
-func newNamedPool(ctx context.Context, base *pgxpool.Config, size int, app string) (*pgxpool.Pool, error) {
-	cfg := base.Copy()
-	cfg.ConnConfig.RuntimeParams["application_name"] = app
-	return newPool(ctx, cfg, size)
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// loadAverage is the machine's 1-minute load average, for the record beside
-// a figure taken on a shared machine.
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f, _, _ := strings.Cut(string(b), " ")
-	l, _ := strconv.ParseFloat(f, 64)
-	return l
 }
