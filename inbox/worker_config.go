@@ -16,7 +16,7 @@ import (
 // Defaults for WorkerConfig fields left at their zero value.
 const (
 	DefaultConcurrency    = 10
-	DefaultClaimBatch     = 10
+	DefaultClaimBatch     = 10 // the least; see WorkerConfig.ClaimBatch
 	DefaultPollInterval   = time.Second
 	DefaultLease          = 30 * time.Second
 	DefaultHandlerTimeout = time.Minute
@@ -63,8 +63,9 @@ type WorkerConfig struct {
 
 	// ClaimBatch is the most receipts claimed by one query, and how many
 	// claimed receipts may wait for a handler beyond the running ones (their
-	// leases are extended while they wait). Defaults to DefaultClaimBatch, or
-	// MessagesPerTx when that is larger.
+	// leases are extended while they wait). Defaults to Concurrency x
+	// MessagesPerTx, so one claim can fill every handler slot, but at least
+	// DefaultClaimBatch and at most MaxClaimBatch.
 	ClaimBatch int
 
 	// MessagesPerTx is the most messages one handler transaction carries. Above
@@ -277,7 +278,7 @@ func (c WorkerConfig) withDefaults(maxConns int) WorkerConfig {
 		c.MessagesPerTx = 1
 	}
 	if c.ClaimBatch <= 0 {
-		c.ClaimBatch = max(DefaultClaimBatch, c.MessagesPerTx)
+		c.ClaimBatch = min(MaxClaimBatch, max(DefaultClaimBatch, c.Concurrency*c.MessagesPerTx))
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval

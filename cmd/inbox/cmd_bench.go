@@ -15,7 +15,8 @@ var benchCmd = &command{
 Runs the benchmark scenarios (accept-fresh, accept-retained, accept-dup90,
 accept-group, accept-batch, drain, retained-1m, relay) against DATABASE_URL, or an
 ephemeral cluster with fsync on, and checks every scenario's counts in the
-database. Exit code 1 means a correctness check failed; missing a performance
+database. --scenarios also takes the timed worker scenarios: jobs (the drain
+alone) and ingest (accepting while the worker drains), each with a -batched form. Exit code 1 means a correctness check failed; missing a performance
 target is reported, not a failure. ` + "`inbox bench -h`" + ` lists every flag.`,
 }
 

@@ -39,20 +39,29 @@ const (
 	ScenarioRetained1M     = "retained-1m"
 	ScenarioJobs           = "jobs"         // one result per JobWorkers, named jobs-c<N>
 	ScenarioJobsBatched    = "jobs-batched" // the same with MessagesPerTx = DrainBatch
-	ScenarioXminHold       = "xmin-hold"
-	ScenarioRelay          = "relay"
+	// Ingest while draining, one result per JobWorkers: ingest-c<N> feeds
+	// through AcceptBatch, ingest-accept-c<N> through Accept; -batched runs
+	// the worker with MessagesPerTx = DrainBatch.
+	ScenarioIngest              = "ingest"
+	ScenarioIngestBatched       = "ingest-batched"
+	ScenarioIngestAccept        = "ingest-accept"
+	ScenarioIngestAcceptBatched = "ingest-accept-batched"
+	ScenarioXminHold            = "xmin-hold"
+	ScenarioRelay               = "relay"
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.
 var Scenarios = []string{
 	ScenarioAcceptFresh, ScenarioAcceptRetained, ScenarioAcceptDup90,
 	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M,
-	ScenarioXminHold, ScenarioRelay, ScenarioJobs, ScenarioJobsBatched,
+	ScenarioXminHold, ScenarioRelay,
+	ScenarioJobs, ScenarioJobsBatched,
+	ScenarioIngest, ScenarioIngestBatched, ScenarioIngestAccept, ScenarioIngestAcceptBatched,
 }
 
 // DefaultScenarios are what a plain `inbox bench` runs: every scenario but
-// the job-queue ones, which take a fixed wall time each.
-var DefaultScenarios = Scenarios[:len(Scenarios)-2]
+// the job-queue and ingest ones, which take a fixed wall time each.
+var DefaultScenarios = Scenarios[:len(Scenarios)-6]
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -83,10 +92,18 @@ type Options struct {
 	DrainBatch              int   // messages per handler transaction in drain-batched; default 10
 	DrainBatchedConcurrency []int // worker concurrencies of drain-batched; default 4 and 16
 
-	JobWorkers  []int         // worker concurrencies of jobs and jobs-batched; default 4, 16, 64
+	JobWorkers  []int         // worker concurrencies of jobs and ingest scenarios; default 4, 16, 64
 	JobBacklog  int           // receipts kept due; default 4,000
 	JobSleep    time.Duration // what a no-op handler waits; default 1ms
 	JobDuration time.Duration // measured time per phase; default 20s
+	JobWarmup   time.Duration // unmeasured time before it; default 10s
+
+	IngestBatch   int // messages per AcceptBatch call in ingest scenarios; default 128
+	IngestCallers int // producers calling AcceptBatch; default 1 (Accept uses Concurrency callers)
+	IngestTenants int // tenant scopes the ingested messages spread over; default 1
+	// ClaimBatch, when above 0, is the ingest workers' WorkerConfig.ClaimBatch;
+	// 0 leaves the worker's default.
+	ClaimBatch int
 
 	RetainedRows int // COMPLETED receipts in retained-1m; default 1,000,000
 
@@ -164,6 +181,12 @@ func (o Options) withDefaults() Options {
 	if o.JobDuration <= 0 {
 		o.JobDuration = 20 * time.Second
 	}
+	if o.JobWarmup <= 0 {
+		o.JobWarmup = 10 * time.Second
+	}
+	def(&o.IngestBatch, 128)
+	def(&o.IngestCallers, 1)
+	def(&o.IngestTenants, 1)
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = DefaultScenarios
 	}
@@ -366,6 +389,20 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 			out = append(out, s.jobs(ctx, c, perTx))
 		}
 		return out
+	case ScenarioIngest, ScenarioIngestBatched, ScenarioIngestAccept, ScenarioIngestAcceptBatched:
+		via := viaAcceptBatch
+		if name == ScenarioIngestAccept || name == ScenarioIngestAcceptBatched {
+			via = viaAccept
+		}
+		perTx := 1
+		if name == ScenarioIngestBatched || name == ScenarioIngestAcceptBatched {
+			perTx = s.o.DrainBatch
+		}
+		var out []*Result
+		for _, c := range s.o.JobWorkers {
+			out = append(out, s.ingest(ctx, via, c, perTx))
+		}
+		return out
 	case ScenarioRetained1M:
 		return []*Result{s.retained1M(ctx)}
 	case ScenarioXminHold:
@@ -426,4 +463,12 @@ func migrate(ctx context.Context, cfg *pgxpool.Config) error {
 		return fmt.Errorf("bench: migrating %s: %w", cfg.ConnConfig.Database, err)
 	}
 	return nil
+}
+
+// newNamedPool is newPool with an application_name, so pg_stat_activity
+// tells the bench's pools apart.
+func newNamedPool(ctx context.Context, base *pgxpool.Config, size int, app string) (*pgxpool.Pool, error) {
+	cfg := base.Copy()
+	cfg.ConnConfig.RuntimeParams["application_name"] = app
+	return newPool(ctx, cfg, size)
 }

@@ -197,7 +197,7 @@ func TestBenchJobsScenario(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	jsonPath := filepath.Join(t.TempDir(), "jobs.jsonl")
 	code := bench.Command(context.Background(), []string{"--database-url", dsn, "--quiet", "--json-file", jsonPath,
-		"--scenarios", "jobs,jobs-batched", "--rounds", "1", "--job-workers", "2", "--job-duration", "1s",
+		"--scenarios", "jobs,jobs-batched", "--rounds", "1", "--job-workers", "2", "--job-duration", "1s", "--job-warmup", "500ms",
 		"--job-backlog", "200"}, &stdout, &stderr)
 	if code != 0 {
 		t.Log(stderr.String(), stdout.String())
@@ -226,6 +226,54 @@ func TestBenchJobsScenario(t *testing.T) {
 		is.True(extra["work_row_versions_per_msg"].(float64) >= 1.5)
 	}
 	is.Equal(names, []string{"jobs-c2", "jobs-batched-c2"})
+}
+
+// The ingest scenarios accept through the inbox while the worker drains,
+// hold the backlog near its target, and check every message in the database;
+// --profile writes the phase's CPU profile, wait events and CPU account.
+func TestBenchIngestScenarios(t *testing.T) {
+	is := is.New(t)
+	dsn := inboxtest.Database(t)
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := bench.Command(context.Background(), []string{"--database-url", dsn, "--quiet", "--json",
+		"--scenarios", "ingest,ingest-batched,ingest-accept", "--rounds", "1", "--job-workers", "3",
+		"--job-duration", "2s", "--job-warmup", "1s", "--job-backlog", "300", "--ingest-batch", "50",
+		"--concurrency", "2", "--ingest-tenants", "2", "--profile", dir}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	var names []string
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r bench.Result
+		is.NoErr(json.Unmarshal(sc.Bytes(), &r))
+		names = append(names, r.Scenario)
+		is.True(r.OK)
+		is.True(r.Calls > 0)        // completions in the measured window
+		is.True(r.CallsPerSec > 0)  // their median rate
+		is.True(r.P95Ms >= r.P50Ms) // pickup latency
+		is.True(r.P50Ms > 0)
+		is.True(r.Counts.Accepted >= r.Calls) // everything completed was accepted first
+		for _, k := range []string{"backlog_median", "accepted_per_sec", "accept_call_p50_ms", "dead_tuples_end_per_1k", "completions_mean_per_sec", "load_avg_start"} {
+			if _, ok := r.Extra[k]; !ok {
+				t.Errorf("%s: no extra %s", r.Scenario, k)
+			}
+		}
+		is.True(r.Extra["backlog_median"] <= 300+50)         // the depth target holds, give or take one call
+		is.True(r.Extra["work_row_versions_per_msg"] >= 1.5) // claim and completion of each work row
+		for _, f := range []string{".cpu.pprof", ".waits.txt", ".cpu.txt"} {
+			st, err := os.Stat(filepath.Join(dir, r.Scenario+"-round1"+f))
+			is.NoErr(err)
+			is.True(st.Size() > 0)
+		}
+	}
+	is.Equal(names, []string{"ingest-c3", "ingest-batched-c3", "ingest-accept-c3"})
+	waits, err := os.ReadFile(filepath.Join(dir, "ingest-c3-round1.waits.txt"))
+	is.NoErr(err)
+	is.True(strings.Contains(string(waits), "pginbox-bench-ingest")) // both sides were sampled
+	is.True(strings.Contains(string(waits), "pginbox-bench-drain"))
 }
 
 // With hooks, the accept and drain scenarios measure a third side through

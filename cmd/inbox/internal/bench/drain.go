@@ -64,7 +64,7 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 				statsOK = statsOK && s.resetStats(ctx)
 				stopProfile := s.startProfile(fmt.Sprintf("%s-round%d", r.Scenario, round+1))
 				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, nil, false)
-				stopProfile()
+				stopProfile(got.calls)
 				if err == nil && statsOK {
 					var t tableStats
 					if t, err = s.receiptStats(ctx); err == nil {
@@ -154,7 +154,7 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 		}
 		defer sys.Close()
 	}
-	pool, err := newPool(ctx, base, concurrency+2)
+	pool, err := newNamedPool(ctx, base, concurrency+2, appDrain)
 	if err != nil {
 		return sample{}, err
 	}
@@ -176,7 +176,7 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 	if err != nil {
 		return sample{}, err
 	}
-	w, err := inbox.NewWorker(pool, reg, hooks.worker(inbox.WorkerConfig{Concurrency: concurrency, MessagesPerTx: perTx, ClaimBatch: max(10, concurrency*perTx), Logger: discardLogger, SystemPool: sys}))
+	w, err := inbox.NewWorker(pool, reg, hooks.worker(inbox.WorkerConfig{Concurrency: concurrency, MessagesPerTx: perTx, Logger: discardLogger, SystemPool: sys}))
 	if err != nil {
 		return sample{}, err
 	}

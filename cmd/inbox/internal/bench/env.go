@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 
@@ -123,4 +124,16 @@ func createExtension(ctx context.Context, cfg *pgxpool.Config, name string) erro
 		return fmt.Errorf("bench: creating extension %s: %w", name, err)
 	}
 	return nil
+}
+
+// loadAverage is the machine's 1-minute load average, for the record beside
+// a figure taken on a shared machine.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _, _ := strings.Cut(string(b), " ")
+	l, _ := strconv.ParseFloat(f, 64)
+	return l
 }

@@ -35,9 +35,8 @@ func (s *suite) jobs(ctx context.Context, workers, perTx int) *Result {
 			return r
 		}
 		statsOK = statsOK && s.resetStats(ctx)
-		stop := s.startProfile(fmt.Sprintf("%s-round%d", r.Scenario, round+1))
-		got, err := s.jobsPhase(ctx, fmt.Sprintf("%s round %d/%d", r.Scenario, round+1, s.o.Rounds), workers, perTx)
-		stop()
+		got, err := s.jobsPhase(ctx, fmt.Sprintf("%s round %d/%d", r.Scenario, round+1, s.o.Rounds),
+			fmt.Sprintf("%s-round%d", r.Scenario, round+1), workers, perTx)
 		if err != nil {
 			r.failf("%v", err)
 			return r
@@ -66,11 +65,11 @@ func (s *suite) jobs(ctx context.Context, workers, perTx int) *Result {
 }
 
 // jobsPhase runs one measured phase and returns the completions it counted.
-func (s *suite) jobsPhase(ctx context.Context, label string, workers, perTx int) (sample, error) {
+func (s *suite) jobsPhase(ctx context.Context, label, profileName string, workers, perTx int) (sample, error) {
 	if _, err := s.seed(ctx, "jobs-0", s.o.JobBacklog, inbox.StatusPending); err != nil {
 		return sample{}, err
 	}
-	pool, err := newPool(ctx, s.base, workers+2)
+	pool, err := newNamedPool(ctx, s.base, workers+2, appDrain)
 	if err != nil {
 		return sample{}, err
 	}
@@ -86,8 +85,8 @@ func (s *suite) jobsPhase(ctx context.Context, label string, workers, perTx int)
 	if err != nil {
 		return sample{}, err
 	}
-	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: workers, MessagesPerTx: perTx,
-		ClaimBatch: max(10, workers*perTx), Logger: discardLogger})
+	// ClaimBatch is the worker's default (workers x perTx).
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: workers, MessagesPerTx: perTx, Logger: discardLogger})
 	if err != nil {
 		return sample{}, err
 	}
@@ -130,7 +129,11 @@ func (s *suite) jobsPhase(ctx context.Context, label string, workers, perTx int)
 		}
 	}()
 
-	time.Sleep(2 * time.Second) // warm up: claims flowing, connections busy
+	select { // warm up: claims flowing, connections busy
+	case <-time.After(s.o.JobWarmup):
+	case <-ctx.Done():
+	}
+	stopProfile := s.startProfile(profileName)
 	begin := handled.Load()
 	stopProgress := s.prog.phase(label, 0, func() int { return int(handled.Load() - begin) })
 	start := time.Now()
@@ -141,6 +144,7 @@ func (s *suite) jobsPhase(ctx context.Context, label string, workers, perTx int)
 	done := handled.Load() - begin
 	elapsed := time.Since(start)
 	stopProgress()
+	stopProfile(int(done))
 	stopFeeding()
 	ferr := <-feedErr
 	if err := stopWorker(); err != nil {

@@ -9,42 +9,66 @@ import (
 	"text/tabwriter"
 )
 
+// Application names of the bench's pools, so the server's views (wait
+// events, backend CPU) tell ingest from drain.
+const (
+	appIngest = "pginbox-bench-ingest"
+	appDrain  = "pginbox-bench-drain"
+)
+
 // startProfile profiles one pginbox phase when Options.ProfileDir is set: a CPU
-// profile of this process (the worker, the client) and, where the server has
-// pg_stat_statements, the statements it ran, with calls, rows and time. It
-// returns the function that ends the phase's profile.
-func (s *suite) startProfile(name string) (stop func()) {
+// profile of this process (the worker and the producers, told apart by the
+// pprof label "side"), the statements the server ran (pg_stat_statements,
+// reset here), wait events sampled from pg_stat_activity, and the CPU time of
+// this process, of each group of server backends and of the whole machine.
+// The returned function ends the phase's profile; messages is how many it
+// completed, for the per-message columns.
+func (s *suite) startProfile(name string) (stop func(messages int)) {
 	if s.o.ProfileDir == "" {
-		return func() {}
+		return func(int) {}
 	}
 	base := filepath.Join(s.o.ProfileDir, name)
 	f, err := os.Create(base + ".cpu.pprof")
 	if err != nil {
 		s.prog.note("profile: %v", err)
-		return func() {}
+		return func(int) {}
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
 		f.Close()
 		s.prog.note("profile: %v", err)
-		return func() {}
+		return func(int) {}
 	}
-	return func() {
+	ctx := context.Background()
+	s.admin.Exec(ctx, "SELECT pg_stat_statements_reset()") // the extension may be missing: reported at the end
+	cpu := s.startCPUAccount(ctx)
+	waits := s.startWaitSampler(ctx)
+	return func(messages int) {
 		pprof.StopCPUProfile()
 		f.Close()
-		if err := s.writeStatements(context.Background(), base+".statements.txt"); err != nil {
+		w := waits()
+		c := cpu()
+		if err := writeWaits(base+".waits.txt", w); err != nil {
+			s.prog.note("profile: %v", err)
+		}
+		if err := writeCPUAccount(base+".cpu.txt", c, messages); err != nil {
+			s.prog.note("profile: %v", err)
+		}
+		if err := s.writeStatements(ctx, base+".statements.txt", messages); err != nil {
 			s.prog.note("profile: %v", err)
 		}
 	}
 }
 
-// writeStatements writes what pg_stat_statements recorded since the phase
-// began, the busiest statements first.
-func (s *suite) writeStatements(ctx context.Context, path string) error {
+// writeStatements writes what pg_stat_statements recorded since the profile
+// began, the busiest statements first; messages (when > 0) adds per-message
+// columns.
+func (s *suite) writeStatements(ctx context.Context, path string, messages int) error {
 	rows, err := s.admin.Query(ctx, `SELECT calls, rows, round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 3),
-			shared_blks_hit + shared_blks_read, wal_records, left(regexp_replace(query, '\\s+', ' ', 'g'), 160)
+			shared_blks_hit + shared_blks_read, wal_records, wal_bytes::bigint,
+			coalesce(substring(query from '-- name: (\w+)'), left(regexp_replace(query, '\s+', ' ', 'g'), 100))
 		FROM pg_stat_statements
 		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY total_exec_time DESC LIMIT 25`)
+		ORDER BY total_exec_time DESC LIMIT 30`)
 	if err != nil {
 		return fmt.Errorf("pg_stat_statements (start the server with shared_preload_libraries = pg_stat_statements): %w", err)
 	}
@@ -54,16 +78,24 @@ func (s *suite) writeStatements(ctx context.Context, path string) error {
 		return err
 	}
 	defer f.Close()
+	per := func(v float64) string {
+		if messages <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.3f", v/float64(messages))
+	}
+	fmt.Fprintf(f, "pg_stat_statements over the profiled window: %d messages completed\n\n", messages)
 	tw := tabwriter.NewWriter(f, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "calls\trows\ttotal ms\tmean ms\tbuffers\twal records\tquery")
+	fmt.Fprintln(tw, "calls\tcalls/msg\trows\ttotal ms\tmean ms\tms/msg\tbuffers\twal records\twal bytes\twal B/msg\tstatement")
 	for rows.Next() {
-		var calls, nrows, blocks, wal int64
+		var calls, nrows, blocks, wal, walBytes int64
 		var total, mean float64
 		var q string
-		if err := rows.Scan(&calls, &nrows, &total, &mean, &blocks, &wal, &q); err != nil {
+		if err := rows.Scan(&calls, &nrows, &total, &mean, &blocks, &wal, &walBytes, &q); err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%.1f\t%.3f\t%d\t%d\t%s\n", calls, nrows, total, mean, blocks, wal, q)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%.3f\t%s\t%d\t%d\t%d\t%s\t%s\n", calls, per(float64(calls)), nrows, total, mean,
+			per(total), blocks, wal, walBytes, per(float64(walBytes)), q)
 	}
 	if err := rows.Err(); err != nil {
 		return err
