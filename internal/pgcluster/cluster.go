@@ -424,8 +424,18 @@ func (c *Cluster) SocketDir() string { return c.dir }
 // also listens on 127.0.0.1 at this port.
 func (c *Cluster) Port() int { return c.port }
 
-// freeTCPPort returns a loopback port that nothing listens on right now.
+// freeTCPPort returns a loopback port that nothing uses right now. It
+// prefers ports below Linux's default ephemeral range (32768-60999), so an
+// outgoing connection (Citus opens many) cannot take the port while the
+// server is down for a restart.
 func freeTCPPort() (int, error) {
+	for range 50 {
+		port := 20000 + rand.IntN(12000)
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pgcluster: finding a free TCP port on 127.0.0.1: %w", err)
