@@ -240,7 +240,8 @@ func (c *Citus) CreateDatabase(ctx context.Context, name string) error {
 
 // DropDatabase drops database name on every node, coordinator first,
 // terminating the sessions still in it and rolling back the two-phase
-// commits a fault left prepared in it (which would block the drop).
+// commits a fault left prepared in it (which would block the drop). It
+// retries for up to a minute while ended sessions are still exiting.
 func (c *Citus) DropDatabase(ctx context.Context, name string) error {
 	if err := dropOn(ctx, c.Coordinator, name); err != nil {
 		return err
@@ -268,11 +269,30 @@ func dropOn(ctx context.Context, n *Cluster, name string) error {
 			return fmt.Errorf("pgcluster: dropping database %s on %s: rolling back its prepared transactions: %w", name, n.Dir(), err)
 		}
 	}
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)").ReadAll(); err != nil {
-		return fmt.Errorf("pgcluster: dropping database %s on %s: %w", name, n.Dir(), err)
+	// WITH (FORCE) ends the sessions in the database, then waits 5 s for
+	// them to exit. A busy machine (or a backend stuck in a system call)
+	// can take longer; the database is throwaway, so keep trying a while.
+	for attempt := 1; ; attempt++ {
+		_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+quoteIdent(name)+" WITH (FORCE)").ReadAll()
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == dropAttempts || !errors.As(err, &pgErr) || pgErr.Code != "55006" ||
+			!strings.Contains(pgErr.Message, "being accessed by other users") {
+			if err != nil {
+				return fmt.Errorf("pgcluster: dropping database %s on %s: %w", name, n.Dir(), err)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgcluster: dropping database %s on %s: %w (last error: %v)", name, n.Dir(), ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	return nil
 }
+
+// dropAttempts bounds DropDatabase's retries: each waits up to 5 s for the
+// sessions it ended.
+const dropAttempts = 12
 
 // ConnString returns a connection string for database dbname on the
 // coordinator, as [Cluster.ConnString].

@@ -2,6 +2,7 @@ package pgcluster_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -85,6 +86,7 @@ func TestStartCitus(t *testing.T) {
 
 	t.Run("CreateDatabaseConflict", func(t *testing.T) { testCitusCreateDatabaseConflict(t, c) })
 	t.Run("DropDatabasePrepared", func(t *testing.T) { testCitusDropDatabasePrepared(t, c) })
+	t.Run("DropDatabaseSlowSession", func(t *testing.T) { testCitusDropDatabaseSlowSession(t, c) })
 
 	pids := []int{}
 	for _, n := range c.Nodes() {
@@ -245,4 +247,36 @@ func BenchmarkCitusDatabase(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// DropDatabase outlasts a session that takes longer to end than the 5 s
+// DROP DATABASE ... WITH (FORCE) waits for it. A backend blocked opening a
+// FIFO ignores SIGTERM until a writer shows up; on a loaded machine ordinary
+// backends can be that slow to exit too.
+func testCitusDropDatabaseSlowSession(t *testing.T, c *pgcluster.Citus) {
+	is := is.New(t)
+	is.NoErr(c.CreateDatabase(t.Context(), "slow"))
+	fifo := filepath.Join(c.Workers[0].Dir(), "block.fifo")
+	is.NoErr(syscall.Mkfifo(fifo, 0o666))
+	w := connect(t, c.Workers[0].ConnString("slow"))
+	ended := make(chan error, 1)
+	go func() {
+		_, err := w.Exec(context.Background(), "SELECT pg_read_file($1)", fifo)
+		ended <- err
+	}()
+	admin := connect(t, c.Workers[0].ConnString("postgres"))
+	for queryString(t, admin, "SELECT count(*)::text FROM pg_stat_activity WHERE datname = 'slow' AND query LIKE '%pg_read_file%'") == "0" {
+		time.Sleep(20 * time.Millisecond)
+	}
+	go func() {
+		time.Sleep(7 * time.Second) // past the 5 s FORCE waits
+		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+	}()
+	t0 := time.Now()
+	is.NoErr(c.DropDatabase(t.Context(), "slow"))
+	t.Logf("DropDatabase took %v", time.Since(t0))
+	is.True(<-ended != nil) // the session was ended
+	is.Equal(queryString(t, admin, "SELECT count(*)::text FROM pg_database WHERE datname = 'slow'"), "0")
 }
