@@ -52,8 +52,8 @@ func SetMigrate(fn MigrateFunc) {
 }
 
 // Main runs the tests, then releases what the kit set up: it stops the
-// throwaway cluster, or in INBOX_TEST_DATABASE_URL mode drops the template
-// database. It does this whether or not the tests pass. Then it calls os.Exit
+// throwaway clusters (the plain one and the Citus one), and in
+// INBOX_TEST_DATABASE_URL mode drops the template database. It does this whether or not the tests pass. Then it calls os.Exit
 // with m.Run's code. Use it as the whole TestMain, after any SetMigrate:
 //
 //	func TestMain(m *testing.M) { inboxtest.Main(m) }

@@ -37,6 +37,14 @@
 // random names, so several test binaries can share it. Its role needs
 // CREATEDB (or superuser).
 //
+// # Citus
+//
+// [CitusEmptyDatabase] gives a test its own database on a throwaway Citus
+// cluster (a coordinator and two workers on 127.0.0.1): the citus extension
+// on every node, the workers registered, no schema. The kit starts that
+// cluster on first use; it needs Citus installed in the PostgreSQL server
+// (citus.so), and without it such tests are skipped, or fail when CI=true.
+//
 // # Assertions
 //
 // [RequireReceipt], [RequireStatus] and [RequireNoReceipt] look a receipt up

@@ -275,8 +275,12 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// teardown releases the shared environment, if it was set up.
+// teardown releases the shared environments, if they were set up.
 func teardown() error {
+	return errors.Join(teardownPlain(), teardownCitus())
+}
+
+func teardownPlain() error {
 	ran := false
 	envOnce.Do(func() { // never set up; make later setups fail clearly
 		ran = true

@@ -32,3 +32,7 @@ func ExternalDatabase(ctx context.Context, adminDSN string) (dsn string, drop fu
 	}
 	return e.dsnFor(name), drop, nil
 }
+
+// SetCitusBinDir makes the Citus cluster use the server binaries in dir.
+// Call it before the first Citus database.
+func SetCitusBinDir(dir string) { citusOpts.Node.BinDir = dir }

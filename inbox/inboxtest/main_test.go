@@ -40,6 +40,9 @@ func TestMain(m *testing.M) {
 	} else {
 		inboxtest.SetMigrate(migrateWidgets)
 	}
+	if dir := os.Getenv(envCitusBinDir); dir != "" {
+		inboxtest.SetCitusBinDir(dir)
+	}
 	inboxtest.Main(m)
 }
 

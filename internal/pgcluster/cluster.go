@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,12 @@ type Options struct {
 	// StartTimeout bounds initdb plus waiting for the server to accept
 	// connections. Defaults to 2 minutes.
 	StartTimeout time.Duration
+
+	// TCP makes the server also listen on 127.0.0.1, at [Cluster.Port], a
+	// port that was free at start. Defaults to false: a unix socket only.
+	// Citus nodes need it, since they connect to each other over TCP.
+	// ConnString still uses the socket.
+	TCP bool
 }
 
 // Superuser is the database superuser of every cluster (trust auth, no
@@ -94,9 +101,9 @@ type Cluster struct {
 // directory, then postgres with these settings (Options.Settings override
 // them):
 //
-//	listen_addresses = ''            (unix socket only, no TCP)
+//	listen_addresses = ''            (unix socket only, no TCP; 127.0.0.1 with Options.TCP)
 //	unix_socket_directories = <dir>  (the private temp dir)
-//	port = <random 20000-59999>      (only names the socket file)
+//	port = <random 20000-59999>      (only names the socket file; a free TCP port with Options.TCP)
 //	max_connections = 300
 //	fsync, synchronous_commit, full_page_writes = on/off per Options.Fsync
 //
@@ -125,7 +132,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	tInit := time.Since(t0)
-	if err := c.startServer(ctx); err != nil {
+	if err := c.startNew(ctx); err != nil {
 		return nil, err
 	}
 	c.log.Info("pgcluster: cluster started",
@@ -196,6 +203,11 @@ func create(opts Options) (_ *Cluster, err error) {
 			c.Stop()
 		}
 	}()
+	if opts.TCP {
+		if c.port, err = freeTCPPort(); err != nil {
+			return nil, err
+		}
+	}
 	if l := len(c.socketPath()) + len(".lock"); l > maxSocketPath {
 		return nil, fmt.Errorf("pgcluster: unix socket path %s is too long (%d bytes, limit %d); set Options.BaseDir or TMPDIR to a shorter directory", c.socketPath(), l, maxSocketPath)
 	}
@@ -255,8 +267,12 @@ func (c *Cluster) serverArgs(opts Options) []string {
 	if opts.Fsync {
 		onOff = "on"
 	}
+	listen := ""
+	if opts.TCP {
+		listen = "127.0.0.1"
+	}
 	settings := map[string]string{
-		"listen_addresses":        "",
+		"listen_addresses":        listen,
 		"unix_socket_directories": c.dir,
 		"port":                    strconv.Itoa(c.port),
 		"max_connections":         strconv.Itoa(MaxConnections),
@@ -279,6 +295,21 @@ func (c *Cluster) serverArgs(opts Options) []string {
 		args = append(args, "-c", k+"="+settings[k])
 	}
 	return args
+}
+
+// startNew is the first start of a new cluster. With Options.TCP, another
+// process may take the port between our probe and the server's bind; then
+// it tries another port.
+func (c *Cluster) startNew(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := c.startServer(ctx)
+		if err == nil || !c.opts.TCP || attempt == 3 || !strings.Contains(err.Error(), "could not bind") {
+			return err
+		}
+		if c.port, err = freeTCPPort(); err != nil {
+			return err
+		}
+	}
 }
 
 // server is one run of the postmaster.
@@ -388,9 +419,30 @@ func (c *Cluster) Dir() string { return c.dir }
 // connection strings). It is the same as Dir.
 func (c *Cluster) SocketDir() string { return c.dir }
 
-// Port is the server's port number. No TCP port is opened. The number only
-// names the socket file.
+// Port is the server's port number. Without Options.TCP no TCP port is
+// opened, and the number only names the socket file; with it, the server
+// also listens on 127.0.0.1 at this port.
 func (c *Cluster) Port() int { return c.port }
+
+// freeTCPPort returns a loopback port that nothing uses right now. It
+// prefers ports below Linux's default ephemeral range (32768-60999), so an
+// outgoing connection (Citus opens many) cannot take the port while the
+// server is down for a restart.
+func freeTCPPort() (int, error) {
+	for range 50 {
+		port := 20000 + rand.IntN(12000)
+		if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: finding a free TCP port on 127.0.0.1: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
 
 // DataDir is the server's data directory.
 func (c *Cluster) DataDir() string { return c.dataDir }

@@ -20,6 +20,15 @@
 // makes a streaming replica with pg_basebackup and [Cluster.Promote]
 // promotes it, for failover tests.
 //
+// # Citus
+//
+// [StartCitus] starts a coordinator and workers (each a [Cluster], also
+// listening on 127.0.0.1) with Citus loaded, and prepares a template
+// database on every node; [Citus.CreateDatabase] clones it on every node,
+// which gives a database with the citus extension and the nodes registered.
+// Citus keeps its metadata per database, and the coordinator reaches a
+// database on the workers by its name.
+//
 // # Running as root
 //
 // PostgreSQL refuses to run as root. When the process runs with euid 0,

@@ -17,3 +17,10 @@ func SetDebianBinDirs(pattern string) (restore func()) {
 	debianBinDirs = pattern
 	return func() { debianBinDirs = old }
 }
+
+// SetCitusStartHook makes StartCitus call f at its end and fail with f's
+// error, and returns a function that removes the hook.
+func SetCitusStartHook(f func(*Citus) error) (restore func()) {
+	citusStartHook = f
+	return func() { citusStartHook = nil }
+}

@@ -21,12 +21,16 @@ import (
 )
 
 // envHelper re-runs this test binary as a helper process: "orphan" starts a
-// cluster, prints it and waits to be killed.
+// cluster, "citus" a Citus cluster; each prints it and waits to be killed.
 const envHelper = "PGCLUSTER_TEST_HELPER"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envHelper) == "orphan" {
+	switch os.Getenv(envHelper) {
+	case "orphan":
 		orphanHelper()
+		return
+	case "citus":
+		citusHelper()
 		return
 	}
 	os.Exit(m.Run())
@@ -41,6 +45,26 @@ func orphanHelper() {
 		os.Exit(1)
 	}
 	fmt.Printf("CLUSTER %d %s\n", c.Pid(), c.Dir())
+	select {}
+}
+
+// citusHelper starts a Citus cluster, reports its postmasters' pids on
+// stdout and blocks until the parent kills this process.
+func citusHelper() {
+	c, err := pgcluster.StartCitus(context.Background(), pgcluster.CitusOptions{})
+	if errors.Is(err, pgcluster.ErrCitusNotInstalled) {
+		fmt.Println("SKIP", err)
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	fmt.Print("CITUS")
+	for _, n := range c.Nodes() {
+		fmt.Print(" ", n.Pid())
+	}
+	fmt.Println()
 	select {}
 }
 

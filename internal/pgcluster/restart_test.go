@@ -84,3 +84,21 @@ func TestStandbyAndPromote(t *testing.T) {
 	is.Equal(queryString(t, mc, "SHOW port"), fmt.Sprint(standby.Port()))
 	is.Equal(queryString(t, mc, "SELECT count(*)::text FROM t"), "2")
 }
+
+// With Options.TCP the server also listens on 127.0.0.1 at Port, below the
+// ephemeral port range, and keeps that port across a restart.
+func TestStartTCP(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	c := start(t, pgcluster.Options{TCP: true})
+	is.True(c.Port() >= 20000 && c.Port() < 32000)
+	tcp := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=postgres sslmode=disable", c.Port())
+	conn := connect(t, tcp)
+	is.Equal(queryString(t, conn, "SELECT inet_server_port()::text"), fmt.Sprint(c.Port()))
+	is.Equal(queryString(t, conn, "SHOW listen_addresses"), "127.0.0.1")
+	is.Equal(queryString(t, connect(t, c.ConnString("postgres")), "SELECT coalesce(inet_server_port(), 0)::text"), "0") // ConnString still uses the socket
+
+	is.NoErr(c.Restart(t.Context(), pgcluster.ShutdownImmediate))
+	conn = connect(t, tcp)
+	is.Equal(queryString(t, conn, "SELECT inet_server_port()::text"), fmt.Sprint(c.Port()))
+}
