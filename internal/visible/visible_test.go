@@ -16,7 +16,7 @@ func TestString(t *testing.T) {
 		{"", ""},
 		{"orders.projection.v1", "orders.projection.v1"},
 		{"évènement 注文 طلب", "évènement 注文 طلب"}, // scripts, right-to-left ones too, are text
-		{"evt-\u202e1100", `evt-\u202e1100`},      // "evt-0011" shown as "evt-1100" would be a lie
+		{"evt-\u202e1100", `evt-\u202e1100`},     // "evt-0011" shown as "evt-1100" would be a lie
 		{"a\u2066b\u2069c\u200fd\u061ce", `a\u2066b\u2069c\u200fd\u061ce`},
 		{"zero\u200bwidth\ufeff", `zero\u200bwidth\ufeff`},
 		{"nb\u00a0sp", `nb\u00a0sp`}, // looks like a space, is not one
