@@ -7,6 +7,7 @@
 package visible
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -46,9 +47,7 @@ func escape(s string, lines bool) string {
 	for i, r := range s {
 		switch {
 		case r == utf8.RuneError && isInvalid(s, i):
-			b.WriteString(`\x`)
-			b.WriteString(strconv.FormatUint(uint64(s[i])>>4, 16))
-			b.WriteString(strconv.FormatUint(uint64(s[i])&0xf, 16))
+			fmt.Fprintf(&b, `\x%02x`, s[i])
 		case keep(r):
 			b.WriteRune(r)
 		default:
@@ -64,4 +63,28 @@ func escape(s string, lines bool) string {
 func isInvalid(s string, i int) bool {
 	_, size := utf8.DecodeRuneInString(s[i:])
 	return size == 1
+}
+
+// JSON returns JSON text (a payload, pretty-printed or not) with every
+// character that String would escape written as a JSON escape (\u202e, or a
+// surrogate pair beyond the BMP), so it shows as itself and still parses to
+// the same value. Newlines and tabs (indentation) are kept. It expects valid
+// JSON; invalid UTF-8 is escaped as String does, which is then no longer
+// JSON.
+func JSON(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError && isInvalid(s, i):
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case strconv.IsPrint(r) || r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r > 0xffff:
+			r -= 0x10000
+			fmt.Fprintf(&b, `\u%04x\u%04x`, 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }

@@ -1,6 +1,8 @@
 package visible_test
 
 import (
+	"encoding/json"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,7 +18,7 @@ func TestString(t *testing.T) {
 		{"", ""},
 		{"orders.projection.v1", "orders.projection.v1"},
 		{"évènement 注文 طلب", "évènement 注文 طلب"}, // scripts, right-to-left ones too, are text
-		{"evt-\u202e1100", `evt-\u202e1100`},     // "evt-0011" shown as "evt-1100" would be a lie
+		{"evt-\u202e1100", `evt-\u202e1100`},     // would show as "evt-0011"
 		{"a\u2066b\u2069c\u200fd\u061ce", `a\u2066b\u2069c\u200fd\u061ce`},
 		{"zero\u200bwidth\ufeff", `zero\u200bwidth\ufeff`},
 		{"nb\u00a0sp", `nb\u00a0sp`}, // looks like a space, is not one
@@ -90,5 +92,26 @@ func TestEveryRune(t *testing.T) {
 	}
 	if s := strings.Repeat("ok ", 10); visible.String(s) != s {
 		t.Fatal("clean text changed")
+	}
+}
+
+func TestJSON(t *testing.T) {
+	t.Parallel()
+	in := "{\n  \"id\": \"evt-\u202e1100\",\n\t\"emoji\": \"\U0001F600\",\n  \"tag\": \"\U000E0041\",\n  \"zw\": \"a\u200bb\"\n}"
+	want := "{\n  \"id\": \"evt-\\u202e1100\",\n\t\"emoji\": \"\U0001F600\",\n  \"tag\": \"\\udb40\\udc41\",\n  \"zw\": \"a\\u200bb\"\n}"
+	got := visible.JSON(in)
+	if got != want {
+		t.Fatalf("JSON(%q) =\n%q, want\n%q", in, got, want)
+	}
+	// Still JSON, and the same value.
+	var a, b map[string]string
+	if err := json.Unmarshal([]byte(in), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(got), &b); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("value changed: %v -> %v", a, b)
 	}
 }
