@@ -105,9 +105,9 @@ func TestControlCharactersShownEscaped(t *testing.T) {
 		`<dd class="mono">evt-\u202e1100</dd>`,
 		`<dd>order\u202e.placed v1</dd>`,
 		"boom\\x1b[2J\\x1b[31m red \\u202etxt.exe\nsecond line\\a", // the last error keeps its lines
-		`trace\u202e</th><td class="mono wrap">v\u2067</td>`,         // metadata
-		`&#34;note\u202e&#34;: &#34;abc\u2066def\u200b&#34;`,          // the payload, as JSON escapes
-		`fixed \u202eit\u2069`,                                        // the audit reason
+		`trace\u202e</th><td class="mono wrap">v\u2067</td>`,       // metadata
+		`&#34;note\u202e&#34;: &#34;abc\u2066def\u200b&#34;`,       // the payload, as JSON escapes
+		`fixed \u202eit\u2069`,                                     // the audit reason
 	)
 	list := b.get("/receipts")
 	wantBody(t, list, `tenant(acme\u202e) · shop\u202egnp.exe · evt-\u202e1100`, `orders\u202e.v1`)
