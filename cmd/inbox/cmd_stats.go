@@ -117,5 +117,5 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	if *asJSON {
 		return writeJSON(e.stdout, toJSONStats(s.json(), st))
 	}
-	return renderStats(e.stdout, st)
+	return renderStats(e.stdout, st, 0)
 }
