@@ -123,7 +123,7 @@ func (w *statsWatch) redraw(now time.Time, st *inbox.Stats) error {
 	text := frame(0)
 	if cols, _, ok := w.screen.size(); ok {
 		widest, longest := 0, 0
-		for _, l := range strings.Split(text, "\n") {
+		for _, l := range strings.Split(text, "\n")[2:] { // the table, below the title
 			widest = max(widest, textWidth(l))
 		}
 		for _, c := range st.Consumers {
