@@ -12,11 +12,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/visible"
 )
 
 // Template functions. None returns template.HTML: every value, payloads and
-// error texts above all, is escaped by html/template.
+// error texts above all, is escaped by html/template. Values from producers,
+// handlers and users (identities, error texts, metadata, reasons, actors) go
+// through vis or vistext first, so a control or bidirectional character shows
+// as an escape (\u202e) instead of reordering or hiding the text around it.
 var funcs = template.FuncMap{
+	"vis":      visible.String,
+	"vistext":  visible.Text,
 	"utc":      utcTime,
 	"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"ago":      ago,
@@ -111,12 +117,13 @@ func truncate(n int, s string) string {
 	return string(r[:n]) + "…"
 }
 
-// prettyJSON indents a stored payload for reading. A value that is not JSON
-// (it always is; this is belt and braces) is shown as stored.
+// prettyJSON indents a stored payload for reading, with the characters vis
+// would escape written as JSON escapes. A value that is not JSON (it always
+// is; this is belt and braces) is shown as stored, escaped.
 func prettyJSON(raw json.RawMessage) string {
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return string(raw)
+		return visible.Text(string(raw))
 	}
-	return buf.String()
+	return visible.JSON(buf.String())
 }

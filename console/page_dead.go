@@ -13,10 +13,15 @@ type deadData struct {
 	Total    int64
 }
 
-// dead shows the DEAD receipts grouped by consumer and last error, largest
-// group first: what to fix first.
+// dead shows the DEAD receipts grouped by consumer and error shape, largest
+// group first: what to fix first. Each group lists the exact texts of its
+// newest receipts.
 func (h *handler) dead(w http.ResponseWriter, r *http.Request, s *session) {
 	consumer := strings.TrimSpace(r.URL.Query().Get("consumer"))
+	if err := checkName("consumer", consumer); err != nil {
+		h.message(w, r, s, http.StatusBadRequest, "Invalid filter", upperFirst(err.Error())+".")
+		return
+	}
 	res, err := s.view.DeadGroups(r.Context(), inbox.DeadGroupsParams{Consumer: consumer})
 	if err != nil {
 		h.fail(w, r, s, "dead groups", err)

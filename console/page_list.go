@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/visible"
 )
 
 // allStatuses is the order statuses are offered in the list's filter.
@@ -86,6 +88,16 @@ func parseListQuery(q url.Values, now time.Time, pageSize int) (inbox.ListParams
 	}
 	p := inbox.ListParams{Consumer: f.Consumer, Source: f.Source, Limit: pageSize}
 	var errs []error
+	// A refused name goes back into the form escaped: the raw bytes cannot
+	// be shown, and resubmitting the escape finds nothing, harmlessly.
+	if err := checkName("consumer", f.Consumer); err != nil {
+		errs = append(errs, err)
+		f.Consumer = visible.String(f.Consumer)
+	}
+	if err := checkName("source", f.Source); err != nil {
+		errs = append(errs, err)
+		f.Source = visible.String(f.Source)
+	}
 	for _, v := range q["status"] {
 		st := inbox.Status(strings.ToUpper(strings.TrimSpace(v)))
 		if !slices.Contains(allStatuses, st) {
@@ -101,11 +113,13 @@ func parseListQuery(q url.Values, now time.Time, pageSize int) (inbox.ListParams
 	if f.Since != "" {
 		if p.CreatedAfter, err = parseTime(f.Since, now); err != nil {
 			errs = append(errs, fmt.Errorf("created since %q: %w", f.Since, err))
+			f.Since = visible.String(f.Since)
 		}
 	}
 	if f.Until != "" {
 		if p.CreatedBefore, err = parseTime(f.Until, now); err != nil {
 			errs = append(errs, fmt.Errorf("created before %q: %w", f.Until, err))
+			f.Until = visible.String(f.Until)
 		}
 	}
 	if v := q.Get("limit"); v != "" {
@@ -122,6 +136,20 @@ func parseListQuery(q url.Values, now time.Time, pageSize int) (inbox.ListParams
 		}
 	}
 	return p, f, errors.Join(errs...)
+}
+
+// checkName refuses a name filter that no identity can have (invalid UTF-8, a
+// control character such as NUL, more than 255 bytes): PostgreSQL cannot
+// compare such text, and the user learns what is wrong with the input instead
+// of a database error.
+func checkName(field, v string) error {
+	if v == "" {
+		return nil
+	}
+	if rule, detail := inboxtype.CheckIdentityString(v); rule != "" {
+		return fmt.Errorf("%s %q: %s; a %s is UTF-8 text without control characters, at most %d bytes", field, v, detail, field, inboxtype.MaxIdentityBytes)
+	}
+	return nil
 }
 
 // parseTime reads a point in time as the CLI's --since does: RFC 3339, a

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/visible"
 )
 
 // defaultPurgeAge is what the purge form proposes.
@@ -42,6 +43,8 @@ func (h *handler) purgeForm(w http.ResponseWriter, r *http.Request, s *session) 
 	age, err := parseAge(d.OlderThan)
 	if err != nil {
 		p.ErrorTitle, p.Error = "Invalid age", "Older than "+quote(d.OlderThan)+": "+err.Error()+"."
+		d.OlderThan = visible.String(d.OlderThan)
+		p.Data = d
 		h.render(w, r, http.StatusBadRequest, "purge", p)
 		return
 	}

@@ -13,53 +13,76 @@ import (
 )
 
 const receiptDeadGroups = `-- name: ReceiptDeadGroups :many
-SELECT w.consumer,
-    coalesce(w.last_error, '')::text AS last_error,
+WITH dead AS (
+    SELECT w.consumer, w.receipt_id, w.updated_at,
+        coalesce(w.last_error, '')::text AS last_error
+    FROM pginbox_work w
+    WHERE w.status = 'DEAD'
+      AND ($3::boolean
+           OR (w.scope_kind = $4::text AND w.scope_id = $5::text))
+      AND ($6::text = '' OR w.consumer = $6::text)
+), shaped AS (
+    SELECT d.consumer, d.receipt_id, d.updated_at, d.last_error,
+        regexp_replace(regexp_replace(regexp_replace(regexp_replace(d.last_error,
+            '[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}', '<uuid>', 'g'),
+            '\m[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}\M', '<ulid>', 'g'),
+            '\m(?=[0-9]*[A-Fa-f])[0-9A-Fa-f]{16,}\M', '<hex>', 'g'),
+            '[0-9]+', '<n>', 'g')::text AS error_shape
+    FROM dead d
+)
+SELECT s.consumer,
+    s.error_shape,
     count(*) AS total,
-    min(w.updated_at)::timestamptz AS first_dead_at,
-    max(w.updated_at)::timestamptz AS last_dead_at,
-    (array_agg(w.receipt_id ORDER BY w.receipt_id DESC))[1:$1::integer]::uuid[] AS sample_ids
-FROM pginbox_work w
-WHERE w.status = 'DEAD'
-  AND ($2::boolean
-       OR (w.scope_kind = $3::text AND w.scope_id = $4::text))
-  AND ($5::text = '' OR w.consumer = $5::text)
-GROUP BY w.consumer, coalesce(w.last_error, '')
-ORDER BY total DESC, w.consumer, last_error
-LIMIT $6::integer
+    count(DISTINCT s.last_error) AS texts,
+    min(s.updated_at)::timestamptz AS first_dead_at,
+    max(s.updated_at)::timestamptz AS last_dead_at,
+    (array_agg(s.receipt_id ORDER BY s.receipt_id DESC))[1:$1::integer]::uuid[] AS sample_ids,
+    (array_agg(s.last_error ORDER BY s.receipt_id DESC))[1:$1::integer]::text[] AS sample_errors
+FROM shaped s
+GROUP BY s.consumer, s.error_shape
+ORDER BY total DESC, s.consumer, s.error_shape
+LIMIT $2::integer
 `
 
 type ReceiptDeadGroupsParams struct {
 	Samples   int32
+	MaxCount  int32
 	AllScopes bool
 	ScopeKind string
 	ScopeID   string
 	Consumer  string
-	MaxCount  int32
 }
 
 type ReceiptDeadGroupsRow struct {
-	Consumer    string
-	LastError   string
-	Total       int64
-	FirstDeadAt time.Time
-	LastDeadAt  time.Time
-	SampleIds   []inboxtype.ID
+	Consumer     string
+	ErrorShape   string
+	Total        int64
+	Texts        int64
+	FirstDeadAt  time.Time
+	LastDeadAt   time.Time
+	SampleIds    []inboxtype.ID
+	SampleErrors []string
 }
 
-// DEAD receipts grouped by consumer and last error, largest group first, with
-// when the group's receipts died (their last update) and the newest few IDs. It
-// reads only the queue table, where DEAD receipts wait for an operator, so
-// COMPLETED history does not slow it down. The scope predicate is the one
-// every admin query uses.
+// DEAD receipts grouped by consumer and error shape, largest group first. The
+// shape is the last error with what varies between occurrences of one failure
+// replaced: UUIDs by <uuid>, ULIDs by <ulid>, hex strings of 16 or more
+// characters (hashes, trace IDs) by <hex>, then runs of digits by <n>; so
+// "order 1234 not found" and "order 5678 not found" are one group. Each group
+// has its number of distinct exact texts, when its receipts died (their last
+// update), and its newest few receipts with their exact texts. Grouping here,
+// not in Go, keeps the answer one bounded row per group however many receipts
+// are DEAD. It reads only the queue table, where DEAD receipts wait for an
+// operator, so COMPLETED history does not slow it down. The scope predicate is
+// the one every admin query uses.
 func (q *Queries) ReceiptDeadGroups(ctx context.Context, arg ReceiptDeadGroupsParams) ([]ReceiptDeadGroupsRow, error) {
 	rows, err := q.db.Query(ctx, receiptDeadGroups,
 		arg.Samples,
+		arg.MaxCount,
 		arg.AllScopes,
 		arg.ScopeKind,
 		arg.ScopeID,
 		arg.Consumer,
-		arg.MaxCount,
 	)
 	if err != nil {
 		return nil, err
@@ -70,11 +93,13 @@ func (q *Queries) ReceiptDeadGroups(ctx context.Context, arg ReceiptDeadGroupsPa
 		var i ReceiptDeadGroupsRow
 		if err := rows.Scan(
 			&i.Consumer,
-			&i.LastError,
+			&i.ErrorShape,
 			&i.Total,
+			&i.Texts,
 			&i.FirstDeadAt,
 			&i.LastDeadAt,
 			&i.SampleIds,
+			&i.SampleErrors,
 		); err != nil {
 			return nil, err
 		}

@@ -57,7 +57,9 @@ func (v *AdminView) Get(ctx context.Context, id ID) (*ReceiptDetails, error) {
 	return out, nil
 }
 
-// ListParams filters and pages List. Zero fields do not filter.
+// ListParams filters and pages List. Zero fields do not filter. A Consumer or
+// Source that no identity can have (invalid UTF-8, a control character, over
+// MaxIdentityBytes) is a *ValidationError naming the field.
 type ListParams struct {
 	// Statuses keeps receipts in any of these statuses.
 	Statuses []Status
@@ -97,6 +99,15 @@ func (v *AdminView) List(ctx context.Context, p ListParams) (*ListResult, error)
 		limit = DefaultListLimit
 	case limit < 0 || limit > MaxListLimit:
 		return nil, &ValidationError{Field: "limit", Rule: RuleOutOfRange, Detail: fmt.Sprintf("%d: must be between 1 and %d", limit, MaxListLimit)}
+	}
+	// PostgreSQL cannot compare invalid text: a filter no identity can match
+	// is the caller's mistake, not a failed database call.
+	for _, f := range []struct{ field, value string }{{"consumer", p.Consumer}, {"source", p.Source}} {
+		if f.value != "" {
+			if err := validateString(f.field, f.value); err != nil {
+				return nil, err
+			}
+		}
 	}
 	statuses := make([]string, 0, len(p.Statuses))
 	for _, s := range p.Statuses {

@@ -1,6 +1,3 @@
-// Package inbox is pginbox's runtime: it accepts deliveries durably and
-// deduplicated (Accept), processes them in the handler's transaction (Worker), and
-// administers receipts (Admin).
 package inbox
 
 import (

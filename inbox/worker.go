@@ -24,7 +24,7 @@ var (
 // Worker claims due receipts of the consumers it owns and runs their handlers,
 // one transaction per message (or per batch, with MessagesPerTx). Create it
 // with NewWorker, run it with Start and Stop (or Run), or process what is due
-// synchronously with Drain.
+// now with Drain, which returns when nothing is.
 //
 // The work is split by concern: the claimer (claimer.go) fills a local queue,
 // handler slots (executor.go, executor_batch.go) take from it, the heartbeat
@@ -282,9 +282,17 @@ func (w *Worker) Run(ctx context.Context) error {
 	return w.Stop(stopCtx)
 }
 
-// Drain processes due receipts of the owned consumers synchronously until none
-// is due, and returns how many it handled. It is meant for tests and one-shot
-// jobs, on a worker that was not started.
+// Drain processes due receipts of the owned consumers until none is due, and
+// returns how many handler runs it made. It is meant for tests and one-shot
+// jobs, on a worker that was not started, and returns when it is done.
+//
+// Handlers run concurrently, not one after another: each round claims up to
+// Concurrency due receipts and runs all their handlers at once, each in its
+// own transaction (MessagesPerTx does not apply), then waits for every one
+// before the next round. Which handler runs first, within a round or across
+// rounds, is not guaranteed; a test that needs one handler at a time sets
+// Concurrency to 1. A receipt that fails and is due again before the drain
+// ends (a zero Backoff) runs again and counts again.
 func (w *Worker) Drain(ctx context.Context) (int, error) {
 	w.mu.Lock()
 	started := w.started

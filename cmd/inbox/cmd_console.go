@@ -12,6 +12,8 @@ import (
 
 	webconsole "github.com/pginbox/pginbox/console"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/visible"
 )
 
 var consoleCmd = &command{
@@ -27,8 +29,9 @@ reach it from another machine use an SSH tunnel
 (ssh -L 8080:127.0.0.1:8080 HOST); to serve a team, embed package console in a
 service with an Authenticate hook.
 
-Actions are recorded in the audit trail under --actor (default $USER). Stop it
-with Ctrl-C.`,
+Actions are recorded in the audit trail under --actor (default $USER, then
+$LOGNAME); with --read-only there are no actions and no actor is needed. Stop
+it with Ctrl-C.`,
 }
 
 func init() {
@@ -44,7 +47,7 @@ func runConsole(ctx context.Context, e *env, args []string) error {
 	s.add(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "loopback `ADDR` (host:port) to serve on")
 	readOnly := fs.Bool("read-only", false, "hide and refuse requeue, replay and purge")
-	actor := fs.String("actor", "", "who, for the audit trail of actions (default $USER)")
+	actor := fs.String("actor", "", "who, for the audit trail of actions (default $USER; not needed with --read-only)")
 	pos, err := parseFlags(e, consoleCmd, fs, args)
 	if err != nil {
 		return err
@@ -55,6 +58,13 @@ func runConsole(ctx context.Context, e *env, args []string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
+	if s.tenant != "" {
+		// The other commands learn this from the admin API; the console
+		// would start and then fail every page.
+		if rule, detail := inboxtype.CheckIdentityString(s.tenant); rule != "" {
+			return usagef("--tenant: %s", detail)
+		}
+	}
 	if err := checkLoopbackListen(*listen); err != nil {
 		return err
 	}
@@ -64,8 +74,8 @@ func runConsole(ctx context.Context, e *env, args []string) error {
 			who = e.getenv(v)
 		}
 	}
-	if who == "" {
-		return usagef("--actor is required ($USER is not set): say who acts, for the audit trail")
+	if who == "" && !*readOnly {
+		return usagef("--actor is required ($USER is not set): say who acts, for the audit trail, or pass --read-only")
 	}
 	scope := webconsole.AllScopes()
 	switch {
@@ -106,11 +116,11 @@ func runConsole(ctx context.Context, e *env, args []string) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	mode := ""
+	mode := fmt.Sprintf("acting as %q", who)
 	if *readOnly {
-		mode = ", read-only"
+		mode = "read-only"
 	}
-	fmt.Fprintf(e.stdout, "console: http://%s/ (%s%s, acting as %q); Ctrl-C stops it\n", ln.Addr(), scope, mode, who)
+	fmt.Fprintf(e.stdout, "console: http://%s/ (%s, %s); Ctrl-C stops it\n", ln.Addr(), visible.String(scope.String()), mode)
 
 	select {
 	case err := <-served:

@@ -69,7 +69,9 @@ Scope (stats, list, show, requeue, replay, purge): --tenant ID for one tenant,
 --global for global-scope receipts; the default is every scope (operator view).
 With tenancy enabled (` + "`inbox tenancy status`" + `), every scope needs a role with
 BYPASSRLS; a role without it passes --tenant or --global.
-Output: tables for people; --json for scripts. Flags may follow arguments.
+Output: tables for people, with control and bidirectional characters of stored
+text shown escaped (\u202e, \x1b); --json for scripts, text as stored. Flags
+may follow arguments.
 
 Exit codes:
   0    success
@@ -80,6 +82,8 @@ Exit codes:
   4    refused, nothing changed: version conflict, wrong state, purged payload
   5    schema not migrated (or at another version): run ` + "`inbox migrate up`" + `
   130  interrupted (Ctrl-C, SIGTERM)
+Only the built binary exits with these: ` + "`go run ./cmd/inbox`" + ` exits 1 for every
+failure. Scripts build or install it (` + "`go install ./cmd/inbox`" + `).
 
 Run ` + "`inbox help <command>`" + ` for a command's flags.
 `

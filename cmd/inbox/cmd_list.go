@@ -41,8 +41,9 @@ func runList(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	var statuses statusesFlag
 	fs.Var(&statuses, "status", "only receipts in statuses `S,...`: PENDING, PROCESSING, RETRYABLE, COMPLETED, DEAD (any case)")
-	consumer := fs.String("consumer", "", "only receipts of consumer `NAME`")
-	source := fs.String("source", "", "only receipts from source `NAME`")
+	var consumer, source nameFlag
+	fs.Var(&consumer, "consumer", "only receipts of consumer `NAME`")
+	fs.Var(&source, "source", "only receipts from source `NAME`")
 	now := time.Now()
 	since, until := &timeFlag{now: now}, &timeFlag{now: now}
 	fs.Var(since, "since", "only receipts created at or after `T`")
@@ -58,7 +59,7 @@ func runList(ctx context.Context, e *env, args []string) error {
 		return usagef("unexpected argument %q", pos[0])
 	}
 	p := inbox.ListParams{
-		Statuses: statuses.list, Consumer: *consumer, Source: *source,
+		Statuses: statuses.list, Consumer: consumer.s, Source: source.s,
 		CreatedAfter: since.t, CreatedBefore: until.t, Limit: int(limit.n), After: after.id,
 	}
 	view, closeDB, err := adminFor(ctx, e, &d, &s)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pginbox/pginbox/internal/visible"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -141,7 +142,7 @@ func renderOutboxStats(w io.Writer, st jsonOutboxStats) error {
 			oldest = fmtAge(time.Duration(*ds.OldestDueAgeSeconds * float64(time.Second)))
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n",
-			ds.Destination, ds.Pending, ds.Retrying, ds.Publishing, ds.Dead, published, ds.Due, oldest)
+			visible.String(ds.Destination), ds.Pending, ds.Retrying, ds.Publishing, ds.Dead, published, ds.Due, oldest)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -217,8 +218,9 @@ func runOutboxList(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	var statuses outboxStatusesFlag
 	fs.Var(&statuses, "status", "only events in statuses `S,...`: PENDING, PUBLISHING, PUBLISHED, DEAD (any case)")
-	destination := fs.String("destination", "", "only events to destination `NAME`")
-	key := fs.String("key", "", "only events with ordering key `KEY`")
+	var destination, key nameFlag
+	fs.Var(&destination, "destination", "only events to destination `NAME`")
+	fs.Var(&key, "key", "only events with ordering key `KEY`")
 	limit := numberVar(fs, "limit", outbox.DefaultListLimit, 1, outbox.MaxListLimit, fmt.Sprintf("page size `N`, 1 to %d", outbox.MaxListLimit))
 	var after idFlag
 	fs.Var(&after, "after", "cursor: the `ID` printed for the next page")
@@ -234,7 +236,7 @@ func runOutboxList(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeDB()
-	page, err := admin.List(ctx, outbox.ListParams{Statuses: statuses.list, Destination: *destination, OrderingKey: *key,
+	page, err := admin.List(ctx, outbox.ListParams{Statuses: statuses.list, Destination: destination.s, OrderingKey: key.s,
 		Limit: int(limit.n), After: after.id})
 	if err != nil {
 		return err
@@ -258,7 +260,8 @@ func runOutboxList(ctx context.Context, e *env, args []string) error {
 			key = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s v%d\t%s\t%s\n", ev.ID, ev.Status, ev.Version, ev.Attempts,
-			ev.Destination, key, ev.EventType, ev.SchemaVersion, ev.Source, fmtTime(ev.CreatedAt))
+			visible.String(ev.Destination), visible.String(key), visible.String(ev.EventType), ev.SchemaVersion,
+			visible.String(ev.Source), fmtTime(ev.CreatedAt))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -304,11 +307,11 @@ func renderOutboxEvent(w io.Writer, ev *outbox.EventRow, now time.Time) error {
 	tw := newTable(w)
 	kv := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	kv("event", ev.ID.String())
-	kv("type", fmt.Sprintf("%s v%d", ev.EventType, ev.SchemaVersion))
-	kv("source", ev.Source)
-	kv("destination", ev.Destination)
+	kv("type", fmt.Sprintf("%s v%d", visible.String(ev.EventType), ev.SchemaVersion))
+	kv("source", visible.String(ev.Source))
+	kv("destination", visible.String(ev.Destination))
 	if ev.OrderingKey != "" {
-		kv("ordering key", fmt.Sprintf("%s (emit order %d)", ev.OrderingKey, ev.Seq))
+		kv("ordering key", fmt.Sprintf("%s (emit order %d)", visible.String(ev.OrderingKey), ev.Seq))
 	}
 	kv("status", string(ev.Status))
 	kv("version", fmt.Sprint(ev.Version))
@@ -328,7 +331,7 @@ func renderOutboxEvent(w io.Writer, ev *outbox.EventRow, now time.Time) error {
 	kv("updated", fmtTime(ev.UpdatedAt))
 	if len(ev.Metadata) > 0 {
 		md, _ := json.Marshal(ev.Metadata)
-		kv("metadata", string(md))
+		kv("metadata", visible.JSON(string(md)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -338,6 +341,6 @@ func renderOutboxEvent(w io.Writer, ev *outbox.EventRow, now time.Time) error {
 		buf.Reset()
 		buf.Write(ev.Payload)
 	}
-	fmt.Fprintf(w, "payload\n  %s\n", buf.String())
+	fmt.Fprintf(w, "payload\n  %s\n", visible.JSON(buf.String()))
 	return nil
 }

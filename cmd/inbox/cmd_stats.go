@@ -18,7 +18,8 @@ retained history.
 
 --watch refreshes the numbers every --interval (default 2s, at least 100ms)
 until Ctrl-C, which ends it with exit code 0. On a terminal it redraws the
-table; otherwise (a pipe, a log) it prints one plain line per consumer per
+table in place, cutting long consumer names so that the counts stay on their
+row; otherwise (a pipe, a log) it prints one plain line per consumer per
 refresh, stamped with the time, or with --json one JSON object per refresh
 (the shape below plus "at"). A failed refresh prints the error and tries
 again at the next one.
@@ -117,5 +118,5 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	if *asJSON {
 		return writeJSON(e.stdout, toJSONStats(s.json(), st))
 	}
-	return renderStats(e.stdout, st)
+	return renderStats(e.stdout, st, 0)
 }

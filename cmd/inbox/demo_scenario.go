@@ -246,7 +246,7 @@ func (s *demoScenario) run(ctx context.Context) (err error) {
 	}
 
 	out.printf("\n3. Stats for tenant(%s) (`inbox stats --tenant %s --completed`):\n", s.tenant, s.tenant)
-	if err := s.render(func(w io.Writer) error { return renderStats(w, st) }); err != nil {
+	if err := s.render(func(w io.Writer) error { return renderStats(w, st, 0) }); err != nil {
 		return err
 	}
 	dead, err := view.List(ctx, inbox.ListParams{Statuses: []inbox.Status{inbox.StatusDead}})

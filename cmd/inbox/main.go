@@ -17,6 +17,7 @@ import (
 
 	"github.com/pginbox/pginbox/cmd/inbox/internal/term"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/visible"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -69,11 +70,15 @@ type env struct {
 	// tty reports whether stdout is a terminal: live progress lines redraw in
 	// place there, and print as plain lines otherwise.
 	tty bool
+	// size reports the terminal's columns and rows (ok false when unknown),
+	// so a live view can redraw in place however its lines wrap.
+	size func() (cols, rows int, ok bool)
 }
 
 // run executes the command line args and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv, currentUser: user.Current, tty: term.IsTerminal(stdout)}
+	e := &env{stdout: stdout, stderr: stderr, getenv: os.Getenv, currentUser: user.Current, tty: term.IsTerminal(stdout),
+		size: func() (int, int, bool) { return term.Size(stdout) }}
 	return e.run(ctx, args)
 }
 
@@ -111,11 +116,11 @@ func (e *env) report(ctx context.Context, cmd *command, err error) int {
 	var ve *inbox.ValidationError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintf(e.stderr, "inbox %s: %s\nrun `inbox help %s` for usage\n", cmd.Name, ue.msg, cmd.Name)
+		fmt.Fprintf(e.stderr, "inbox %s: %s\nrun `inbox help %s` for usage\n", cmd.Name, visible.Text(ue.msg), cmd.Name)
 		return exitUsage
 	case errors.As(err, &ve) && validatedFlags[ve.Field] != "":
 		// The admin API checks these values; name the flag they came from.
-		fmt.Fprintf(e.stderr, "inbox %s: %s: %s\nrun `inbox help %s` for usage\n", cmd.Name, validatedFlags[ve.Field], ve.Detail, cmd.Name)
+		fmt.Fprintf(e.stderr, "inbox %s: %s: %s\nrun `inbox help %s` for usage\n", cmd.Name, validatedFlags[ve.Field], visible.Text(ve.Detail), cmd.Name)
 		return exitUsage
 	}
 	if ctx.Err() != nil {
@@ -123,7 +128,9 @@ func (e *env) report(ctx context.Context, cmd *command, err error) int {
 		fmt.Fprintf(e.stderr, "inbox %s: interrupted\n", cmd.Name)
 		return exitInterrupted
 	}
-	fmt.Fprintf(e.stderr, "inbox %s: %s\n", cmd.Name, strings.TrimPrefix(err.Error(), "pginbox: "))
+	// Errors may carry stored text (a database message quoting a value):
+	// nothing raw reaches the terminal.
+	fmt.Fprintf(e.stderr, "inbox %s: %s\n", cmd.Name, visible.Text(strings.TrimPrefix(err.Error(), "pginbox: ")))
 	code := exitCode(err)
 	if h := hint(err); h != "" {
 		fmt.Fprintf(e.stderr, "hint: %s\n", h)

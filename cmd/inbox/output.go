@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/visible"
 )
 
 var discardLogger = slog.New(slog.DiscardHandler)
@@ -202,8 +203,9 @@ func fmtRelative(t, now time.Time) string {
 	return fmtAge(now.Sub(t)) + " ago"
 }
 
-// renderStats prints the stats table.
-func renderStats(w io.Writer, st *inbox.Stats) error {
+// renderStats prints the stats table. A nameWidth above zero cuts longer
+// consumer names to that many cells.
+func renderStats(w io.Writer, st *inbox.Stats, nameWidth int) error {
 	if len(st.Consumers) == 0 {
 		fmt.Fprintln(w, "no receipts")
 		return nil
@@ -219,8 +221,12 @@ func renderStats(w io.Writer, st *inbox.Stats) error {
 		if c.Due > 0 {
 			oldest = fmtAge(c.OldestDueAge)
 		}
+		name := visible.String(c.Consumer)
+		if nameWidth > 0 {
+			name = cutWidth(name, nameWidth)
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n",
-			c.Consumer, c.Pending, c.Processing, c.Retryable, c.Dead, completed, c.Due, oldest)
+			name, c.Pending, c.Processing, c.Retryable, c.Dead, completed, c.Due, oldest)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -252,25 +258,29 @@ func renderList(w io.Writer, page *inbox.ListResult, showScope bool) error {
 		}
 		cols := []string{r.ID.String()}
 		if showScope {
-			cols = append(cols, r.Scope.String())
+			cols = append(cols, visible.String(r.Scope.String()))
 		}
 		cols = append(cols, status, fmt.Sprint(r.Version), fmt.Sprintf("%d/%d", r.Attempts, r.MaxAttempts),
-			r.Consumer, r.Source, r.MessageID, fmt.Sprintf("%s v%d", r.EventType, r.SchemaVersion), fmtTime(r.CreatedAt))
+			visible.String(r.Consumer), visible.String(r.Source), visible.String(r.MessageID),
+			fmt.Sprintf("%s v%d", visible.String(r.EventType), r.SchemaVersion), fmtTime(r.CreatedAt))
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	return tw.Flush()
 }
 
 // renderReceipt prints one receipt with its payload, lineage and audit trail.
+// Every value from producers, handlers and operators is shown through
+// visible.String, so no control or bidirectional character reaches the
+// terminal raw.
 func renderReceipt(w io.Writer, d *inbox.ReceiptDetails, now time.Time) error {
 	tw := newTable(w)
 	kv := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	kv("receipt", d.ID.String())
-	kv("scope", d.Scope.String())
-	kv("source", d.Source)
-	kv("consumer", d.Consumer)
-	kv("message id", d.MessageID)
-	kv("event", fmt.Sprintf("%s v%d", d.EventType, d.SchemaVersion))
+	kv("scope", visible.String(d.Scope.String()))
+	kv("source", visible.String(d.Source))
+	kv("consumer", visible.String(d.Consumer))
+	kv("message id", visible.String(d.MessageID))
+	kv("event", fmt.Sprintf("%s v%d", visible.String(d.EventType), d.SchemaVersion))
 	kv("status", string(d.Status))
 	kv("version", fmt.Sprint(d.Version))
 	kv("attempts", fmt.Sprintf("%d of %d", d.Attempts, d.MaxAttempts))
@@ -294,7 +304,7 @@ func renderReceipt(w io.Writer, d *inbox.ReceiptDetails, now time.Time) error {
 	kv("fingerprint", hex.EncodeToString(d.Fingerprint))
 	if len(d.Metadata) > 0 {
 		md, _ := json.Marshal(d.Metadata)
-		kv("metadata", string(md))
+		kv("metadata", visible.JSON(string(md)))
 	}
 	if d.Purged() {
 		kv("payload", "purged at "+fmtTimePtr(d.PayloadPurgedAt)+" (retention); identity and fingerprint are kept")
@@ -308,7 +318,7 @@ func renderReceipt(w io.Writer, d *inbox.ReceiptDetails, now time.Time) error {
 			buf.Reset()
 			buf.Write(d.Payload)
 		}
-		fmt.Fprintf(w, "payload\n  %s\n", buf.String())
+		fmt.Fprintf(w, "payload\n  %s\n", visible.JSON(buf.String()))
 	}
 	if len(d.Replays) > 0 {
 		fmt.Fprintln(w, "replays")
@@ -332,7 +342,7 @@ func renderReceipt(w io.Writer, d *inbox.ReceiptDetails, now time.Time) error {
 			} else if !a.NewReceiptID.IsZero() {
 				action += " -> " + a.NewReceiptID.String()
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s -> %s\t%d -> %d\t%s\n", fmtTime(a.CreatedAt), action, a.Actor,
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s -> %s\t%d -> %d\t%s\n", fmtTime(a.CreatedAt), action, visible.String(a.Actor),
 				a.FromStatus, a.ToStatus, a.FromVersion, a.ToVersion, oneLine(a.Reason))
 		}
 		if err := tw.Flush(); err != nil {
@@ -342,7 +352,8 @@ func renderReceipt(w io.Writer, d *inbox.ReceiptDetails, now time.Time) error {
 	return nil
 }
 
-// oneLine keeps a table row on one line.
+// oneLine keeps a table row on one line, with what would not show as itself
+// escaped.
 func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+	return visible.String(strings.Join(strings.Fields(s), " "))
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/visible"
 )
 
 // Bounds of `inbox stats --watch --interval`: every refresh is a query.
@@ -16,9 +17,6 @@ const (
 	defaultWatchInterval = 2 * time.Second
 	minWatchInterval     = 100 * time.Millisecond
 )
-
-// clearScreen moves the cursor home and clears the terminal.
-const clearScreen = "\x1b[H\x1b[2J"
 
 func checkWatchFlags(fs *flag.FlagSet, watch bool, interval time.Duration) error {
 	set := false
@@ -41,6 +39,7 @@ type statsWatch struct {
 	interval time.Duration
 	asJSON   bool
 	scope    jsonScope
+	screen   *screen // on a terminal
 }
 
 // run shows the stats until ctx ends. The first query's failure is the
@@ -58,7 +57,7 @@ func (w *statsWatch) run(ctx context.Context) error {
 		case err != nil && first:
 			return err
 		case err != nil:
-			fmt.Fprintf(w.e.stderr, "%s inbox stats: %s (trying again in %s)\n", fmtTime(now), strings.TrimPrefix(err.Error(), "pginbox: "), w.interval)
+			fmt.Fprintf(w.e.stderr, "%s inbox stats: %s (trying again in %s)\n", fmtTime(now), visible.String(strings.TrimPrefix(err.Error(), "pginbox: ")), w.interval)
 		default:
 			if err := w.show(now, st); err != nil {
 				return err
@@ -81,8 +80,7 @@ func (w *statsWatch) show(now time.Time, st *inbox.Stats) error {
 			jsonStats
 		}{now.UTC().Format(time.RFC3339Nano), toJSONStats(w.scope, st)})
 	case w.e.tty:
-		fmt.Fprintf(out, "%sinbox stats, %s, every %s, at %s; Ctrl-C to stop\n\n", clearScreen, w.view, w.interval, fmtTime(now))
-		return renderStats(out, st)
+		return w.redraw(now, st)
 	}
 	stamp := fmtTime(now)
 	if len(st.Consumers) == 0 {
@@ -90,7 +88,7 @@ func (w *statsWatch) show(now time.Time, st *inbox.Stats) error {
 		return err
 	}
 	for _, c := range st.Consumers {
-		line := fmt.Sprintf("%s %s pending=%d processing=%d retryable=%d dead=%d due=%d", stamp, c.Consumer, c.Pending, c.Processing, c.Retryable, c.Dead, c.Due)
+		line := fmt.Sprintf("%s %s pending=%d processing=%d retryable=%d dead=%d due=%d", stamp, visible.String(c.Consumer), c.Pending, c.Processing, c.Retryable, c.Dead, c.Due)
 		if c.Due > 0 {
 			line += " oldest_due=" + fmtAge(c.OldestDueAge)
 		}
@@ -103,3 +101,40 @@ func (w *statsWatch) show(now time.Time, st *inbox.Stats) error {
 	}
 	return nil
 }
+
+// redraw shows the stats on a terminal in place of the last refresh. When a
+// row is wider than the terminal, long consumer names are cut so that the
+// counts stay on one line with them; what still wraps is redrawn all the
+// same.
+func (w *statsWatch) redraw(now time.Time, st *inbox.Stats) error {
+	if w.screen == nil {
+		size := w.e.size
+		if size == nil {
+			size = func() (int, int, bool) { return 0, 0, false }
+		}
+		w.screen = &screen{w: w.e.stdout, size: size}
+	}
+	frame := func(nameWidth int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "inbox stats, %s, every %s, at %s; Ctrl-C to stop\n\n", visible.String(w.view.String()), w.interval, fmtTime(now))
+		renderStats(&b, st, nameWidth)
+		return b.String()
+	}
+	text := frame(0)
+	if cols, _, ok := w.screen.size(); ok {
+		widest, longest := 0, 0
+		for _, l := range strings.Split(text, "\n")[2:] { // the table, below the title
+			widest = max(widest, textWidth(l))
+		}
+		for _, c := range st.Consumers {
+			longest = max(longest, textWidth(visible.String(c.Consumer)))
+		}
+		if widest > cols && longest > minNameWidth {
+			text = frame(max(minNameWidth, longest-(widest-cols)))
+		}
+	}
+	return w.screen.draw(text)
+}
+
+// minNameWidth is the shortest a --watch cuts a consumer name to.
+const minNameWidth = 16

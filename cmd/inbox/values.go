@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inboxtype"
 )
 
 // Bounds of the durations the CLI takes. They are far beyond any sensible
@@ -167,6 +168,31 @@ func (f *idFlag) String() string { return idString(f.id) }
 func (f *idFlag) Set(s string) (err error) {
 	f.id, err = parseID(s)
 	return err
+}
+
+// nameFlag is a filter on a name (consumer, source, destination, ordering
+// key). A value no identity can hold (invalid UTF-8, a control character
+// such as NUL, more than 255 bytes) is a usage error: PostgreSQL cannot
+// compare such text. Empty means no filter.
+type nameFlag struct{ s string }
+
+func (f *nameFlag) String() string { return f.s }
+
+func (f *nameFlag) Set(s string) error {
+	if err := checkName(s); err != nil {
+		return err
+	}
+	f.s = s
+	return nil
+}
+
+// checkName applies the identity rules to a non-empty name given on the
+// command line.
+func checkName(s string) error {
+	if rule, detail := inboxtype.CheckIdentityString(s); rule != "" && rule != inboxtype.IdentityRequired {
+		return fmt.Errorf("%s; names are UTF-8 text without control characters, at most %d bytes", detail, inboxtype.MaxIdentityBytes)
+	}
+	return nil
 }
 
 // statusesFlag is a comma-separated list of receipt statuses, any case.

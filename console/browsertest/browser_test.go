@@ -38,9 +38,10 @@ const EnvScreenshotDir = "INBOX_SCREENSHOT_DIR"
 const EnvChrome = "INBOX_TEST_CHROME"
 
 const (
-	orders  = "orders.projection.v1"
-	billing = "billing.invoices.v1"
-	actor   = "oncall@example.com"
+	orders   = "orders.projection.v1"
+	billing  = "billing.invoices.v1"
+	shipping = "shipping.labels.v1"
+	actor    = "oncall@example.com"
 	// hostile is a currency that ends up in a payload and in an error text.
 	hostile = `<img src=x onerror=alert(document.domain)>`
 )
@@ -106,8 +107,19 @@ func newShop(t *testing.T, pool *pgxpool.Pool) *shop {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Every parcel fails, each with its own numbers: one error shape.
+	err = reg.Register(handler.Key{Consumer: shipping, EventType: "parcel.booked", SchemaVersion: 1}, func(ctx context.Context, m *handler.Msg) error {
+		var p struct{ ParcelID, Postcode string }
+		if err := json.Unmarshal(m.Payload, &p); err != nil {
+			return handler.Permanent(err)
+		}
+		return handler.Permanent(fmt.Errorf("carrier rejected parcel %s: postcode %s is not served", p.ParcelID, p.Postcode))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.worker, err = inbox.NewWorker(pool, reg, inbox.WorkerConfig{
-		Consumers:    []string{orders},
+		Consumers:    []string{orders, shipping},
 		Concurrency:  2,
 		PollInterval: 200 * time.Millisecond,
 		// A retry stays RETRYABLE for the whole test.
@@ -135,7 +147,8 @@ func (s *shop) accept(t *testing.T, consumer, eventType, msgID string, payload a
 
 // seed accepts the scenario's messages and lets the (still broken) worker
 // handle the orders once: 5 COMPLETED, 4 DEAD (three of one error), 1
-// RETRYABLE, and 4 invoices PENDING for 12 minutes.
+// RETRYABLE; 2 parcels DEAD with errors of one shape; and 4 invoices PENDING
+// for 12 minutes.
 func (s *shop) seed(t *testing.T) {
 	t.Helper()
 	currencies := map[int]string{1003: "XTS", 1005: "XTS", 1008: "XTS", 1009: hostile}
@@ -148,8 +161,11 @@ func (s *shop) seed(t *testing.T) {
 		s.accept(t, orders, "order.placed", "evt-"+id, order{OrderID: id, Currency: cur, Total: fmt.Sprintf("%d.90", n%97)},
 			map[string]string{"delivery": "rabbitmq", "traceparent": fmt.Sprintf("00-4bf92f3577b34da6a3ce929d0e0e%04d-00f067aa0ba902b7-01", n)})
 	}
-	if n := inboxtest.Drain(t, s.worker); n != 10 {
-		t.Fatalf("drained %d orders, want 10", n)
+	for i, postcode := range []string{"75001", "10115"} {
+		s.accept(t, shipping, "parcel.booked", fmt.Sprintf("evt-p-%d", 301+i), map[string]string{"parcelId": fmt.Sprintf("p-%d", 301+i), "postcode": postcode}, nil)
+	}
+	if n := inboxtest.Drain(t, s.worker); n != 12 {
+		t.Fatalf("drained %d orders and parcels, want 12", n)
 	}
 	for n := 2001; n <= 2004; n++ {
 		s.accept(t, billing, "invoice.requested", fmt.Sprintf("evt-i-%d", n), map[string]string{"invoiceId": fmt.Sprintf("i-%d", n)}, nil)
@@ -199,7 +215,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The overview: numbers per consumer, totals on top.
 	b.do("open the overview", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#live table")))
-	b.wantText("#n-dead", "4")
+	b.wantText("#n-dead", "6")
 	b.wantText("#n-retrying", "1")
 	b.wantText("#n-due", "4")
 	b.wantText("#n-oldest", " min") // the invoices have waited 12 minutes
@@ -224,10 +240,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.screenshot("list-phone")
 	b.do("desktop viewport", chromedp.EmulateViewport(1280, 900), chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("table.data")))
 
-	// The DEAD view: the XTS group first; the hostile error is text, not markup.
+	// The DEAD view: the XTS group first; the parcels are one group of their
+	// error's shape, with the exact texts a click away; the hostile error is
+	// text, not markup.
 	b.do("open the dead view", chromedp.Navigate(srv.URL+"/dead"), chromedp.WaitVisible(chromedp.CSS("ol.groups")))
 	b.wantText("ol.groups > li:first-child .group-n strong", "3")
 	b.wantText("ol.groups > li:first-child pre", "unsupported currency XTS: add it to the currency table")
+	b.wantText("ol.groups > li:nth-child(2) .group-n strong", "2")
+	b.wantText("ol.groups > li:nth-child(2) pre.shape", "carrier rejected parcel p-<n>: postcode <n> is not served")
+	b.do("open the parcels' exact texts", chromedp.Click(chromedp.CSS("ol.groups > li:nth-child(2) details.exact summary")),
+		chromedp.WaitVisible(chromedp.CSS("ol.groups > li:nth-child(2) details.exact li pre")))
+	b.wantText("ol.groups > li:nth-child(2) details.exact", "carrier rejected parcel p-302: postcode 10115 is not served")
+	b.wantText("ol.groups > li:nth-child(2) details.exact", "carrier rejected parcel p-301: postcode 75001 is not served")
 	if got := b.eval(`String(document.querySelectorAll("main img").length) + " " + document.querySelector("ol.groups").textContent.includes(` + jsString(hostile) + `)`); got != "0 true" {
 		t.Fatalf("hostile error text: images and text shown = %q, want 0 images and the text", got)
 	}
@@ -280,7 +304,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	// The overview sees it due; then the fixed worker completes it and the
 	// overview updates by itself (no reload: the marker survives).
 	b.do("open the overview again", chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#live table")))
-	b.wantText("#n-dead", "3")
+	b.wantText("#n-dead", "5")
 	b.wantText("#n-due", "5")
 	b.eval(`window.pginboxMarker = "same page"`)
 	s.healthy.Store(true)
@@ -293,7 +317,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if got := b.eval(`String(window.pginboxMarker)`); got != "same page" {
 		t.Fatalf("the overview reloaded instead of refreshing in place (marker %q)", got)
 	}
-	b.wantText("#n-dead", "3")
+	b.wantText("#n-dead", "5")
 
 	b.do("open the completed receipt", chromedp.Navigate(srv.URL+"/receipts/"+id.String()), chromedp.WaitVisible(chromedp.CSS("h1 .badge")))
 	b.wantText("h1 .badge", "COMPLETED")
@@ -318,7 +342,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		return err
 	}))
 	for _, read := range []struct{ path, sel, text string }{
-		{"/", "#n-dead", "3"},
+		{"/", "#n-dead", "5"},
 		{"/receipts?status=DEAD", "table.data tbody tr", "unsupported currency XTS"},
 		{"/dead", "ol.groups .group-n", "3"},
 		{"/receipts/" + id.String(), "h1 .badge", "COMPLETED"},
