@@ -68,3 +68,52 @@ func TestForgedWorkRowCannotDamageAnotherTenant(t *testing.T) {
 	}
 	refusedAsForeignKey(t, "forged work row", forged)
 }
+
+// Every other reference to a receipt is refused too when it crosses scopes:
+// an outbox event linked to another tenant's receipt, an audit row about it
+// or naming it as the replay, and a receipt claiming to replay it. The
+// application role may append to its own audit trail but never change it.
+func TestAppRoleCannotReferenceAnotherTenantsReceipt(t *testing.T) {
+	t.Parallel()
+	td := newTenancyDB(t)
+	ids := acceptAll(t, newClient(t, td.app, inbox.Config{}),
+		tenantMsg(inbox.Tenant("a"), "own"), tenantMsg(inbox.Tenant("b"), "victim"))
+	own, victim := ids[0], ids[1]
+
+	refusedAsForeignKey(t, "outbox event linked to b's receipt", td.asTenant(t, "a",
+		`INSERT INTO pginbox_outbox (id, source, destination, event_type, schema_version, payload, receipt_id)
+		 VALUES (gen_random_uuid(), 's', 'd', 'e', 1, '{}', $1)`, victim))
+	refusedAsForeignKey(t, "audit row about b's receipt", td.asTenant(t, "a",
+		`INSERT INTO pginbox_audit (receipt_id, scope_kind, scope_id, action, actor, reason, from_status, to_status, from_version, to_version)
+		 VALUES ($1, 'tenant', 'a', 'requeue', 'x', 'x', 'DEAD', 'PENDING', 1, 2)`, victim))
+	refusedAsForeignKey(t, "audit row naming b's receipt as the replay", td.asTenant(t, "a",
+		`INSERT INTO pginbox_audit (receipt_id, scope_kind, scope_id, action, actor, reason, from_status, to_status, from_version, to_version, new_receipt_id)
+		 VALUES ($1, 'tenant', 'a', 'replay', 'x', 'x', 'COMPLETED', 'COMPLETED', 1, 2, $2)`, own, victim))
+	refusedAsForeignKey(t, "receipt replaying b's receipt", td.asTenant(t, "a",
+		`INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, fingerprint, payload, replay_of)
+		 SELECT gen_random_uuid(), 'tenant', 'a', 's', 'c', 'm', 'e', 1, '\x'::bytea || decode(repeat('00', 32), 'hex'), '{}', $1`, victim))
+
+	// The same rows in a's own scope go in: the keys refuse only the crossing.
+	if err := td.asTenant(t, "a", `INSERT INTO pginbox_outbox (id, source, destination, event_type, schema_version, payload, receipt_id)
+		VALUES (gen_random_uuid(), 's', 'd', 'e', 1, '{}', $1)`, own); err != nil {
+		t.Errorf("outbox event linked to a's own receipt: %v", err)
+	}
+	if err := td.asTenant(t, "a", `INSERT INTO pginbox_audit (receipt_id, scope_kind, scope_id, action, actor, reason, from_status, to_status, from_version, to_version)
+		VALUES ($1, 'tenant', 'a', 'requeue', 'x', 'x', 'DEAD', 'PENDING', 1, 2)`, own); err != nil {
+		t.Errorf("audit row about a's own receipt: %v", err)
+	}
+	for _, stmt := range []string{
+		"UPDATE pginbox_audit SET reason = 'rewritten'",
+		"DELETE FROM pginbox_audit",
+		"TRUNCATE pginbox_audit",
+	} {
+		err := td.asTenant(t, "a", stmt)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			t.Errorf("%s: err = %v, want permission denied (42501)", stmt, err)
+		}
+	}
+	if n := td.allCount(t, "pginbox_audit", "reason = 'x'"); n != 1 {
+		t.Errorf("%d audit rows, want a's one", n)
+	}
+}

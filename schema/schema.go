@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -101,6 +102,7 @@ type Migration struct {
 
 // Migrator applies pginbox's migrations to one database.
 type Migrator struct {
+	db       *sql.DB
 	provider *goose.Provider
 }
 
@@ -122,23 +124,62 @@ func NewMigrator(db *sql.DB) (*Migrator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pginbox: loading migrations: %w", err)
 	}
-	return &Migrator{provider: p}, nil
+	return &Migrator{db: db, provider: p}, nil
 }
 
 // Up applies every pending migration and returns the versions it applied.
+// It refuses a role that row-level security restricts ([ErrMigrateRestricted]).
+// When a migration fails, the versions applied before it are returned with
+// the error.
 func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
-	return versions(m.provider.Up(ctx))
+	return m.UpTo(ctx, math.MaxInt64)
 }
 
-// UpTo applies pending migrations up to and including version.
+// UpTo applies pending migrations up to and including version, like [Migrator.Up].
 func (m *Migrator) UpTo(ctx context.Context, version int64) ([]int64, error) {
+	pending, err := m.pending(ctx, func(s Migration) bool { return !s.Applied && s.Version <= version })
+	if err != nil || len(pending) == 0 {
+		return nil, err
+	}
+	if err := m.checkRowSecurity(ctx); err != nil {
+		return nil, err
+	}
 	return versions(m.provider.UpTo(ctx, version))
 }
 
 // DownTo rolls back migrations until the database is at version (0 removes the
-// schema entirely) and returns the versions it rolled back.
+// schema entirely) and returns the versions it rolled back. Before it rolls
+// back anything it checks every step's precondition (the guard its down
+// step starts with, for example v2's refusal to drop the audit trail), so a
+// refusal changes nothing. When a step fails anyway, the versions rolled back
+// before it are returned with the error.
 func (m *Migrator) DownTo(ctx context.Context, version int64) ([]int64, error) {
+	steps, err := m.pending(ctx, func(s Migration) bool { return s.Applied && s.Version > version })
+	if err != nil || len(steps) == 0 {
+		return nil, err
+	}
+	if err := m.checkRowSecurity(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.checkDownGuards(ctx, steps); err != nil {
+		return nil, err
+	}
 	return versions(m.provider.DownTo(ctx, version))
+}
+
+// pending lists the migrations a run would step through.
+func (m *Migrator) pending(ctx context.Context, include func(Migration) bool) ([]Migration, error) {
+	st, err := m.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, s := range st {
+		if include(s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // Current returns the applied version (0 for none).
@@ -168,6 +209,10 @@ func (m *Migrator) Status(ctx context.Context) ([]Migration, error) {
 }
 
 func versions(results []*goose.MigrationResult, err error) ([]int64, error) {
+	var partial *goose.PartialError
+	if errors.As(err, &partial) {
+		results = partial.Applied // goose returns no results with the error
+	}
 	var out []int64
 	for _, r := range results {
 		if r.Error == nil {
