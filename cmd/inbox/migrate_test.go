@@ -107,3 +107,23 @@ func TestMigratePrintsWhatAMigrationRemoved(t *testing.T) {
 	is.True(strings.Contains(stdout, "applied 00007_scope_keys.sql"))
 	is.True(strings.Contains(stderr, "notice: pginbox v7: removed 1 work row(s) whose scope differs from their receipt's"))
 }
+
+// A rollback that fails part way says which versions it did roll back.
+func TestMigrateDownReportsTheStepsBeforeAFailure(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := inboxtest.Database(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	is.NoErr(err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, "CREATE VIEW app_outbox_ids AS SELECT id FROM pginbox_outbox") // v5's down step drops the outbox
+	is.NoErr(err)
+
+	code, _, stderr := runIn(t, map[string]string{"DATABASE_URL": dsn}, "migrate", "down", "--to", "4")
+	is.True(code != exitOK)
+	for v := schema.Version; v > 5; v-- {
+		is.True(strings.Contains(stderr, fmt.Sprintf("rolled back version %d before the failure", v)))
+	}
+	is.True(!strings.Contains(stderr, "rolled back version 5"))
+}
