@@ -96,8 +96,13 @@ END
 $$;
 -- +goose StatementEnd
 
+-- The key the references point at is the tenant lists' index (scope_kind,
+-- scope_id, id) made unique: the same three columns (a foreign key matches
+-- them in any order), so the accept path maintains no second index.
+CREATE UNIQUE INDEX pginbox_receipts_scope_key ON pginbox_receipts (scope_kind, scope_id, id);
+DROP INDEX pginbox_receipts_scope;
 ALTER TABLE pginbox_receipts
-    ADD CONSTRAINT pginbox_receipts_scope_key UNIQUE (id, scope_kind, scope_id),
+    ADD CONSTRAINT pginbox_receipts_scope_key UNIQUE USING INDEX pginbox_receipts_scope_key,
     DROP CONSTRAINT pginbox_receipts_replay_of_fkey;
 ALTER TABLE pginbox_receipts
     ADD CONSTRAINT pginbox_receipts_replay_of_fkey FOREIGN KEY (replay_of, scope_kind, scope_id)
@@ -209,3 +214,4 @@ ALTER TABLE pginbox_receipts
 ALTER TABLE pginbox_receipts
     ADD CONSTRAINT pginbox_receipts_replay_of_fkey FOREIGN KEY (replay_of) REFERENCES pginbox_receipts (id),
     DROP CONSTRAINT pginbox_receipts_scope_key;
+CREATE INDEX pginbox_receipts_scope ON pginbox_receipts (scope_kind, scope_id, id);
