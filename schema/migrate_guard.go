@@ -21,18 +21,20 @@ var ErrMigrateRestricted = errors.New("pginbox: row-level security restricts the
 // owner is held to the policies too once tenancy is enabled (FORCE).
 func (m *Migrator) checkRowSecurity(ctx context.Context) error {
 	var role string
+	var owner bool
 	var tables []string
 	rows, err := m.db.QueryContext(ctx, `
-		SELECT current_user, t
+		SELECT current_user, pg_has_role(c.relowner, 'USAGE'), t
 		FROM unnest($1::text[]) AS t
-		WHERE to_regclass(t) IS NOT NULL AND row_security_active(t)`, TenancyTables)
+		JOIN pg_catalog.pg_class c ON c.oid = to_regclass(t)
+		WHERE row_security_active(c.oid)`, TenancyTables)
 	if err != nil {
 		return fmt.Errorf("pginbox: checking row-level security before migrating: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var t string
-		if err := rows.Scan(&role, &t); err != nil {
+		if err := rows.Scan(&role, &owner, &t); err != nil {
 			return fmt.Errorf("pginbox: checking row-level security before migrating: %w", err)
 		}
 		tables = append(tables, t)
@@ -43,10 +45,12 @@ func (m *Migrator) checkRowSecurity(ctx context.Context) error {
 	if len(tables) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: row-level security applies to role %s on %s, so a migration would see none of the tenants' rows: "+
-		"run it as the tables' owner with BYPASSRLS for the upgrade (as a superuser: ALTER ROLE %s BYPASSRLS; then NOBYPASSRLS once it is done) "+
-		"or as a superuser; nothing was changed",
-		ErrMigrateRestricted, role, strings.Join(tables, ", "), role)
+	fix := "connect as the role that owns pginbox's tables (the one that ran the first migration), with BYPASSRLS for the upgrade"
+	if owner {
+		fix = fmt.Sprintf("give role %s BYPASSRLS for the upgrade (as a superuser: ALTER ROLE %s BYPASSRLS; then NOBYPASSRLS once it is done)", role, role)
+	}
+	return fmt.Errorf("%w: row-level security applies to role %s on %s, so a migration would see none of the tenants' rows: %s; nothing was changed",
+		ErrMigrateRestricted, role, strings.Join(tables, ", "), fix)
 }
 
 // checkDownGuards runs the guard of every down step in steps before any of
