@@ -50,9 +50,9 @@ type ReceiptRequeueRow struct {
 
 // Gives a DEAD or RETRYABLE receipt, or a PROCESSING one whose lease expired
 // (its worker is gone), a fresh retry budget, due now. Dropping the claim
-// token fences the old worker out. The caller has locked the receipt
-// (ReceiptGetForUpdate) and checked it; the version and status guards stay as
-// a fence. A DEAD receipt's retained row is marked PENDING again. The notify
+// token fences the old worker out. The caller has locked the work row and
+// the receipt (ReceiptGetForUpdate) and checked them, and claims skip a
+// locked work row; the version and status guards stay as a fence. A DEAD receipt's retained row is marked PENDING again. The notify
 // wakes listening workers at commit, like accept's. last_error is kept until
 // the next attempt, for the record.
 func (q *Queries) ReceiptRequeue(ctx context.Context, arg ReceiptRequeueParams) (ReceiptRequeueRow, error) {

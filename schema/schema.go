@@ -3,7 +3,10 @@
 //
 // pginbox keeps its own goose version table ([VersionTable]) and advisory lock
 // ([LockID]), so it never touches an application's goose history and two processes
-// migrating at once are serialized. The same files work with the goose CLI:
+// migrating at once are serialized. A [Migrator] refuses to run on a role that
+// row-level security restricts ([ErrMigrateRestricted]), and checks every down
+// step's precondition before it rolls anything back. The same files work with
+// the goose CLI:
 //
 //	goose -dir <module dir>/schema -table pginbox_schema_version postgres "$DATABASE_URL" up
 package schema
