@@ -85,7 +85,8 @@ func (q *Queries) ReceiptAccept(ctx context.Context, arg ReceiptAcceptParams) (R
 const receiptByIdentity = `-- name: ReceiptByIdentity :one
 SELECT r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint
 FROM pginbox_receipts r
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+LEFT JOIN pginbox_work w
+  ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.scope_kind = $1
   AND r.scope_id = $2
   AND r.source = $3

@@ -14,17 +14,19 @@ import (
 
 const auditInsert = `-- name: AuditInsert :one
 INSERT INTO pginbox_audit (
-    receipt_id, action, actor, reason,
+    receipt_id, scope_kind, scope_id, action, actor, reason,
     from_status, to_status, from_version, to_version, new_receipt_id
 ) VALUES (
-    $1, $2, $3, $4,
-    $5, $6, $7, $8, $9
+    $1, $2, $3, $4, $5, $6,
+    $7, $8, $9, $10, $11
 )
 RETURNING id, created_at
 `
 
 type AuditInsertParams struct {
 	ReceiptID    inboxtype.ID
+	ScopeKind    string
+	ScopeID      string
 	Action       string
 	Actor        string
 	Reason       string
@@ -40,10 +42,13 @@ type AuditInsertRow struct {
 	CreatedAt time.Time
 }
 
-// Records an admin action in the transaction that performs it.
+// Records an admin action in the transaction that performs it, in the scope
+// of the receipt acted on (its foreign keys refuse a receipt of another).
 func (q *Queries) AuditInsert(ctx context.Context, arg AuditInsertParams) (AuditInsertRow, error) {
 	row := q.db.QueryRow(ctx, auditInsert,
 		arg.ReceiptID,
+		arg.ScopeKind,
+		arg.ScopeID,
 		arg.Action,
 		arg.Actor,
 		arg.Reason,
@@ -59,13 +64,12 @@ func (q *Queries) AuditInsert(ctx context.Context, arg AuditInsertParams) (Audit
 }
 
 const auditListByReceipt = `-- name: AuditListByReceipt :many
-SELECT a.id, a.receipt_id, a.action, a.actor, a.reason, a.from_status, a.to_status, a.from_version, a.to_version, a.new_receipt_id, a.created_at
+SELECT a.id, a.receipt_id, a.action, a.actor, a.reason, a.from_status, a.to_status, a.from_version, a.to_version, a.new_receipt_id, a.created_at, a.scope_kind, a.scope_id
 FROM pginbox_audit a
-JOIN pginbox_receipts r ON r.id = a.receipt_id
 WHERE (a.receipt_id = $1
        OR (a.receipt_id = $2::uuid AND a.new_receipt_id = $1))
   AND ($3::boolean
-       OR (r.scope_kind = $4::text AND r.scope_id = $5::text))
+       OR (a.scope_kind = $4::text AND a.scope_id = $5::text))
 ORDER BY a.id
 `
 
@@ -78,8 +82,9 @@ type AuditListByReceiptParams struct {
 }
 
 // The audit trail of a receipt: actions taken on it, and for a replay the action
-// on its original that created it (both served by pginbox_audit_receipt). The join
-// applies the view's scope, so a tenant view never reads another tenant's trail.
+// on its original that created it (both served by pginbox_audit_receipt). An
+// audit row has its receipt's scope, so the view's scope predicate keeps a
+// tenant view from reading another tenant's trail.
 func (q *Queries) AuditListByReceipt(ctx context.Context, arg AuditListByReceiptParams) ([]PginboxAudit, error) {
 	rows, err := q.db.Query(ctx, auditListByReceipt,
 		arg.ReceiptID,
@@ -107,6 +112,8 @@ func (q *Queries) AuditListByReceipt(ctx context.Context, arg AuditListByReceipt
 			&i.ToVersion,
 			&i.NewReceiptID,
 			&i.CreatedAt,
+			&i.ScopeKind,
+			&i.ScopeID,
 		); err != nil {
 			return nil, err
 		}

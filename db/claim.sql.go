@@ -40,13 +40,14 @@ WITH due AS (
         updated_at = now()
     FROM due
     WHERE w.receipt_id = due.receipt_id
-    RETURNING w.receipt_id, w.claim_token, w.attempts, w.max_attempts
+    RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.claim_token, w.attempts, w.max_attempts
 )
 SELECT r.id, c.claim_token, r.scope_kind, r.scope_id, r.source, r.consumer,
     r.message_id, r.event_type, r.schema_version, c.attempts, c.max_attempts,
     r.created_at
 FROM claimed c
-JOIN pginbox_receipts r ON r.id = c.receipt_id
+JOIN pginbox_receipts r
+  ON r.id = c.receipt_id AND r.scope_kind = c.scope_kind AND r.scope_id = c.scope_id
 `
 
 type ReceiptClaimParams struct {

@@ -20,7 +20,7 @@ WITH held AS (
     USING held
     -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
     WHERE w.receipt_id = held.id AND w.claim_token = held.token
-    RETURNING w.receipt_id, w.attempts, w.version
+    RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.attempts, w.version
 )
 UPDATE pginbox_receipts r
 SET status = 'COMPLETED',
@@ -30,7 +30,7 @@ SET status = 'COMPLETED',
     updated_at = now(),
     version = done.version + 1
 FROM done
-WHERE r.id = done.receipt_id
+WHERE r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
 RETURNING r.id, r.payload, r.metadata, pg_backend_pid() AS backend_pid
 `
 

@@ -25,13 +25,14 @@ WITH failed AS (
         version = version + 1
     -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
     WHERE receipt_id = $4 AND claim_token = $5
-    RETURNING receipt_id, status, available_at, attempts, last_error, version
+    RETURNING receipt_id, scope_kind, scope_id, status, available_at, attempts, last_error, version
 ), settled AS (
     UPDATE pginbox_receipts r
     SET status = 'DEAD', attempts = f.attempts, last_error = f.last_error,
         version = f.version, updated_at = now()
     FROM failed f
-    WHERE r.id = f.receipt_id AND f.status = 'DEAD'
+    WHERE r.id = f.receipt_id AND r.scope_kind = f.scope_kind AND r.scope_id = f.scope_id
+      AND f.status = 'DEAD'
     RETURNING r.id
 )
 SELECT f.status, f.available_at FROM failed f

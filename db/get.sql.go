@@ -69,12 +69,20 @@ func (q *Queries) ReceiptGet(ctx context.Context, arg ReceiptGetParams) (Pginbox
 }
 
 const receiptGetForUpdate = `-- name: ReceiptGetForUpdate :one
-SELECT r.id, r.consumer, coalesce(w.status, r.status)::text AS status,
+WITH w AS MATERIALIZED (
+    SELECT w.receipt_id, w.scope_kind, w.scope_id, w.status, w.version, w.lease_expires_at
+    FROM pginbox_work w
+    WHERE w.receipt_id = $1
+      AND ($2::boolean
+           OR (w.scope_kind = $3::text AND w.scope_id = $4::text))
+    FOR UPDATE
+)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, coalesce(w.status, r.status)::text AS status,
     coalesce(w.version, r.version)::bigint AS version,
     (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
     coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
 FROM pginbox_receipts r
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+LEFT JOIN w ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = $1
   AND ($2::boolean
        OR (r.scope_kind = $3::text AND r.scope_id = $4::text))
@@ -90,6 +98,8 @@ type ReceiptGetForUpdateParams struct {
 
 type ReceiptGetForUpdateRow struct {
 	ID              inboxtype.ID
+	ScopeKind       string
+	ScopeID         string
 	Consumer        string
 	Status          string
 	Version         int64
@@ -98,8 +108,11 @@ type ReceiptGetForUpdateRow struct {
 	LeaseExpired    bool
 }
 
-// Locks the receipt for a requeue or replay, so concurrent admin actions on it are
-// serialized and each one checks the version the previous one left.
+// Locks a receipt for a requeue or replay: its work row first (the row claims,
+// recovery and completions change, taken in the order they take it), then
+// the receipt. Concurrent admin actions are serialized and each one checks
+// the version the previous one left; a claim skips the locked work row, and
+// one that took it first is waited for, so its version is what is checked.
 func (q *Queries) ReceiptGetForUpdate(ctx context.Context, arg ReceiptGetForUpdateParams) (ReceiptGetForUpdateRow, error) {
 	row := q.db.QueryRow(ctx, receiptGetForUpdate,
 		arg.ID,
@@ -110,6 +123,8 @@ func (q *Queries) ReceiptGetForUpdate(ctx context.Context, arg ReceiptGetForUpda
 	var i ReceiptGetForUpdateRow
 	err := row.Scan(
 		&i.ID,
+		&i.ScopeKind,
+		&i.ScopeID,
 		&i.Consumer,
 		&i.Status,
 		&i.Version,
@@ -121,12 +136,20 @@ func (q *Queries) ReceiptGetForUpdate(ctx context.Context, arg ReceiptGetForUpda
 }
 
 const receiptGetForUpdateNoWait = `-- name: ReceiptGetForUpdateNoWait :one
-SELECT r.id, r.consumer, coalesce(w.status, r.status)::text AS status,
+WITH w AS MATERIALIZED (
+    SELECT w.receipt_id, w.scope_kind, w.scope_id, w.status, w.version, w.lease_expires_at
+    FROM pginbox_work w
+    WHERE w.receipt_id = $1
+      AND ($2::boolean
+           OR (w.scope_kind = $3::text AND w.scope_id = $4::text))
+    FOR UPDATE NOWAIT
+)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, coalesce(w.status, r.status)::text AS status,
     coalesce(w.version, r.version)::bigint AS version,
     (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
     coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
 FROM pginbox_receipts r
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+LEFT JOIN w ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = $1
   AND ($2::boolean
        OR (r.scope_kind = $3::text AND r.scope_id = $4::text))
@@ -142,6 +165,8 @@ type ReceiptGetForUpdateNoWaitParams struct {
 
 type ReceiptGetForUpdateNoWaitRow struct {
 	ID              inboxtype.ID
+	ScopeKind       string
+	ScopeID         string
 	Consumer        string
 	Status          string
 	Version         int64
@@ -163,6 +188,8 @@ func (q *Queries) ReceiptGetForUpdateNoWait(ctx context.Context, arg ReceiptGetF
 	var i ReceiptGetForUpdateNoWaitRow
 	err := row.Scan(
 		&i.ID,
+		&i.ScopeKind,
+		&i.ScopeID,
 		&i.Consumer,
 		&i.Status,
 		&i.Version,
@@ -233,7 +260,8 @@ const receiptState = `-- name: ReceiptState :one
 SELECT coalesce(w.status, r.status)::text AS status,
     coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired, w.lease_expires_at
 FROM pginbox_receipts r
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+LEFT JOIN pginbox_work w
+  ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = $1
   AND ($2::boolean
        OR (r.scope_kind = $3::text AND r.scope_id = $4::text))

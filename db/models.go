@@ -22,6 +22,8 @@ type PginboxAudit struct {
 	ToVersion    int64
 	NewReceiptID inboxtype.ID
 	CreatedAt    time.Time
+	ScopeKind    string
+	ScopeID      string
 }
 
 type PginboxOutbox struct {
@@ -46,6 +48,7 @@ type PginboxOutbox struct {
 	PublishedAt    *time.Time
 	ScopeKind      string
 	ScopeID        string
+	ReceiptID      inboxtype.ID
 }
 
 type PginboxReceipt struct {

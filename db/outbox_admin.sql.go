@@ -13,7 +13,7 @@ import (
 )
 
 const outboxGet = `-- name: OutboxGet :one
-SELECT id, seq, source, destination, ordering_key, event_type, schema_version, payload, metadata, status, attempts, available_at, claim_token, lease_expires_at, last_error, version, created_at, updated_at, published_at, scope_kind, scope_id
+SELECT id, seq, source, destination, ordering_key, event_type, schema_version, payload, metadata, status, attempts, available_at, claim_token, lease_expires_at, last_error, version, created_at, updated_at, published_at, scope_kind, scope_id, receipt_id
 FROM pginbox_outbox
 WHERE id = $1
 `
@@ -44,6 +44,7 @@ func (q *Queries) OutboxGet(ctx context.Context, id inboxtype.ID) (PginboxOutbox
 		&i.PublishedAt,
 		&i.ScopeKind,
 		&i.ScopeID,
+		&i.ReceiptID,
 	)
 	return i, err
 }

@@ -13,7 +13,7 @@ import (
 
 const outboxEventInsert = `-- name: OutboxEventInsert :one
 INSERT INTO pginbox_outbox (
-    id, source, destination, ordering_key, event_type, schema_version, payload, metadata
+    id, source, destination, ordering_key, event_type, schema_version, payload, metadata, receipt_id
 )
 SELECT $1::uuid,
     $2::text,
@@ -22,7 +22,9 @@ SELECT $1::uuid,
     $5::text,
     $6::integer,
     $7::text::json,
-    $8::text::jsonb
+    $8::text::jsonb,
+    CASE WHEN coalesce(current_setting('pginbox.tenant', true), '') = $9::text
+         THEN $10::uuid END
 WHERE CASE WHEN $4::text = '' THEN true
            ELSE pg_advisory_xact_lock(1885825378, hashtext($4::text)) IS NOT NULL
       END
@@ -39,6 +41,8 @@ type OutboxEventInsertParams struct {
 	SchemaVersion int32
 	Payload       string
 	Metadata      string
+	ReceiptTenant string
+	ReceiptID     inboxtype.ID
 }
 
 // Writes one event into the caller's transaction. An event with an ordering
@@ -48,7 +52,11 @@ type OutboxEventInsertParams struct {
 // commit one after the other and seq, drawn after the lock, is their commit
 // order: a relay that sees an event of the key sees every earlier one. CASE
 // guarantees unordered events never lock. An existing ID inserts nothing and
-// returns no row, without aborting the caller's transaction.
+// returns no row, without aborting the caller's transaction. @receipt_id is
+// the receipt whose handler emits (NULL outside a handler), kept when the
+// event has that receipt's scope (@receipt_tenant, ” for the global scope):
+// an event the handler emits through another transaction of another scope
+// is not linked, and the foreign key refuses any other mismatch.
 func (q *Queries) OutboxEventInsert(ctx context.Context, arg OutboxEventInsertParams) (inboxtype.ID, error) {
 	row := q.db.QueryRow(ctx, outboxEventInsert,
 		arg.ID,
@@ -59,6 +67,8 @@ func (q *Queries) OutboxEventInsert(ctx context.Context, arg OutboxEventInsertPa
 		arg.SchemaVersion,
 		arg.Payload,
 		arg.Metadata,
+		arg.ReceiptTenant,
+		arg.ReceiptID,
 	)
 	var id inboxtype.ID
 	err := row.Scan(&id)

@@ -62,6 +62,18 @@ func (q *Queries) ScopeEnsure(ctx context.Context, arg ScopeEnsureParams) (Scope
 	return i, err
 }
 
+const scopeReset = `-- name: ScopeReset :exec
+SELECT set_config('pginbox.tenant', '', false), set_config('pginbox.global', '', false)
+`
+
+// Clears a scope set at session level (SET pginbox.tenant, set_config(...,
+// false)), which would otherwise outlive the transaction and reach whoever
+// uses the pooled connection next. ApplyScope never sets one.
+func (q *Queries) ScopeReset(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, scopeReset)
+	return err
+}
+
 const scopeRestricted = `-- name: ScopeRestricted :one
 SELECT (c.relrowsecurity
     AND NOT (r.rolsuper OR r.rolbypassrls)

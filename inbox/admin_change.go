@@ -119,11 +119,14 @@ func (v *AdminView) RequeueTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePar
 	}
 	row, err := q.ReceiptRequeue(ctx, db.ReceiptRequeueParams{ID: id, ExpectedVersion: p.ExpectedVersion})
 	if err != nil {
-		// The row is locked and was checked, so this is not a lost race.
+		// lock holds the work row and the receipt and checked both, and
+		// claims skip locked work rows: no claim can overtake us here.
 		return nil, dbError("requeue", err)
 	}
 	audit, err := q.AuditInsert(ctx, db.AuditInsertParams{
 		ReceiptID:   id,
+		ScopeKind:   cur.ScopeKind,
+		ScopeID:     cur.ScopeID,
 		Action:      AuditRequeue,
 		Actor:       p.Actor,
 		Reason:      p.Reason,
@@ -197,6 +200,8 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 	}
 	audit, err := q.AuditInsert(ctx, db.AuditInsertParams{
 		ReceiptID:    id,
+		ScopeKind:    cur.ScopeKind,
+		ScopeID:      cur.ScopeID,
 		Action:       AuditReplay,
 		Actor:        p.Actor,
 		Reason:       p.Reason,
@@ -212,9 +217,12 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 	return &ReplayResult{OriginalID: id, OriginalVersion: version, NewID: created.ID, AuditID: audit.ID}, nil
 }
 
-// lock locks the receipt and checks the expected version, then the status. The
-// lock serializes admin changes: a second one waits, then sees the first one's
-// version and fails the check instead of repeating the change. A PROCESSING
+// lock locks the receipt's work row (the row a claim takes) and the receipt,
+// and checks the expected version, then the status. The lock serializes admin
+// changes: a second one waits, then sees the first one's version and fails the
+// check instead of repeating the change. A claim that took the work row first
+// is waited for and fails the check the same way; a later one skips the row
+// until the change commits. A PROCESSING
 // receipt is never waited for: a requeue may take it once its lease expired
 // and no handler's transaction holds it (the worker is gone); otherwise it is
 // refused at once.

@@ -88,6 +88,9 @@ func (w *Worker) claimLoop(ctx context.Context, wg *sync.WaitGroup) {
 			}
 			claimed = true
 			full = err == nil && len(leases) == n
+			if err == nil && len(leases) == 0 {
+				w.watchRestriction(ctx)
+			}
 		}
 		if full && ctx.Err() == nil {
 			continue // probably more due work

@@ -20,9 +20,14 @@ const (
 	EventRecovered EventKind = "recovered"  // an expired lease was returned by recovery
 	EventReleased  EventKind = "released"   // handed back unstarted, attempt not spent
 	EventAbandoned EventKind = "abandoned"  // a hung handler's slot was given up
+	// EventRestricted: row-level security began to restrict the role of the
+	// worker's SystemPool while it runs, so its claims find nothing. Err
+	// says what to do; the event is about no receipt.
+	EventRestricted EventKind = "restricted"
 )
 
-// Event is one thing that happened to a receipt in a worker.
+// Event is one thing that happened to a receipt in a worker (or, for
+// EventRestricted, to the worker itself).
 type Event struct {
 	Kind          EventKind
 	At            time.Time

@@ -114,8 +114,8 @@ func TestAppRoleCannotTouchAnotherTenantsRows(t *testing.T) {
 	c := newClient(t, td.app, inbox.Config{})
 	ids := acceptAll(t, c, tenantMsg(inbox.Tenant("a"), "a-1"), tenantMsg(inbox.Tenant("b"), "b-1"), tenantMsg(inbox.Global(), "g-1"))
 	bID := ids[1]
-	_, err := td.sys.Exec(ctx, `INSERT INTO pginbox_audit (receipt_id, action, actor, reason, from_status, to_status, from_version, to_version)
-		VALUES ($1, 'requeue', 'ops', 'test', 'DEAD', 'PENDING', 0, 1)`, bID)
+	_, err := td.sys.Exec(ctx, `INSERT INTO pginbox_audit (receipt_id, scope_kind, scope_id, action, actor, reason, from_status, to_status, from_version, to_version)
+		VALUES ($1, 'tenant', 'b', 'requeue', 'ops', 'test', 'DEAD', 'PENDING', 0, 1)`, bID)
 	is.NoErr(err)
 
 	err = pgx.BeginFunc(ctx, td.app, func(tx pgx.Tx) error {
@@ -131,7 +131,6 @@ func TestAppRoleCannotTouchAnotherTenantsRows(t *testing.T) {
 		for _, stmt := range []string{
 			"UPDATE pginbox_receipts SET last_error = 'x' WHERE id = $1",
 			"UPDATE pginbox_work SET attempts = attempts + 1 WHERE receipt_id = $1",
-			"DELETE FROM pginbox_audit WHERE receipt_id = $1",
 			"DELETE FROM pginbox_work WHERE receipt_id = $1",
 			"DELETE FROM pginbox_receipts WHERE id = $1",
 		} {

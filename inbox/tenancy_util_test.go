@@ -19,6 +19,7 @@ import (
 type tenancyDB struct {
 	owner, app, sys *pgxpool.Pool
 	appRole         string
+	dsn             string // the database, as the owner
 }
 
 // businessPolicy is an application's own table under the same tenant
@@ -36,7 +37,7 @@ func newTenancyDB(t testing.TB, configure ...func(*pgxpool.Config)) *tenancyDB {
 	ctx := context.Background()
 	owner, dsn := newPool(t)
 	suffix := strings.ToLower(inboxtype.New().String())
-	td := &tenancyDB{owner: owner, appRole: "pginbox_t_app_" + suffix}
+	td := &tenancyDB{owner: owner, appRole: "pginbox_t_app_" + suffix, dsn: dsn}
 	sysRole := "pginbox_t_sys_" + suffix
 	for _, r := range []struct {
 		name   string

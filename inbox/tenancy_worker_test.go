@@ -16,6 +16,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/schema"
 )
 
 // The worker under the prescribed roles: claims, heartbeats and recovery on
@@ -163,4 +164,50 @@ func TestWorkerStartRefusesRestrictedSystemPool(t *testing.T) {
 	if err := w.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Tenancy enabled under a running worker whose SystemPool role it now
+// restricts: the claims find nothing, and the worker says so (an
+// EventRestricted carrying ErrTenancyRestricted, and an error log line)
+// instead of idling in silence; it logs again once the restriction is gone.
+func TestRunningWorkerReportsANewRestriction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	td := newTenancyDB(t)
+	if err := schema.DisableTenancy(ctx, td.owner); err != nil {
+		t.Fatal(err)
+	}
+	logger, logs := newLogRecorder(t)
+	w := newWorker(t, td.app, registry(t, func(context.Context, *handler.Msg) error { return nil }),
+		inbox.WorkerConfig{PollInterval: 100 * time.Millisecond, Logger: logger})
+	sub := w.Subscribe(inbox.SubscribeConfig{Kinds: []inbox.EventKind{inbox.EventRestricted}})
+	defer sub.Close()
+	startWorker(t, w)
+	id := acceptAll(t, newClient(t, td.app, inbox.Config{}), tenantMsg(inbox.Tenant("a"), "before"))[0]
+	waitStatus(t, td.owner, id, "COMPLETED", 15*time.Second)
+	if n := len(sub.C()); n != 0 {
+		t.Fatalf("%d restriction events while unrestricted", n)
+	}
+
+	if err := schema.EnableTenancy(ctx, td.owner); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-sub.C():
+		if !errors.Is(e.Err, inbox.ErrTenancyRestricted) || !strings.Contains(e.Err.Error(), "WorkerConfig.SystemPool") {
+			t.Errorf("event error = %v, want ErrTenancyRestricted naming WorkerConfig.SystemPool", e.Err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no EventRestricted after tenancy was enabled under the worker")
+	}
+	if !logs.logged("claims find nothing because row-level security now restricts the SystemPool's role") {
+		t.Error("no error logged")
+	}
+
+	if err := schema.DisableTenancy(ctx, td.owner); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the end of the restriction to be logged", func() bool {
+		return logs.logged("row-level security no longer restricts the SystemPool's role")
+	})
 }

@@ -50,6 +50,7 @@ type Worker struct {
 	active         activeRuns
 	beginQuery     string
 	events         eventHub
+	restriction    restrictionWatch
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).

@@ -106,7 +106,10 @@ func prepare(ctx context.Context, ev Event) (db.OutboxEventInsertParams, error) 
 	if id.IsZero() {
 		id = inboxtype.New()
 	}
+	receipt, tenant := emittingReceipt(ctx)
 	return db.OutboxEventInsertParams{
+		ReceiptID:     receipt,
+		ReceiptTenant: tenant,
 		ID:            id,
 		Source:        ev.Source,
 		Destination:   ev.Destination,
@@ -116,6 +119,16 @@ func prepare(ctx context.Context, ev Event) (db.OutboxEventInsertParams, error) 
 		Payload:       string(canon),
 		Metadata:      md,
 	}, nil
+}
+
+// emittingReceipt is the receipt whose handler ctx belongs to, and its
+// tenant ("" for the global scope); the zero ID outside a handler.
+func emittingReceipt(ctx context.Context) (inboxtype.ID, string) {
+	m, ok := handler.MsgFromContext(ctx)
+	if !ok {
+		return inboxtype.ID{}, ""
+	}
+	return m.ReceiptID, m.Scope.ID
 }
 
 // carryOver returns md with the handled message's context added, when ctx

@@ -71,7 +71,9 @@ type testHooks struct {
 //
 // A relay publishes every scope's events, so with row-level security enabled
 // (schema.EnableTenancy) its pool's role needs BYPASSRLS (the system role of
-// schema.GrantStatements); on a restricted role it would claim nothing.
+// schema.GrantStatements): on a restricted role it would claim nothing, so
+// Start and Drain refuse one (inbox.ErrTenancyRestricted), and a running
+// relay logs an error when row-level security starts to restrict it.
 func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	if pool == nil {
 		return nil, errors.New("pginbox: NewRelay: pool is nil: pass the *pgxpool.Pool of the database the events are emitted in")
@@ -99,6 +101,11 @@ func (r *Relay) Start(ctx context.Context) error {
 	}
 	if err := schema.Check(ctx, r.pool); err != nil {
 		return err
+	}
+	if restricted, err := r.restricted(ctx); err != nil {
+		return err
+	} else if restricted {
+		return errRelayRestricted
 	}
 	r.started = true
 	loopCtx, stopLoops := context.WithCancel(context.Background())
@@ -190,6 +197,11 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 	r.mu.Unlock()
 	if started {
 		return 0, errRelayNotIdle
+	}
+	if restricted, err := r.restricted(ctx); err != nil {
+		return 0, err
+	} else if restricted {
+		return 0, errRelayRestricted
 	}
 	total := 0
 	for {

@@ -36,6 +36,7 @@ func (r *Relay) batchLoop(ctx, pubCtx context.Context, wg *sync.WaitGroup) {
 	defer wg.Done()
 	poll := time.NewTimer(r.cfg.PollInterval)
 	defer poll.Stop()
+	var watch restrictionWatch
 	for {
 		res, err := r.batch(ctx, pubCtx)
 		if ctx.Err() != nil {
@@ -45,6 +46,8 @@ func (r *Relay) batchLoop(ctx, pubCtx context.Context, wg *sync.WaitGroup) {
 			r.log.Error("pginbox relay: batch failed; retrying at the next poll", "error", err)
 		} else if res.claimed > 0 {
 			continue
+		} else {
+			r.watchRestriction(ctx, &watch)
 		}
 		poll.Reset(r.cfg.PollInterval)
 		select {

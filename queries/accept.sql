@@ -30,7 +30,8 @@ FROM queued q;
 -- with its live status.
 SELECT r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint
 FROM pginbox_receipts r
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+LEFT JOIN pginbox_work w
+  ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.scope_kind = @scope_kind
   AND r.scope_id = @scope_id
   AND r.source = @source

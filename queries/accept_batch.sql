@@ -62,4 +62,5 @@ JOIN pginbox_receipts r
  AND r.consumer = k.consumer
  AND r.message_id = k.message_id
  AND r.replay_of IS NULL
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id;
+LEFT JOIN pginbox_work w
+  ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id;

@@ -10,14 +10,25 @@ WHERE r.id = @id
        OR (r.scope_kind = sqlc.arg(scope_kind)::text AND r.scope_id = sqlc.arg(scope_id)::text));
 
 -- name: ReceiptGetForUpdate :one
--- Locks the receipt for a requeue or replay, so concurrent admin actions on it are
--- serialized and each one checks the version the previous one left.
-SELECT r.id, r.consumer, coalesce(w.status, r.status)::text AS status,
+-- Locks a receipt for a requeue or replay: its work row first (the row claims,
+-- recovery and completions change, taken in the order they take it), then
+-- the receipt. Concurrent admin actions are serialized and each one checks
+-- the version the previous one left; a claim skips the locked work row, and
+-- one that took it first is waited for, so its version is what is checked.
+WITH w AS MATERIALIZED (
+    SELECT w.receipt_id, w.scope_kind, w.scope_id, w.status, w.version, w.lease_expires_at
+    FROM pginbox_work w
+    WHERE w.receipt_id = @id
+      AND (sqlc.arg(all_scopes)::boolean
+           OR (w.scope_kind = sqlc.arg(scope_kind)::text AND w.scope_id = sqlc.arg(scope_id)::text))
+    FOR UPDATE
+)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, coalesce(w.status, r.status)::text AS status,
     coalesce(w.version, r.version)::bigint AS version,
     (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
     coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
 FROM pginbox_receipts r
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+LEFT JOIN w ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = @id
   AND (sqlc.arg(all_scopes)::boolean
        OR (r.scope_kind = sqlc.arg(scope_kind)::text AND r.scope_id = sqlc.arg(scope_id)::text))
@@ -27,12 +38,20 @@ FOR UPDATE OF r;
 -- ReceiptGetForUpdate for a PROCESSING receipt whose lease expired: a running
 -- handler's transaction may still hold it, and an admin action must not wait
 -- for a handler (SQLSTATE 55P03 instead).
-SELECT r.id, r.consumer, coalesce(w.status, r.status)::text AS status,
+WITH w AS MATERIALIZED (
+    SELECT w.receipt_id, w.scope_kind, w.scope_id, w.status, w.version, w.lease_expires_at
+    FROM pginbox_work w
+    WHERE w.receipt_id = @id
+      AND (sqlc.arg(all_scopes)::boolean
+           OR (w.scope_kind = sqlc.arg(scope_kind)::text AND w.scope_id = sqlc.arg(scope_id)::text))
+    FOR UPDATE NOWAIT
+)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, coalesce(w.status, r.status)::text AS status,
     coalesce(w.version, r.version)::bigint AS version,
     (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
     coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
 FROM pginbox_receipts r
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+LEFT JOIN w ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = @id
   AND (sqlc.arg(all_scopes)::boolean
        OR (r.scope_kind = sqlc.arg(scope_kind)::text AND r.scope_id = sqlc.arg(scope_id)::text))
@@ -44,7 +63,8 @@ FOR UPDATE OF r NOWAIT;
 SELECT coalesce(w.status, r.status)::text AS status,
     coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired, w.lease_expires_at
 FROM pginbox_receipts r
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+LEFT JOIN pginbox_work w
+  ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = @id
   AND (sqlc.arg(all_scopes)::boolean
        OR (r.scope_kind = sqlc.arg(scope_kind)::text AND r.scope_id = sqlc.arg(scope_id)::text));

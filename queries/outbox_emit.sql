@@ -6,9 +6,13 @@
 -- commit one after the other and seq, drawn after the lock, is their commit
 -- order: a relay that sees an event of the key sees every earlier one. CASE
 -- guarantees unordered events never lock. An existing ID inserts nothing and
--- returns no row, without aborting the caller's transaction.
+-- returns no row, without aborting the caller's transaction. @receipt_id is
+-- the receipt whose handler emits (NULL outside a handler), kept when the
+-- event has that receipt's scope (@receipt_tenant, '' for the global scope):
+-- an event the handler emits through another transaction of another scope
+-- is not linked, and the foreign key refuses any other mismatch.
 INSERT INTO pginbox_outbox (
-    id, source, destination, ordering_key, event_type, schema_version, payload, metadata
+    id, source, destination, ordering_key, event_type, schema_version, payload, metadata, receipt_id
 )
 SELECT sqlc.arg(id)::uuid,
     sqlc.arg(source)::text,
@@ -17,7 +21,9 @@ SELECT sqlc.arg(id)::uuid,
     sqlc.arg(event_type)::text,
     sqlc.arg(schema_version)::integer,
     sqlc.arg(payload)::text::json,
-    sqlc.arg(metadata)::text::jsonb
+    sqlc.arg(metadata)::text::jsonb,
+    CASE WHEN coalesce(current_setting('pginbox.tenant', true), '') = sqlc.arg(receipt_tenant)::text
+         THEN sqlc.narg(receipt_id)::uuid END
 WHERE CASE WHEN sqlc.arg(ordering_key)::text = '' THEN true
            ELSE pg_advisory_xact_lock(1885825378, hashtext(sqlc.arg(ordering_key)::text)) IS NOT NULL
       END

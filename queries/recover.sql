@@ -22,13 +22,14 @@ WITH expired AS (
         version = w.version + 1
     FROM expired
     WHERE w.receipt_id = expired.receipt_id
-    RETURNING w.receipt_id, w.consumer, w.status, w.attempts, w.last_error, w.version
+    RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.consumer, w.status, w.attempts, w.last_error, w.version
 ), settled AS (
     UPDATE pginbox_receipts r
     SET status = 'DEAD', attempts = v.attempts, last_error = v.last_error,
         version = v.version, updated_at = now()
     FROM recovered v
-    WHERE r.id = v.receipt_id AND v.status = 'DEAD'
+    WHERE r.id = v.receipt_id AND r.scope_kind = v.scope_kind AND r.scope_id = v.scope_id
+      AND v.status = 'DEAD'
     RETURNING r.id
 )
 SELECT v.receipt_id AS id, v.consumer, v.status FROM recovered v;

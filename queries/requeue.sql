@@ -1,9 +1,9 @@
 -- name: ReceiptRequeue :one
 -- Gives a DEAD or RETRYABLE receipt, or a PROCESSING one whose lease expired
 -- (its worker is gone), a fresh retry budget, due now. Dropping the claim
--- token fences the old worker out. The caller has locked the receipt
--- (ReceiptGetForUpdate) and checked it; the version and status guards stay as
--- a fence. A DEAD receipt's retained row is marked PENDING again. The notify
+-- token fences the old worker out. The caller has locked the work row and
+-- the receipt (ReceiptGetForUpdate) and checked them, and claims skip a
+-- locked work row; the version and status guards stay as a fence. A DEAD receipt's retained row is marked PENDING again. The notify
 -- wakes listening workers at commit, like accept's. last_error is kept until
 -- the next attempt, for the record.
 WITH requeued AS (
@@ -19,12 +19,13 @@ WITH requeued AS (
       AND w.version = sqlc.arg(expected_version)::bigint
       AND (w.status IN ('DEAD', 'RETRYABLE')
            OR (w.status = 'PROCESSING' AND w.lease_expires_at < now()))
-    RETURNING w.receipt_id, w.consumer, w.version
+    RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.consumer, w.version
 ), unsettled AS (
     UPDATE pginbox_receipts r
     SET status = 'PENDING', version = q.version, updated_at = now()
     FROM requeued q
-    WHERE r.id = q.receipt_id AND r.status = 'DEAD'
+    WHERE r.id = q.receipt_id AND r.scope_kind = q.scope_kind AND r.scope_id = q.scope_id
+      AND r.status = 'DEAD'
     RETURNING r.id
 )
 SELECT q.version, (pg_notify('pginbox_receipt', q.consumer) IS NOT NULL)::boolean AS notified

@@ -31,3 +31,9 @@ SELECT (c.relrowsecurity
 FROM pg_catalog.pg_class c
 JOIN pg_catalog.pg_roles r ON r.rolname = current_user
 WHERE c.oid = 'pginbox_receipts'::regclass;
+
+-- name: ScopeReset :exec
+-- Clears a scope set at session level (SET pginbox.tenant, set_config(...,
+-- false)), which would otherwise outlive the transaction and reach whoever
+-- uses the pooled connection next. ApplyScope never sets one.
+SELECT set_config('pginbox.tenant', '', false), set_config('pginbox.global', '', false);

@@ -3,7 +3,10 @@
 //
 // pginbox keeps its own goose version table ([VersionTable]) and advisory lock
 // ([LockID]), so it never touches an application's goose history and two processes
-// migrating at once are serialized. The same files work with the goose CLI:
+// migrating at once are serialized. A [Migrator] refuses to run on a role that
+// row-level security restricts ([ErrMigrateRestricted]), and checks every down
+// step's precondition before it rolls anything back. The same files work with
+// the goose CLI:
 //
 //	goose -dir <module dir>/schema -table pginbox_schema_version postgres "$DATABASE_URL" up
 package schema
@@ -15,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -23,7 +27,7 @@ import (
 )
 
 // Version is the schema version this build of pginbox runs against.
-const Version int64 = 6
+const Version int64 = 7
 
 // VersionTable is the goose version table pginbox uses instead of goose_db_version.
 const VersionTable = "pginbox_schema_version"
@@ -101,6 +105,7 @@ type Migration struct {
 
 // Migrator applies pginbox's migrations to one database.
 type Migrator struct {
+	db       *sql.DB
 	provider *goose.Provider
 }
 
@@ -122,23 +127,62 @@ func NewMigrator(db *sql.DB) (*Migrator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pginbox: loading migrations: %w", err)
 	}
-	return &Migrator{provider: p}, nil
+	return &Migrator{db: db, provider: p}, nil
 }
 
 // Up applies every pending migration and returns the versions it applied.
+// It refuses a role that row-level security restricts ([ErrMigrateRestricted]).
+// When a migration fails, the versions applied before it are returned with
+// the error.
 func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
-	return versions(m.provider.Up(ctx))
+	return m.UpTo(ctx, math.MaxInt64)
 }
 
-// UpTo applies pending migrations up to and including version.
+// UpTo applies pending migrations up to and including version, like [Migrator.Up].
 func (m *Migrator) UpTo(ctx context.Context, version int64) ([]int64, error) {
+	pending, err := m.pending(ctx, func(s Migration) bool { return !s.Applied && s.Version <= version })
+	if err != nil || len(pending) == 0 {
+		return nil, err
+	}
+	if err := m.checkRowSecurity(ctx); err != nil {
+		return nil, err
+	}
 	return versions(m.provider.UpTo(ctx, version))
 }
 
 // DownTo rolls back migrations until the database is at version (0 removes the
-// schema entirely) and returns the versions it rolled back.
+// schema entirely) and returns the versions it rolled back. Before it rolls
+// back anything it checks every step's precondition (the guard its down
+// step starts with, for example v2's refusal to drop the audit trail), so a
+// refusal changes nothing. When a step fails anyway, the versions rolled back
+// before it are returned with the error.
 func (m *Migrator) DownTo(ctx context.Context, version int64) ([]int64, error) {
+	steps, err := m.pending(ctx, func(s Migration) bool { return s.Applied && s.Version > version })
+	if err != nil || len(steps) == 0 {
+		return nil, err
+	}
+	if err := m.checkRowSecurity(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.checkDownGuards(ctx, steps); err != nil {
+		return nil, err
+	}
 	return versions(m.provider.DownTo(ctx, version))
+}
+
+// pending lists the migrations a run would step through.
+func (m *Migrator) pending(ctx context.Context, include func(Migration) bool) ([]Migration, error) {
+	st, err := m.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, s := range st {
+		if include(s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // Current returns the applied version (0 for none).
@@ -168,6 +212,10 @@ func (m *Migrator) Status(ctx context.Context) ([]Migration, error) {
 }
 
 func versions(results []*goose.MigrationResult, err error) ([]int64, error) {
+	var partial *goose.PartialError
+	if errors.As(err, &partial) {
+		results = partial.Applied // goose returns no results with the error
+	}
 	var out []int64
 	for _, r := range results {
 		if r.Error == nil {

@@ -107,7 +107,7 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 
 	applied, err = m.Up(ctx)
 	is.NoErr(err)
-	is.Equal(applied, []int64{2, 3, 4, 5, 6})
+	is.Equal(applied, []int64{2, 3, 4, 5, 6, 7})
 
 	c, err := inbox.NewClient(pool, inbox.Config{})
 	is.NoErr(err)
@@ -136,7 +136,7 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 	// Down to v1 keeps the row (v1 can represent it), then up again.
 	rolled, err := m.DownTo(ctx, 1)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{6, 5, 4, 3, 2})
+	is.Equal(rolled, []int64{7, 6, 5, 4, 3, 2})
 	var n int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE id = $1 AND message_id = 'evt-v1'", v1ID).Scan(&n))
 	is.Equal(n, 1)
@@ -165,12 +165,12 @@ func TestV1ReceiptsStillDeduplicateAfterUpgrade(t *testing.T) {
 	is.True(strings.Contains(err.Error(), "cannot migrate down to schema v1"))
 	cur, err := m.Current(ctx)
 	is.NoErr(err)
-	is.Equal(cur, int64(2))
+	is.Equal(cur, schema.Version) // refused before any step
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts").Scan(&n))
 	is.Equal(n, 2)
 
 	// All the way down removes pginbox's tables but not the application's history.
-	_, err = pool.Exec(ctx, "DELETE FROM pginbox_receipts WHERE scope_kind = 'tenant'")
+	_, err = pool.Exec(ctx, "DELETE FROM pginbox_work WHERE scope_kind = 'tenant'; DELETE FROM pginbox_receipts WHERE scope_kind = 'tenant'")
 	is.NoErr(err)
 	_, err = m.DownTo(ctx, 0)
 	is.NoErr(err)
@@ -273,7 +273,7 @@ func TestV2ReceiptsStillDeduplicateAfterPayloadText(t *testing.T) {
 
 	applied, err := m.Up(ctx)
 	is.NoErr(err)
-	is.Equal(applied, []int64{3, 4, 5, 6})
+	is.Equal(applied, []int64{3, 4, 5, 6, 7})
 	pool.Reset() // cached plans refer to the old column type
 	res, err := c.Accept(ctx, msg)
 	is.NoErr(err)
@@ -295,7 +295,7 @@ func TestV2ReceiptsStillDeduplicateAfterPayloadText(t *testing.T) {
 	// Down to v2 converts back to jsonb and keeps every row.
 	rolled, err := m.DownTo(ctx, 2)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{6, 5, 4, 3})
+	is.Equal(rolled, []int64{7, 6, 5, 4, 3})
 	var n int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE payload = $1::jsonb", string(canon)).Scan(&n))
 	is.Equal(n, 2)
@@ -314,8 +314,8 @@ func TestDownToV1RefusesWithAuditRows(t *testing.T) {
 	_, err = pool.Exec(ctx, `INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, fingerprint, payload, status)
 		VALUES ($1, 'global', '', 's', 'c', 'm', 'e', 1, $2, '{}', 'PENDING')`, id, make([]byte, 32))
 	is.NoErr(err)
-	_, err = pool.Exec(ctx, `INSERT INTO pginbox_audit (receipt_id, action, actor, reason, from_status, to_status, from_version, to_version)
-		VALUES ($1, 'requeue', 'ops', 'test', 'DEAD', 'PENDING', 1, 2)`, id)
+	_, err = pool.Exec(ctx, `INSERT INTO pginbox_audit (receipt_id, scope_kind, scope_id, action, actor, reason, from_status, to_status, from_version, to_version)
+		VALUES ($1, 'global', '', 'requeue', 'ops', 'test', 'DEAD', 'PENDING', 1, 2)`, id)
 	is.NoErr(err)
 
 	_, err = m.DownTo(ctx, 1)
@@ -323,7 +323,7 @@ func TestDownToV1RefusesWithAuditRows(t *testing.T) {
 	is.True(strings.Contains(err.Error(), "the audit trail holds admin actions"))
 	cur, err := m.Current(ctx)
 	is.NoErr(err)
-	is.Equal(cur, int64(2))
+	is.Equal(cur, schema.Version) // refused before any step
 	var n int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_audit").Scan(&n))
 	is.Equal(n, 1)
@@ -387,7 +387,7 @@ func TestV3QueueStateMovesToTheWorkTable(t *testing.T) {
 	// Down to v3 puts the queue state back on the receipts.
 	rolled, err := m.DownTo(ctx, 3)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{6, 5, 4})
+	is.Equal(rolled, []int64{7, 6, 5, 4})
 	var back string
 	is.NoErr(pool.QueryRow(ctx, `SELECT string_agg(message_id || ':' || status || ':' || attempts || ':' || version || ':' || coalesce(last_error, '-'), ' ' ORDER BY message_id)
 		FROM pginbox_receipts`).Scan(&back))
@@ -425,13 +425,13 @@ func TestOutboxDownRefusesUnpublishedEvents(t *testing.T) {
 	is.True(strings.Contains(pgErr.Hint, "inbox outbox stats"))
 	cur, err := m.Current(ctx)
 	is.NoErr(err)
-	is.Equal(cur, int64(5)) // the tenancy migration above it rolled back; the outbox stayed
+	is.Equal(cur, schema.Version) // refused before any step
 
 	_, err = pool.Exec(ctx, "DELETE FROM pginbox_outbox WHERE status = 'DEAD'")
 	is.NoErr(err)
 	rolled, err := m.DownTo(ctx, 4)
 	is.NoErr(err)
-	is.Equal(rolled, []int64{5})
+	is.Equal(rolled, []int64{7, 6, 5})
 	var exists bool
 	is.NoErr(pool.QueryRow(ctx, "SELECT to_regclass('pginbox_outbox') IS NOT NULL").Scan(&exists))
 	is.True(!exists)

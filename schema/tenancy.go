@@ -91,13 +91,19 @@ var ErrBadRoleName = errors.New("pginbox: role name must be a lower-case SQL ide
 // for the parts that work across tenants (the worker's claims, heartbeats and
 // recovery, purge, the outbox relay, operator views): it also gets BYPASSRLS,
 // which only a superuser can grant.
+//
+// Either role may read and append to the audit trail, never change it: the
+// statements revoke UPDATE, DELETE and TRUNCATE on pginbox_audit, so running
+// them again on a role granted by an older release takes those away.
 func GrantStatements(role string, system bool) ([]string, error) {
 	if !roleName.MatchString(role) {
 		return nil, fmt.Errorf("%w: %q", ErrBadRoleName, role)
 	}
 	stmts := []string{
 		"GRANT SELECT ON pginbox_schema_version TO " + role,
-		"GRANT SELECT, INSERT, UPDATE, DELETE ON pginbox_receipts, pginbox_work, pginbox_audit, pginbox_outbox TO " + role,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON pginbox_receipts, pginbox_work, pginbox_outbox TO " + role,
+		"REVOKE UPDATE, DELETE, TRUNCATE ON pginbox_audit FROM " + role,
+		"GRANT SELECT, INSERT ON pginbox_audit TO " + role,
 		"GRANT SELECT ON pginbox_receipts_live TO " + role,
 	}
 	if system {

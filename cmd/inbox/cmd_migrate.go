@@ -8,6 +8,10 @@ import (
 	"path"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -89,10 +93,18 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	}
 	pool.Close()
 
-	db, err := sql.Open("pgx", dsn)
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return fmt.Errorf("opening the database: %w", err)
 	}
+	// A migration reports what it changed beyond the schema (rows it
+	// quarantined or removed) in NOTICEs of its own.
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		if strings.HasPrefix(n.Message, "pginbox") {
+			fmt.Fprintf(e.stderr, "%s: %s\n", strings.ToLower(n.Severity), n.Message)
+		}
+	}
+	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	m, err := schema.NewMigrator(db)
 	if err != nil {
@@ -128,6 +140,10 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		res.Changed = append(res.Changed, done...)
 	}
 	if err != nil {
+		verb := map[string]string{"up": "applied", "down": "rolled back"}[action]
+		for _, v := range res.Changed { // what ran before the failure stays done
+			fmt.Fprintf(e.stderr, "%s version %d before the failure\n", verb, v)
+		}
 		return err
 	}
 	if res.Current, err = m.Current(ctx); err != nil {

@@ -83,3 +83,47 @@ func TestMigrateDownToZero(t *testing.T) {
 	is.Equal(code, exitOK)
 	is.True(strings.Contains(stdout, "nothing to do"))
 }
+
+// A migration that removes rows says so: the upgrade to v7 removes a work row
+// of another scope than its receipt's, and `inbox migrate up` prints the
+// migration's notice on stderr.
+func TestMigratePrintsWhatAMigrationRemoved(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := inboxtest.Database(t)
+	db := map[string]string{"DATABASE_URL": dsn}
+	code, _, _ := runIn(t, db, "migrate", "down", "--to", "6")
+	is.Equal(code, exitOK)
+	pool, err := pgxpool.New(ctx, dsn)
+	is.NoErr(err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, `INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+		VALUES (gen_random_uuid(), 'tenant', 'a', 'c', 1)`)
+	is.NoErr(err)
+
+	code, stdout, stderr := runIn(t, db, "migrate", "up")
+	is.Equal(code, exitOK)
+	is.True(strings.Contains(stdout, "applied 00007_scope_keys.sql"))
+	is.True(strings.Contains(stderr, "notice: pginbox v7: removed 1 work row(s) whose scope differs from their receipt's"))
+}
+
+// A rollback that fails part way says which versions it did roll back.
+func TestMigrateDownReportsTheStepsBeforeAFailure(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := inboxtest.Database(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	is.NoErr(err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, "CREATE VIEW app_outbox_ids AS SELECT id FROM pginbox_outbox") // v5's down step drops the outbox
+	is.NoErr(err)
+
+	code, _, stderr := runIn(t, map[string]string{"DATABASE_URL": dsn}, "migrate", "down", "--to", "4")
+	is.True(code != exitOK)
+	for v := schema.Version; v > 5; v-- {
+		is.True(strings.Contains(stderr, fmt.Sprintf("rolled back version %d before the failure", v)))
+	}
+	is.True(!strings.Contains(stderr, "rolled back version 5"))
+}

@@ -50,5 +50,6 @@
 // [RequireReceipt], [RequireStatus] and [RequireNoReceipt] look a receipt up
 // by identity and fail the test with what they found: status, attempts and
 // last error. [WaitForStatus] polls a receipt until a running worker moves it
-// to a status.
+// to a status. [RequireEmitted] and [Emitted] read the outbox events a
+// receipt's handler emitted (outbox.Emit in its transaction) and committed.
 package inboxtest

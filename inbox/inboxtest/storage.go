@@ -111,3 +111,48 @@ func readReceipts(ctx context.Context, q Querier, sql string, args ...any) ([]Re
 	}
 	return out, nil
 }
+
+// eventsByReceipt returns the outbox events a receipt's handler emitted and
+// committed, in emit order (pginbox_outbox.receipt_id links them).
+const eventsByReceipt = `
+SELECT coalesce(json_agg(json_build_object(
+    'id', o.id, 'event_type', o.event_type, 'schema_version', o.schema_version,
+    'source', o.source, 'destination', o.destination, 'ordering_key', o.ordering_key,
+    'payload', o.payload, 'metadata', o.metadata,
+    'scope_kind', o.scope_kind, 'scope_id', o.scope_id, 'status', o.status
+) ORDER BY o.seq), '[]')
+FROM pginbox_outbox o
+WHERE o.receipt_id = $1`
+
+func readEmitted(ctx context.Context, q Querier, receipt inbox.ID) ([]EmittedEvent, error) {
+	var raw []byte
+	if err := q.QueryRow(ctx, eventsByReceipt, receipt).Scan(&raw); err != nil {
+		return nil, fmt.Errorf("reading outbox events: %w", err)
+	}
+	var rows []struct {
+		ID            inbox.ID          `json:"id"`
+		EventType     string            `json:"event_type"`
+		SchemaVersion int               `json:"schema_version"`
+		Source        string            `json:"source"`
+		Destination   string            `json:"destination"`
+		OrderingKey   string            `json:"ordering_key"`
+		Payload       json.RawMessage   `json:"payload"`
+		Metadata      map[string]string `json:"metadata"`
+		ScopeKind     inbox.ScopeKind   `json:"scope_kind"`
+		ScopeID       string            `json:"scope_id"`
+		Status        string            `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		return nil, fmt.Errorf("decoding outbox events: %w", err)
+	}
+	out := make([]EmittedEvent, len(rows))
+	for i, r := range rows {
+		out[i] = EmittedEvent{
+			ID: r.ID, Type: r.EventType, SchemaVersion: r.SchemaVersion,
+			Source: r.Source, Destination: r.Destination, OrderingKey: r.OrderingKey,
+			Payload: r.Payload, Metadata: r.Metadata,
+			Scope: inbox.Scope{Kind: r.ScopeKind, ID: r.ScopeID}, Status: r.Status,
+		}
+	}
+	return out, nil
+}

@@ -42,7 +42,8 @@ SELECT q.receipt_id AS id, q.status FROM queued q`
 // rawByIdentitySQL reads the existing receipt of a duplicate (ReceiptByIdentity).
 const rawByIdentitySQL = `SELECT r.id, coalesce(w.status, r.status), r.fingerprint
 FROM pginbox_receipts r
-LEFT JOIN pginbox_work w ON w.receipt_id = r.id
+LEFT JOIN pginbox_work w
+  ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.scope_kind = $1
   AND r.scope_id = $2
   AND r.source = $3
@@ -80,7 +81,7 @@ const rawEffectSQL = `INSERT INTO ` + effectsTable + ` (receipt_id, message_id) 
 const rawCompleteSQL = `WITH done AS (
     DELETE FROM pginbox_work w
     WHERE w.receipt_id = $1 AND w.status = 'PENDING'
-    RETURNING w.receipt_id, w.attempts, w.version
+    RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.attempts, w.version
 )
 UPDATE pginbox_receipts r
 SET status = 'COMPLETED',
@@ -90,7 +91,7 @@ SET status = 'COMPLETED',
     updated_at = now(),
     version = done.version + 1
 FROM done
-WHERE r.id = done.receipt_id
+WHERE r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
 RETURNING r.id, r.payload, r.metadata`
 
 // rawClaimSQL is the relay's claim (OutboxClaim), returning only what the
