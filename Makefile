@@ -6,7 +6,7 @@ STATICCHECK := $(CURDIR)/bin/staticcheck
 EACH      := bash scripts/each-module
 FUZZTIME  ?= 15s
 
-.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz screenshots drills
+.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz screenshots drills model-check model-defects
 
 all: check
 
@@ -31,8 +31,20 @@ test:
 	$(EACH) $(GO) test -race -count=1 ./...
 
 ## check: formatting, vet, staticcheck, generated-code drift, dependency hygiene,
-## the race-enabled tests and a short fuzz run.
-check: fmt-check vet staticcheck check-generated check-deps test fuzz
+## the race-enabled tests, a short fuzz run and the model's simulation.
+check: fmt-check vet staticcheck check-generated check-deps test fuzz model-check
+
+## model-check: random simulation of the receipt protocol's Quint model
+## (model/receipts.qnt) with every invariant checked after every step: MODEL_RUNS
+## seeds x MODEL_SAMPLES traces x MODEL_STEPS steps. Needs node and npm (installs
+## Quint from model/package-lock.json on first use).
+model-check:
+	bash scripts/model-check
+
+## model-defects: the model with a past fix switched off (scope keys, the
+## hung-handler watchdog) must fail its invariants.
+model-defects:
+	bash scripts/model-defects
 
 ## drills: the failure drills against real PostgreSQL clusters (restart,
 ## failover, disk full, killed backends, connection flood, held xmin), about
