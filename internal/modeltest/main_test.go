@@ -1,0 +1,9 @@
+package modeltest
+
+import (
+	"testing"
+
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+)
+
+func TestMain(m *testing.M) { inboxtest.Main(m) }

@@ -1,0 +1,76 @@
+package modeltest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+)
+
+// TestModelTraces replays random traces of the model (scripts/model-traces)
+// against PostgreSQL, step by step, and after every step compares the
+// database's receipts and work rows with the model's state. MODEL_TRACES_DIR
+// replays traces written before instead of generating new ones.
+func TestModelTraces(t *testing.T) {
+	dir := os.Getenv("MODEL_TRACES_DIR")
+	if dir == "" {
+		if _, err := os.Stat("../../model/node_modules/.bin/quint"); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("Quint is not installed: run make model-check first (it installs it with npm)")
+			}
+			t.Skip("Quint is not installed (model/node_modules): make model-check installs it")
+		}
+		dir = t.TempDir()
+		cmd := exec.Command("bash", "../../scripts/model-traces", dir)
+		out, err := cmd.CombinedOutput()
+		t.Logf("%s", out)
+		if err != nil {
+			t.Fatalf("scripts/model-traces: %v", err)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.itf.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no traces in %s (%v)", dir, err)
+	}
+	sort.Strings(files)
+	steps := map[string]int{}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			tr, err := ReadTrace(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := inboxtest.Pool(t, func(c *pgxpool.Config) {
+				c.ConnConfig.RuntimeParams["statement_timeout"] = "5s"
+				c.ConnConfig.RuntimeParams["lock_timeout"] = "5s"
+			})
+			d := newDriver(t, pool)
+			for i := 1; i < len(tr.States); i++ {
+				prev, next := tr.States[i-1], tr.States[i]
+				if err := d.apply(prev, next); err != nil {
+					t.Fatalf("step %d (%s): %v", i, describe(next.Last), err)
+				}
+				diffs, err := d.compare(next)
+				if err != nil {
+					t.Fatalf("step %d: reading the database: %v", i, err)
+				}
+				for _, df := range diffs {
+					t.Errorf("after step %d (%s): %s", i, describe(next.Last), df)
+				}
+				if len(diffs) > 0 {
+					t.FailNow()
+				}
+				steps[next.Last.Act]++
+			}
+			for w := range d.txs {
+				_ = d.end(w, false)
+			}
+		})
+	}
+	t.Logf("%d traces, steps per action: %v", len(files), steps)
+}
