@@ -19,8 +19,8 @@ import (
 )
 
 const (
-	maxAttempts = 2             // the model's MAX_ATTEMPTS
-	leaseMs     = 3_600_000     // leases and backoffs outlast a trace: the trace's own steps expire them
+	maxAttempts = 2         // the model's MAX_ATTEMPTS
+	leaseMs     = 3_600_000 // leases and backoffs outlast a trace: the trace's own steps expire them
 	lockWait    = 5 * time.Second
 )
 
