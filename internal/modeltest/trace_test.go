@@ -50,6 +50,12 @@ func TestModelTraces(t *testing.T) {
 				c.ConnConfig.RuntimeParams["lock_timeout"] = "5s"
 			})
 			d := newDriver(t, pool)
+			// Before the pool closes, which waits for every connection.
+			t.Cleanup(func() {
+				for w := range d.txs {
+					_ = d.end(w, false)
+				}
+			})
 			for i := 1; i < len(tr.States); i++ {
 				prev, next := tr.States[i-1], tr.States[i]
 				if err := d.apply(prev, next); err != nil {
@@ -66,9 +72,6 @@ func TestModelTraces(t *testing.T) {
 					t.FailNow()
 				}
 				steps[next.Last.Act]++
-			}
-			for w := range d.txs {
-				_ = d.end(w, false)
 			}
 		})
 	}
