@@ -6,7 +6,7 @@ STATICCHECK := $(CURDIR)/bin/staticcheck
 EACH      := bash scripts/each-module
 FUZZTIME  ?= 15s
 
-.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz screenshots drills model-check model-defects
+.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz screenshots drills model-check model-defects history-check
 
 all: check
 
@@ -31,8 +31,9 @@ test:
 	$(EACH) $(GO) test -race -count=1 ./...
 
 ## check: formatting, vet, staticcheck, generated-code drift, dependency hygiene,
-## the race-enabled tests, a short fuzz run and the model's simulation.
-check: fmt-check vet staticcheck check-generated check-deps test fuzz model-check
+## the model's simulation (which installs Quint for internal/modeltest), the
+## race-enabled tests and a short fuzz run.
+check: fmt-check vet staticcheck check-generated check-deps model-check test fuzz
 
 ## model-check: random simulation of the receipt protocol's Quint model
 ## (model/receipts.qnt) with every invariant checked after every step: MODEL_RUNS
@@ -40,6 +41,14 @@ check: fmt-check vet staticcheck check-generated check-deps test fuzz model-chec
 ## Quint from model/package-lock.json on first use).
 model-check:
 	bash scripts/model-check
+
+## history-check: the admin history check (internal/historycheck) for
+## HISTORY_SECONDS (default 120): concurrent replays and reads while sessions
+## are killed, checked for linearizability with porcupine. make check runs it
+## for 5 seconds with the other tests.
+HISTORY_SECONDS ?= 120
+history-check:
+	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^TestAdminHistory$$' .
 
 ## model-defects: the model with a past fix switched off (scope keys, the
 ## hung-handler watchdog) must fail its invariants.
