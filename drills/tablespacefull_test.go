@@ -4,23 +4,21 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// TestDrillDiskFull puts pginbox's receipts table and its indexes in a
-// tablespace on a small tmpfs, and accepts until it is full: the accepts
-// that cannot be stored fail with a retryable error (never Accepted), the
-// worker completes what it can or fails cleanly, and once space is freed
-// everything resumes by itself. amcheck then finds the table and its indexes
-// intact.
-func TestDrillDiskFull(t *testing.T) {
+// TestDrillTablespaceFull puts pginbox's tables (receipts and work queue)
+// and their indexes in a tablespace on a small tmpfs, and accepts until it is
+// full; the WAL, the catalogs and the business table stay on the cluster's
+// own disk (TestDrillWALVolumeFull fills the WAL's). The accepts that cannot
+// be stored fail with a retryable error (never Accepted), the worker
+// completes what it can or fails cleanly, and once space is freed everything
+// resumes by itself. amcheck then finds the tables and their indexes intact.
+func TestDrillTablespaceFull(t *testing.T) {
 	requireFull(t)
 	const count, rate = 8000, 400.0
 	mnt := smallDisk(t, 24<<20)
@@ -45,9 +43,14 @@ func TestDrillDiskFull(t *testing.T) {
 
 	a := startApp(t, dsn, appConfig{})
 	load := a.load(t, count, rate)
-	eventually(t, 2*time.Minute, "the disk to fill (an accept failing with SQLSTATE 53100)", func() bool {
+	eventually(t, 2*time.Minute, "the tablespace to fill (an accept failing with SQLSTATE 53100)", func() bool {
 		return load.Snapshot().Codes["53100"] > 0
 	})
+	// The fault is the one meant: the server ran out of space on the
+	// tablespace's file system (ENOSPC), in the receipts' files.
+	if n := logCount(t, c, "No space left on device", "pg_tblspc/"); n == 0 {
+		t.Errorf("the server log has no ENOSPC error (No space left on device) on a tablespace file (pg_tblspc/): the tablespace did not fill")
+	}
 	full := time.Now()
 	ackedWhenFull := len(load.Snapshot().Acked)
 	time.Sleep(3 * time.Second) // accepts and the worker meet the full disk
@@ -62,8 +65,9 @@ func TestDrillDiskFull(t *testing.T) {
 	recovery := firstAckAfter(t, load, freed).Sub(freed)
 	warnings := a.logs.total()
 
-	tally := finish(t, "disk-full", admin, load, recovery,
-		fmt.Sprintf("full_for=%s disk_full_errors=%d worker_warnings=%d", freed.Sub(full).Round(time.Millisecond), during.Codes["53100"], warnings))
+	tally := finish(t, "tablespace-full", admin, load, recovery,
+		fmt.Sprintf("full_for=%s disk_full_errors=%d enospc_log_lines=%d worker_warnings=%d",
+			freed.Sub(full).Round(time.Millisecond), during.Codes["53100"], logCount(t, c, "No space left on device"), warnings))
 	if tally.Missing != 0 {
 		t.Errorf("an accept was acknowledged for a receipt that is not stored")
 	}
@@ -81,87 +85,6 @@ func TestDrillDiskFull(t *testing.T) {
 		if _, err := admin.Exec(t.Context(), "SELECT bt_index_check($1::regclass, true)", idx); err != nil {
 			t.Errorf("index %s: %v", idx, err)
 		}
-	}
-}
-
-// smallDisk mounts a tmpfs of size bytes, owned by the server's OS user, and
-// unmounts it at test end (after the cluster stopped: register it first).
-func smallDisk(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the disk-full drill mounts a tmpfs and needs root, as CI runs")
-		}
-		t.Skip("the disk-full drill mounts a tmpfs: run `make drills` as root")
-	}
-	dir, err := os.MkdirTemp("", "pginbox-diskfull-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, gid := serverUser(t)
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o",
-		fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", size, uid, gid), "pginbox-drill", dir).CombinedOutput()
-	if err != nil {
-		t.Fatalf("mounting a tmpfs on %s: %v: %s", dir, err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("unmounting %s: %v: %s", dir, err, out)
-		}
-		os.Remove(dir)
-	})
-	return dir
-}
-
-// serverUser is the uid and gid the drill clusters run as (pgcluster's
-// default OS user when root).
-func serverUser(t *testing.T) (int, int) {
-	t.Helper()
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		t.Fatal(err)
-	}
-	uid, _ := strconv.Atoi(u.Uid)
-	gid, _ := strconv.Atoi(u.Gid)
-	return uid, gid
-}
-
-func mustMkdirOwned(t *testing.T, dir string) {
-	t.Helper()
-	uid, gid := serverUser(t)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(dir, uid, gid); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// fill writes a ballast file that leaves about free bytes on the file system
-// of dir.
-func fill(t *testing.T, dir, ballast string, free int64) {
-	t.Helper()
-	avail := available(t, dir)
-	if avail <= free {
-		t.Fatalf("only %d bytes free on %s", avail, dir)
-	}
-	f, err := os.Create(ballast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 1<<20)
-	for left := avail - free; left > 0; left -= int64(len(chunk)) {
-		if _, err := f.Write(chunk[:min(int64(len(chunk)), left)]); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func exec1(t *testing.T, db *pgxpool.Pool, sql string) {
-	t.Helper()
-	if _, err := db.Exec(context.Background(), sql); err != nil {
-		t.Fatalf("%s: %v", sql, err)
 	}
 }
 
