@@ -51,12 +51,11 @@ func TestPublisherDrillConnectionCut(t *testing.T) {
 	stopRelay := drill.Run(t, relay.Run)
 
 	drill.Eventually(t, 30*time.Second, "80 events published", func() bool { return relaytest.Published(t, pool) >= 80 })
-	proxy.Cut()
+	drill.Cut(t, proxy)
 	drill.Eventually(t, 30*time.Second, "a reconnect and 200 events published", func() bool {
 		return p.Connects() >= 2 && relaytest.Published(t, pool) >= 200
 	})
-	proxy.Refuse()
-	proxy.Cut()
+	drill.Down(t, proxy)
 	time.Sleep(300 * time.Millisecond) // a few refused reconnects
 	proxy.Resume()
 	drill.Eventually(t, 60*time.Second, "every event published", func() bool { return relaytest.Published(t, pool) == n })

@@ -34,10 +34,9 @@ func TestPublisherDrillConnectionCut(t *testing.T) {
 	stopRelay := drill.Run(t, relaytest.Relay(t, pool, newPublisher(t, newRedis(t, proxy.Addr())), testlog.Errors(t)).Run)
 
 	drill.Eventually(t, 30*time.Second, "80 events published", func() bool { return relaytest.Published(t, pool) >= 80 })
-	proxy.Cut()
+	drill.Cut(t, proxy)
 	drill.Eventually(t, 30*time.Second, "200 events published", func() bool { return relaytest.Published(t, pool) >= 200 })
-	proxy.Refuse()
-	proxy.Cut()
+	drill.Down(t, proxy)
 	time.Sleep(300 * time.Millisecond) // a few refused reconnects
 	proxy.Resume()
 	drill.Eventually(t, 60*time.Second, "every event published", func() bool { return relaytest.Published(t, pool) == n })
