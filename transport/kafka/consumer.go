@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +18,9 @@ const commitTimeout = 10 * time.Second
 // Consumer consumes topics into the inbox as one member of a consumer group.
 // Create it with NewConsumer and call Run.
 type Consumer struct {
-	acc Accepter
-	cfg Config
+	runner settle.Runner // lets Close end Run
+	acc    Accepter
+	cfg    Config
 
 	mu      sync.Mutex
 	pending offsets // accepted, not yet committed
@@ -61,10 +63,16 @@ func (c *Consumer) Stats() Stats {
 	return Stats{Acked: c.acked.Load(), DeadLettered: c.deadLettered.Load(), Rewinds: c.rewinds.Load(), Commits: c.committed.Load()}
 }
 
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
 // Run consumes until ctx is done, then commits what was accepted, leaves the
 // group and returns nil. It returns an error only when the client cannot be
 // created from the configuration.
 func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(c.cfg.Brokers...),
 		kgo.ConsumerGroup(c.cfg.Group),

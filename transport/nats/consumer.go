@@ -17,9 +17,10 @@ import (
 // Consumer moves messages from a durable JetStream pull consumer into the
 // inbox. Create it with New and run it with Run.
 type Consumer struct {
-	acc Accepter
-	cfg Config
-	log *slog.Logger
+	runner settle.Runner // lets Close end Run
+	acc    Accepter
+	cfg    Config
+	log    *slog.Logger
 
 	// Set by Run for its duration.
 	nc *nats.Conn
@@ -50,12 +51,18 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 // ErrStreamNotFound is returned by Run when Config.Stream does not exist.
 var ErrStreamNotFound = errors.New("pginbox/nats: stream not found")
 
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
 // Run connects and consumes until ctx is cancelled, then stops pulling,
 // finishes the messages it holds, closes its connection and returns nil.
 // Lost connections and server errors are logged and retried with backoff;
 // only an invalid URL or a missing stream (ErrStreamNotFound) end Run early.
 // Run once at a time.
 func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
 	opts := append([]nats.Option{
 		nats.Name("pginbox " + c.cfg.Durable),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -125,7 +132,7 @@ func (c *Consumer) consume(ctx context.Context) error {
 		Durable:        c.cfg.Durable,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        c.cfg.AckWait,
-		MaxDeliver:     c.cfg.MaxDeliver,
+		MaxDeliver:     c.cfg.DeliveryLimit,
 		FilterSubjects: c.cfg.FilterSubjects,
 	})
 	cancel()

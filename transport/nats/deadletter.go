@@ -33,7 +33,7 @@ const (
 	ReasonDecode        = settle.ReasonDecode        // Config.Decode failed, or no message ID
 	ReasonInvalid       = settle.ReasonInvalid       // the inbox rejected the message (*inbox.ValidationError)
 	ReasonConflict      = settle.ReasonConflict      // the same identity is stored with other content (*inbox.ConflictError)
-	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // MaxDeliver deliveries without an accept
+	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // DeliveryLimit deliveries without an accept
 )
 
 // deadLetter is a message on its way to the dead-letter subject.
@@ -114,7 +114,7 @@ func (c *Consumer) onMaxDeliveries(m *nats.Msg) {
 	log := c.log.With("seq", a.StreamSeq, "delivered", a.Deliveries)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cause := fmt.Sprintf("not accepted after %d deliveries (MaxDeliver); last error: %s", a.Deliveries, c.lastErr.Recall(a.StreamSeq))
+	cause := fmt.Sprintf("not accepted after %d deliveries (DeliveryLimit); last error: %s", a.Deliveries, c.lastErr.Recall(a.StreamSeq))
 	for wait := backoffStart; ; wait = min(2*wait, backoffMax) {
 		err := c.moveExhausted(ctx, a, cause)
 		if err == nil {

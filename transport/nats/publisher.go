@@ -61,7 +61,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 func (p *Publisher) Duplicates() int64 { return p.duplicates.Load() }
 
 // Close closes the connection.
-func (p *Publisher) Close() { p.nc.Close() }
+func (p *Publisher) Close() error { p.nc.Close(); return nil }
 
 // Publish publishes msgs asynchronously and waits for every PubAck, or until
 // ctx ends; see outbox.Publisher.

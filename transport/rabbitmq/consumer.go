@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,8 +24,9 @@ const (
 // Consumer consumes one queue into the inbox. Create it with NewConsumer and
 // call Run.
 type Consumer struct {
-	acc Accepter
-	cfg Config
+	runner settle.Runner // lets Close end Run
+	acc    Accepter
+	cfg    Config
 
 	acked, requeued, deadLettered, connects atomic.Int64
 	warnOnce                                sync.Once
@@ -55,11 +57,17 @@ func (c *Consumer) Stats() Stats {
 	return Stats{Acked: c.acked.Load(), Requeued: c.requeued.Load(), DeadLettered: c.deadLettered.Load(), Connects: c.connects.Load()}
 }
 
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
 // Run consumes until ctx is done, reconnecting with backoff whenever the
 // broker or the connection goes away. On shutdown it stops consuming, lets
 // the deliveries in hand finish (ack, nack or dead letter), and returns nil.
 // Deliveries never acked return to the queue when the channel closes.
 func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
 	delay := reconnectMin
 	for {
 		started := time.Now()

@@ -2,7 +2,7 @@ package rabbitmq
 
 import (
 	"context"
-	"errors"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -12,10 +12,10 @@ import (
 
 // Dead-letter reasons, in the x-pginbox-reason header.
 const (
-	ReasonConflict      = "conflict"
-	ReasonInvalid       = "invalid"
-	ReasonDecode        = "decode"
-	ReasonDeliveryLimit = "delivery_limit"
+	ReasonConflict      = settle.ReasonConflict      // the identity is stored with other content (*inbox.ConflictError)
+	ReasonInvalid       = settle.ReasonInvalid       // the inbox rejected the message (*inbox.ValidationError)
+	ReasonDecode        = settle.ReasonDecode        // Config.Decode failed, or the message has no ID
+	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // Config.DeliveryLimit deliveries without an accept
 )
 
 // handle accepts one delivery and settles it: ack, nack with requeue, or
@@ -41,11 +41,7 @@ func (c *Consumer) handle(ctx context.Context, dl *deadLetterer, d amqp.Delivery
 		}
 		c.acked.Add(1)
 	case inbox.ActionReject:
-		reason, receipt := ReasonInvalid, ""
-		if ce := (*inbox.ConflictError)(nil); errors.As(err, &ce) {
-			reason, receipt = ReasonConflict, ce.ReceiptID.String()
-		}
-		c.deadLetter(ctx, dl, d, reason, err, receipt)
+		c.deadLetter(ctx, dl, d, settle.Reason(err), err, settle.Receipt(err))
 	default:
 		n, counted := deliveryCount(d)
 		if !counted && d.Redelivered {

@@ -17,10 +17,11 @@ import (
 // Consumer moves entries from a Redis stream's consumer group into the
 // inbox. Create it with New and run it with Run.
 type Consumer struct {
-	rdb redis.UniversalClient
-	acc Accepter
-	cfg Config
-	log *slog.Logger
+	runner settle.Runner // lets Close end Run
+	rdb    redis.UniversalClient
+	acc    Accepter
+	cfg    Config
+	log    *slog.Logger
 
 	// lastErr remembers why an entry was last retried, for its dead letter
 	// when its deliveries run out.
@@ -50,10 +51,16 @@ const (
 	backoffMax   = 5 * time.Second
 )
 
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
 // Run consumes until ctx is cancelled, then finishes the entries it holds
 // and returns nil. Redis errors (a lost connection, a server restart, a
 // deleted group) are logged and retried with backoff.
 func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
 	wait := backoffStart
 	groupReady := false
 	nextClaim := time.Now()

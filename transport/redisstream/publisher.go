@@ -72,6 +72,10 @@ type Publisher struct {
 	cfg PublisherConfig
 }
 
+// Close returns nil: the Redis client is PublisherConfig.Redis, the
+// caller's to close. It is here so that every publisher is an io.Closer.
+func (p *Publisher) Close() error { return nil }
+
 // NewPublisher returns a Publisher.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	cfg = cfg.withDefaults()
