@@ -43,6 +43,15 @@ type PublisherConfig struct {
 	// (XADD MAXLEN ~). Defaults to 0: no trimming. Trim no shorter than what
 	// a consumer group may still have to read.
 	MaxLen int64
+
+	// AllowNotDurable lets NewPublisher start on a Redis that does not
+	// persist writes (appendonly no), or whose configuration it cannot read
+	// (CONFIG GET disabled). Defaults to false: such a Redis is refused with
+	// ErrNotDurable, because an entry it acknowledged, and the relay marked
+	// published, is gone after a Redis restart. Set it only for tests, or
+	// when persistence is ensured another way (a replica with AOF, a managed
+	// service that persists).
+	AllowNotDurable bool
 }
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
@@ -76,11 +85,19 @@ type Publisher struct {
 // caller's to close. It is here so that every publisher is an io.Closer.
 func (p *Publisher) Close() error { return nil }
 
-// NewPublisher returns a Publisher.
+// NewPublisher returns a Publisher. Unless AllowNotDurable is set, it
+// checks that Redis persists what it acknowledges (see ErrNotDurable).
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if !cfg.AllowNotDurable {
+		ctx, cancel := context.WithTimeout(context.Background(), durableCheckTimeout)
+		defer cancel()
+		if err := checkDurable(ctx, cfg.Redis); err != nil {
+			return nil, err
+		}
 	}
 	return &Publisher{cfg: cfg}, nil
 }
