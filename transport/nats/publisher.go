@@ -33,6 +33,7 @@ type Publisher struct {
 	js  jetstream.JetStream
 
 	duplicates atomic.Int64
+	durable    durableSubjects
 }
 
 // NewPublisher connects (in the background when the server is not up yet)
@@ -69,6 +70,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	errs := make([]error, len(msgs))
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	for i, m := range msgs {
+		if err := p.checkDurable(ctx, p.cfg.Subject(m)); err != nil {
+			errs[i] = err
+			continue
+		}
 		f, err := p.js.PublishMsgAsync(p.msg(m))
 		if err != nil {
 			errs[i] = publishError(err)
