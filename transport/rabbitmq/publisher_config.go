@@ -62,6 +62,12 @@ type PublisherConfig struct {
 	// exchanges and queues here. Optional.
 	Setup func(ch *amqp.Channel) error
 
+	// AllowNotDurable lets the Publisher publish to a transient queue. Defaults
+	// to false: before the first publish to a queue (through the default
+	// exchange, where the routing key is the queue) the Publisher checks that
+	// the queue is durable and refuses a transient one with ErrNotDurable.
+	AllowNotDurable bool
+
 	// Logger receives reconnects. Defaults to slog.Default().
 	Logger *slog.Logger
 }
