@@ -2,11 +2,11 @@ package kafka
 
 import (
 	"context"
-	"github.com/pginbox/pginbox/transport/internal/settle"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Dead-letter reasons, in the pginbox-reason header.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pginbox/pginbox/transport/internal/settle"
 	"log/slog"
 	"net"
 	"net/url"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Consumer moves messages from MQTT subscriptions into the inbox. Create it

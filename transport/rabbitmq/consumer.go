@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/pginbox/pginbox/transport/internal/settle"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Reconnect backoff: doubles from the first to the last value; a session

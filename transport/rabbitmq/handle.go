@@ -2,12 +2,12 @@ package rabbitmq
 
 import (
 	"context"
-	"github.com/pginbox/pginbox/transport/internal/settle"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Dead-letter reasons, in the x-pginbox-reason header.

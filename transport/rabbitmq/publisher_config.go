@@ -2,12 +2,12 @@ package rabbitmq
 
 import (
 	"errors"
-	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // DefaultMaxMessageSize is RabbitMQ's own default max_message_size (128 MiB).

@@ -2,7 +2,6 @@ package redisstream
 
 import (
 	"context"
-	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"os"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Defaults for Config fields left at their zero value.
