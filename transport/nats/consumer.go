@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,7 +30,22 @@ type Consumer struct {
 	// lastErr remembers why a message (by stream sequence) was last retried,
 	// for the dead letter written when its deliveries run out.
 	lastErr settle.LastErrors[uint64]
+
+	// streamSeen is set by Run once the stream was found: a missing stream
+	// is then a loss, not a configuration error.
+	streamSeen  bool
+	streamsLost atomic.Int64
 }
+
+// Stats counts what a Consumer saw since it was created.
+type Stats struct {
+	// StreamsLost is how many times the stream disappeared after Run had
+	// consumed from it (each reported as ErrStreamLost).
+	StreamsLost int64
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() Stats { return Stats{StreamsLost: c.streamsLost.Load()} }
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 // It connects in Run.
@@ -48,8 +64,16 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	}, nil
 }
 
-// ErrStreamNotFound is returned by Run when Config.Stream does not exist.
+// ErrStreamNotFound is returned by Run when Config.Stream does not exist
+// when Run starts.
 var ErrStreamNotFound = errors.New("pginbox/nats: stream not found")
+
+// ErrStreamLost is reported (Config.OnError, an Error log line and
+// Stats.StreamsLost) when Config.Stream disappears after Run consumed from
+// it: deleted, or lost with a server that kept it in memory. What it held and
+// had not delivered is gone. Run keeps going and consumes again once the
+// stream exists again; recreate it (and find out what removed it).
+var ErrStreamLost = errors.New("pginbox/nats: the stream disappeared after the consumer had consumed from it")
 
 // Close ends a Run in progress and waits for it to return (Run returns nil,
 // as after a cancel); a later Run returns at once. It returns nil.
@@ -58,7 +82,9 @@ func (c *Consumer) Close() error { return c.runner.Close() }
 // Run connects and consumes until ctx is cancelled, then stops pulling,
 // finishes the messages it holds, closes its connection and returns nil.
 // Lost connections and server errors are logged and retried with backoff;
-// only an invalid URL or a missing stream (ErrStreamNotFound) end Run early.
+// only an invalid URL or a stream missing at the start (ErrStreamNotFound)
+// end Run early. A stream that disappears later is reported as
+// ErrStreamLost and waited for.
 // Run once at a time.
 func (c *Consumer) Run(ctx context.Context) error {
 	ctx, end := c.runner.Begin(ctx)
@@ -95,14 +121,27 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer func() { _ = adv.Unsubscribe() }()
 
 	wait := backoffStart
+	lost := false // reported, not found again yet
 	for {
 		started := time.Now()
 		err := c.consume(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrStreamNotFound) {
+		if errors.Is(err, ErrStreamNotFound) && !c.streamSeen {
 			return err
+		}
+		if errors.Is(err, ErrStreamNotFound) && !lost {
+			lost = true
+			c.streamsLost.Add(1)
+			err = fmt.Errorf("%w: %q: what it held and had not delivered is gone; recreate it, Run consumes again once it exists: %w", ErrStreamLost, c.cfg.Stream, err)
+			c.log.Error("pginbox/nats: stream lost", "err", err)
+			if c.cfg.OnError != nil {
+				c.cfg.OnError(err)
+			}
+		}
+		if !errors.Is(err, ErrStreamNotFound) {
+			lost = false
 		}
 		if time.Since(started) > backoffMax {
 			wait = backoffStart // it ran for a while: start over
@@ -142,6 +181,7 @@ func (c *Consumer) consume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pginbox/nats: creating consumer %q: %w", c.cfg.Durable, err)
 	}
+	c.streamSeen = true
 	it, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.Concurrency))
 	if err != nil {
 		return fmt.Errorf("pginbox/nats: pulling from consumer %q: %w", c.cfg.Durable, err)
