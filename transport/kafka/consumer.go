@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -89,7 +90,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer cl.Close() // leaves the group; revoked commits what is pending
 
-	delay := time.Duration(0)
+	backoff := inbox.ExponentialBackoff(c.cfg.RetryDelay, 2, c.cfg.MaxRetryDelay, 0)
+	failures := 0 // batches in a row
 	for {
 		fetches := cl.PollRecords(ctx, c.cfg.MaxBatch)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -103,13 +105,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.commit(ctx, cl, nil)
 		cl.AllowRebalance()
 		if ok {
-			delay = 0
+			failures = 0
 			continue
 		}
-		delay = min(max(2*delay, c.cfg.RetryDelay), c.cfg.MaxRetryDelay)
+		failures++
 		select {
 		case <-ctx.Done():
-		case <-time.After(delay):
+		case <-time.After(backoff(failures)):
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -66,8 +67,10 @@ func backoff(attempt int) time.Duration {
 	if attempt == 0 {
 		return 0
 	}
-	return min(100*time.Millisecond<<min(attempt-1, 6), 5*time.Second)
+	return reconnectBackoff(attempt)
 }
+
+var reconnectBackoff = inbox.ExponentialBackoff(100*time.Millisecond, 2, 5*time.Second, 0)
 
 // ackInterval is how often paho sends the acknowledgements released so far
 // (it sends them in the order the messages arrived).

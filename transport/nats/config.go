@@ -153,9 +153,5 @@ func (c Config) validate() error {
 // retryDelay is the NakWithDelay delay after a message's delivered-th
 // delivery.
 func (c Config) retryDelay(delivered uint64) time.Duration {
-	d := c.RetryDelay
-	for i := uint64(1); i < delivered && d < c.MaxRetryDelay; i++ {
-		d *= 2
-	}
-	return min(d, c.MaxRetryDelay)
+	return inbox.ExponentialBackoff(c.RetryDelay, 2, c.MaxRetryDelay, 0)(int(min(delivered, 64)))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -120,7 +121,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer func() { _ = adv.Unsubscribe() }()
 
-	wait := backoffStart
+	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
+	failures := 0 // in a row
 	lost := false // reported, not found again yet
 	for {
 		started := time.Now()
@@ -144,15 +146,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 			lost = false
 		}
 		if time.Since(started) > backoffMax {
-			wait = backoffStart // it ran for a while: start over
+			failures = 0 // it ran for a while: start over
 		}
+		failures++
+		wait := backoff(failures)
 		c.log.Warn("pginbox/nats: consuming failed; retrying", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, backoffMax)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -69,7 +70,8 @@ func (c *Consumer) Close() error { return c.runner.Close() }
 func (c *Consumer) Run(ctx context.Context) error {
 	ctx, end := c.runner.Begin(ctx)
 	defer end()
-	delay := reconnectMin
+	backoff := inbox.ExponentialBackoff(reconnectMin, 2, reconnectMax, 0)
+	failures := 0 // in a row
 	for {
 		started := time.Now()
 		err := c.session(ctx)
@@ -77,15 +79,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		if time.Since(started) > reconnectReset {
-			delay = reconnectMin
+			failures = 0
 		}
+		failures++
+		delay := backoff(failures)
 		c.cfg.Logger.WarnContext(ctx, "pginbox/rabbitmq: connection lost, reconnecting", "queue", c.cfg.Queue, "err", err, "in", delay)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, reconnectMax)
 	}
 }
 

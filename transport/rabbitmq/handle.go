@@ -93,14 +93,7 @@ func (c *Consumer) requeue(ctx context.Context, d amqp.Delivery, wait time.Durat
 
 // retryDelay is RetryDelay doubled per earlier delivery, capped.
 func (c *Consumer) retryDelay(earlier int64) time.Duration {
-	d := c.cfg.RetryDelay
-	for range min(earlier, 32) {
-		if d >= c.cfg.MaxRetryDelay {
-			break
-		}
-		d *= 2
-	}
-	return min(d, c.cfg.MaxRetryDelay)
+	return inbox.ExponentialBackoff(c.cfg.RetryDelay, 2, c.cfg.MaxRetryDelay, 0)(int(min(earlier, 64)) + 1)
 }
 
 // deliveryCount is how often d was delivered before, from the quorum queue's

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -82,7 +83,8 @@ func (c *Consumer) Close() error { return c.runner.Close() }
 func (c *Consumer) Run(ctx context.Context) error {
 	ctx, end := c.runner.Begin(ctx)
 	defer end()
-	wait := backoffStart
+	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
+	failures := 0 // in a row
 	groupReady := false
 	nextClaim := time.Now()
 	for ctx.Err() == nil {
@@ -102,7 +104,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return c.read(ctx)
 		}()
 		if err == nil {
-			wait = backoffStart
+			failures = 0
 			continue
 		}
 		if ctx.Err() != nil {
@@ -114,12 +116,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			groupReady = false
 		}
+		failures++
+		wait := backoff(failures)
 		c.log.Warn("pginbox/redisstream: Redis call failed; retrying", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, backoffMax)
 	}
 	return nil
 }
