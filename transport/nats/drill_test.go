@@ -207,7 +207,7 @@ func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) (receipt, row strin
 // When DeliveryLimit deliveries fail (here: the database is down), the server's
 // advisory makes the consumer move the message to the dead-letter subject
 // with the last error.
-func TestMaxDeliveriesDeadLetter(t *testing.T) {
+func TestDeliveryLimitDeadLetter(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
 	dsn := testDSN(t)
