@@ -2,13 +2,13 @@ package kafka
 
 import (
 	"context"
-	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Defaults for Config fields left at their zero value.

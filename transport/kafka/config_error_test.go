@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -27,3 +28,9 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// Every publisher and consumer is an io.Closer.
+var (
+	_ io.Closer = (*pkg.Consumer)(nil)
+	_ io.Closer = (*pkg.Publisher)(nil)
+)

@@ -10,6 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 const commitTimeout = 10 * time.Second
@@ -17,8 +20,9 @@ const commitTimeout = 10 * time.Second
 // Consumer consumes topics into the inbox as one member of a consumer group.
 // Create it with NewConsumer and call Run.
 type Consumer struct {
-	acc Accepter
-	cfg Config
+	runner settle.Runner // lets Close end Run
+	acc    Accepter
+	cfg    Config
 
 	mu      sync.Mutex
 	pending offsets // accepted, not yet committed
@@ -61,10 +65,16 @@ func (c *Consumer) Stats() Stats {
 	return Stats{Acked: c.acked.Load(), DeadLettered: c.deadLettered.Load(), Rewinds: c.rewinds.Load(), Commits: c.committed.Load()}
 }
 
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
 // Run consumes until ctx is done, then commits what was accepted, leaves the
 // group and returns nil. It returns an error only when the client cannot be
 // created from the configuration.
 func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(c.cfg.Brokers...),
 		kgo.ConsumerGroup(c.cfg.Group),
@@ -80,7 +90,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer cl.Close() // leaves the group; revoked commits what is pending
 
-	delay := time.Duration(0)
+	backoff := inbox.ExponentialBackoff(c.cfg.RetryDelay, 2, c.cfg.MaxRetryDelay, 0)
+	failures := 0 // batches in a row
 	for {
 		fetches := cl.PollRecords(ctx, c.cfg.MaxBatch)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -94,13 +105,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.commit(ctx, cl, nil)
 		cl.AllowRebalance()
 		if ok {
-			delay = 0
+			failures = 0
 			continue
 		}
-		delay = min(max(2*delay, c.cfg.RetryDelay), c.cfg.MaxRetryDelay)
+		failures++
 		select {
 		case <-ctx.Done():
-		case <-time.After(delay):
+		case <-time.After(backoff(failures)):
 		}
 	}
 }

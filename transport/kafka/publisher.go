@@ -44,7 +44,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 
 // Close flushes nothing and closes the client: records still buffered fail,
 // and the relay publishes their events again.
-func (p *Publisher) Close() { p.cl.Close() }
+func (p *Publisher) Close() error { p.cl.Close(); return nil }
 
 // Publish produces msgs and waits until each was acknowledged or failed, or
 // ctx ended; see outbox.Publisher.

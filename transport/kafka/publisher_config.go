@@ -2,11 +2,11 @@ package kafka
 
 import (
 	"errors"
-	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Record headers the Publisher sets. The record key is the event's ordering

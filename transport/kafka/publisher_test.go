@@ -46,7 +46,7 @@ func newPublisher(t testing.TB, r *rig, opts ...kgo.Opt) *kafka.Publisher {
 	t.Helper()
 	p, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: r.addrs, ClientOptions: opts})
 	must(t, err)
-	t.Cleanup(p.Close)
+	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
 

@@ -2,7 +2,6 @@ package mqtt
 
 import (
 	"context"
-	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"net/url"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Defaults for Config fields left at their zero value.

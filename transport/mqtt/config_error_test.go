@@ -2,6 +2,7 @@ package mqtt_test
 
 import (
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -26,3 +27,8 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// Every publisher and consumer is an io.Closer.
+var (
+	_ io.Closer = (*pkg.Consumer)(nil)
+)

@@ -28,7 +28,7 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 		{"durable", func(c *pgnats.Config) { c.Durable = "" }, "Config.Durable: is required"},
 		{"decode", func(c *pgnats.Config) { c.Decode = nil }, "Config.Decode: is required"},
 		{"dead letter", func(c *pgnats.Config) { c.DeadLetterSubject = "" }, "Config.DeadLetterSubject: is required"},
-		{"max deliver", func(c *pgnats.Config) { c.MaxDeliver = 1 }, "Config.MaxDeliver: is 1"},
+		{"delivery limit", func(c *pgnats.Config) { c.DeliveryLimit = 1 }, "Config.DeliveryLimit: is 1"},
 		{"ack wait", func(c *pgnats.Config) { c.AckWait = time.Millisecond }, "Config.AckWait: is 1ms"},
 		{"retry delay", func(c *pgnats.Config) { c.RetryDelay = -time.Second }, "Config.RetryDelay: is -1s"},
 		{"max retry delay", func(c *pgnats.Config) { c.RetryDelay, c.MaxRetryDelay = time.Minute, time.Second }, "Config.MaxRetryDelay: (1s) is below RetryDelay (1m0s)"},

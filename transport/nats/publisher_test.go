@@ -35,7 +35,7 @@ func newPublisher(t testing.TB, url string) *pgnats.Publisher {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
 

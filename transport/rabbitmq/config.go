@@ -2,13 +2,13 @@ package rabbitmq
 
 import (
 	"context"
-	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Defaults for Config fields left at their zero value.
@@ -84,6 +84,12 @@ type Config struct {
 	// Logger receives connection changes (Info/Warn), retries and dead
 	// letters. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// OnError receives the errors Run keeps going after but someone must act
+	// on: ErrQueueLost, once per loss. It is called from Run's goroutine;
+	// keep it short. Optional: the error is also logged at Error level and
+	// counted in Stats.
+	OnError func(error)
 }
 
 func (c Config) withDefaults() Config {

@@ -2,20 +2,20 @@ package rabbitmq
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Dead-letter reasons, in the x-pginbox-reason header.
 const (
-	ReasonConflict      = "conflict"
-	ReasonInvalid       = "invalid"
-	ReasonDecode        = "decode"
-	ReasonDeliveryLimit = "delivery_limit"
+	ReasonConflict      = settle.ReasonConflict      // the identity is stored with other content (*inbox.ConflictError)
+	ReasonInvalid       = settle.ReasonInvalid       // the inbox rejected the message (*inbox.ValidationError)
+	ReasonDecode        = settle.ReasonDecode        // Config.Decode failed, or the message has no ID
+	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // Config.DeliveryLimit deliveries without an accept
 )
 
 // handle accepts one delivery and settles it: ack, nack with requeue, or
@@ -41,11 +41,7 @@ func (c *Consumer) handle(ctx context.Context, dl *deadLetterer, d amqp.Delivery
 		}
 		c.acked.Add(1)
 	case inbox.ActionReject:
-		reason, receipt := ReasonInvalid, ""
-		if ce := (*inbox.ConflictError)(nil); errors.As(err, &ce) {
-			reason, receipt = ReasonConflict, ce.ReceiptID.String()
-		}
-		c.deadLetter(ctx, dl, d, reason, err, receipt)
+		c.deadLetter(ctx, dl, d, settle.Reason(err), err, settle.Receipt(err))
 	default:
 		n, counted := deliveryCount(d)
 		if !counted && d.Redelivered {
@@ -97,14 +93,7 @@ func (c *Consumer) requeue(ctx context.Context, d amqp.Delivery, wait time.Durat
 
 // retryDelay is RetryDelay doubled per earlier delivery, capped.
 func (c *Consumer) retryDelay(earlier int64) time.Duration {
-	d := c.cfg.RetryDelay
-	for range min(earlier, 32) {
-		if d >= c.cfg.MaxRetryDelay {
-			break
-		}
-		d *= 2
-	}
-	return min(d, c.cfg.MaxRetryDelay)
+	return inbox.ExponentialBackoff(c.cfg.RetryDelay, 2, c.cfg.MaxRetryDelay, 0)(int(min(earlier, 64)) + 1)
 }
 
 // deliveryCount is how often d was delivered before, from the quorum queue's

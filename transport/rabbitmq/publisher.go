@@ -36,6 +36,7 @@ type Publisher struct {
 	closeErr error            // what closed read, kept for the batch's other messages
 
 	connects atomic.Int64
+	durable  durableQueues
 }
 
 // NewPublisher returns a Publisher; it does not connect yet.
@@ -74,6 +75,13 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	}
 	if err := p.connect(ctx); err != nil {
 		return fill(errs, fmt.Errorf("pginbox/rabbitmq: connecting to publish (the relay retries): %w", err))
+	}
+	if !p.cfg.AllowNotDurable {
+		for i, m := range msgs {
+			if errs[i] == nil && p.cfg.Exchange(m) == "" {
+				errs[i] = p.checkDurable(p.cfg.RoutingKey(m))
+			}
+		}
 	}
 	for start := 0; start < len(msgs); start += confirmChunk {
 		end := min(start+confirmChunk, len(msgs))

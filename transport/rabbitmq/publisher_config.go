@@ -2,12 +2,12 @@ package rabbitmq
 
 import (
 	"errors"
-	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // DefaultMaxMessageSize is RabbitMQ's own default max_message_size (128 MiB).
@@ -61,6 +61,12 @@ type PublisherConfig struct {
 	// Setup runs on the publishing channel after every (re)connect: declare
 	// exchanges and queues here. Optional.
 	Setup func(ch *amqp.Channel) error
+
+	// AllowNotDurable lets the Publisher publish to a transient queue. Defaults
+	// to false: before the first publish to a queue (through the default
+	// exchange, where the routing key is the queue) the Publisher checks that
+	// the queue is durable and refuses a transient one with ErrNotDurable.
+	AllowNotDurable bool
 
 	// Logger receives reconnects. Defaults to slog.Default().
 	Logger *slog.Logger

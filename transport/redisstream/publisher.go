@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"strconv"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Entry fields the Publisher writes. The event ID goes into DefaultIDField,
@@ -43,6 +43,15 @@ type PublisherConfig struct {
 	// (XADD MAXLEN ~). Defaults to 0: no trimming. Trim no shorter than what
 	// a consumer group may still have to read.
 	MaxLen int64
+
+	// AllowNotDurable lets NewPublisher start on a Redis that does not
+	// persist writes (appendonly no), or whose configuration it cannot read
+	// (CONFIG GET disabled). Defaults to false: such a Redis is refused with
+	// ErrNotDurable, because an entry it acknowledged, and the relay marked
+	// published, is gone after a Redis restart. Set it only for tests, or
+	// when persistence is ensured another way (a replica with AOF, a managed
+	// service that persists).
+	AllowNotDurable bool
 }
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
@@ -72,11 +81,23 @@ type Publisher struct {
 	cfg PublisherConfig
 }
 
-// NewPublisher returns a Publisher.
+// Close returns nil: the Redis client is PublisherConfig.Redis, the
+// caller's to close. It is here so that every publisher is an io.Closer.
+func (p *Publisher) Close() error { return nil }
+
+// NewPublisher returns a Publisher. Unless AllowNotDurable is set, it
+// checks that Redis persists what it acknowledges (see ErrNotDurable).
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if !cfg.AllowNotDurable {
+		ctx, cancel := context.WithTimeout(context.Background(), durableCheckTimeout)
+		defer cancel()
+		if err := checkDurable(ctx, cfg.Redis); err != nil {
+			return nil, err
+		}
 	}
 	return &Publisher{cfg: cfg}, nil
 }

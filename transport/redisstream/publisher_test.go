@@ -37,7 +37,7 @@ func TestPublisherConfigRejected(t *testing.T) {
 
 func newPublisher(t testing.TB, rdb redis.UniversalClient) *redisstream.Publisher {
 	t.Helper()
-	p, err := redisstream.NewPublisher(redisstream.PublisherConfig{Redis: rdb})
+	p, err := redisstream.NewPublisher(redisstream.PublisherConfig{Redis: rdb, AllowNotDurable: true}) // the test Redis has no persistence
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,13 +2,13 @@ package webhook
 
 import (
 	"context"
-	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Defaults for Config fields left at their zero value.

@@ -32,7 +32,7 @@ func main() { brokercmd.Main(run) }
 type options struct {
 	inbox                                 brokercmd.Inbox
 	natsURL, stream, durable, subject, dl string
-	maxDeliver, concurrency               int
+	deliveryLimit, concurrency            int
 }
 
 func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
@@ -43,7 +43,7 @@ func (o *options) parse(args []string, getenv func(string) string, stderr io.Wri
 	fs.StringVar(&o.durable, "durable", "pginbox", "durable consumer name")
 	fs.StringVar(&o.subject, "subject", "", "consume only this subject (default: the whole stream)")
 	fs.StringVar(&o.dl, "dead-letter-subject", "", "subject for rejected and exhausted messages; a stream must capture it (required)")
-	fs.IntVar(&o.maxDeliver, "max-deliver", pgnats.DefaultMaxDeliver, "deliveries before a message is dead-lettered")
+	fs.IntVar(&o.deliveryLimit, "delivery-limit", pgnats.DefaultDeliveryLimit, "deliveries before a message is dead-lettered")
 	fs.IntVar(&o.concurrency, "concurrency", pgnats.DefaultConcurrency, "messages accepted at once")
 	o.inbox.Register(fs, getenv, "the message subject")
 	if err := brokercmd.Parse(fs, args); err != nil {
@@ -78,7 +78,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Stream:            o.stream,
 		Durable:           o.durable,
 		DeadLetterSubject: o.dl,
-		MaxDeliver:        o.maxDeliver,
+		DeliveryLimit:     o.deliveryLimit,
 		Concurrency:       o.concurrency,
 		Logger:            log,
 		Decode: func(m jetstream.Msg) (inbox.Message, error) {

@@ -33,7 +33,7 @@ func main() { brokercmd.Main(run) }
 type options struct {
 	inbox                             brokercmd.Inbox
 	redisURL, stream, group, name, dl string
-	maxDeliveries                     int64
+	deliveryLimit                     int64
 	claimIdle                         time.Duration
 }
 
@@ -45,7 +45,7 @@ func (o *options) parse(args []string, getenv func(string) string, stderr io.Wri
 	fs.StringVar(&o.group, "group", "pginbox", "consumer group")
 	fs.StringVar(&o.name, "name", "", "this instance's name in the group (default: hostname-pid)")
 	fs.StringVar(&o.dl, "dead-letter-stream", "", "stream for rejected and exhausted entries (required)")
-	fs.Int64Var(&o.maxDeliveries, "max-deliveries", redisstream.DefaultMaxDeliveries, "deliveries before an entry is dead-lettered")
+	fs.Int64Var(&o.deliveryLimit, "delivery-limit", redisstream.DefaultDeliveryLimit, "deliveries before an entry is dead-lettered")
 	fs.DurationVar(&o.claimIdle, "claim-idle", redisstream.DefaultClaimIdle, "how long an entry stays pending before it is claimed again")
 	o.inbox.Register(fs, getenv, "the entry's type field")
 	if err := brokercmd.Parse(fs, args); err != nil {
@@ -86,7 +86,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Group:            o.group,
 		Consumer:         o.name,
 		DeadLetterStream: o.dl,
-		MaxDeliveries:    o.maxDeliveries,
+		DeliveryLimit:    o.deliveryLimit,
 		ClaimIdle:        o.claimIdle,
 		Logger:           log,
 		Decode: func(m redis.XMessage) (inbox.Message, error) {
