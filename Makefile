@@ -56,9 +56,9 @@ model-defects:
 	bash scripts/model-defects
 
 ## drills: the failure drills against real PostgreSQL clusters (restart,
-## failover, disk full, killed backends, connection flood, held xmin), about
-## five minutes. `make check` runs only their smoke versions. The disk-full
-## drill mounts a tmpfs: run as root.
+## failover, tablespace full, WAL volume full, killed backends, connection
+## flood, held xmin), about six minutes. `make check` runs only their smoke
+## versions. The disk-full drills mount a tmpfs: run as root.
 DRILLS_TIMEOUT ?= 20m
 drills:
 	PGINBOX_DRILLS=1 $(GO) test -race -count=1 -v -timeout $(DRILLS_TIMEOUT) -run '^TestDrill' ./drills/

@@ -22,6 +22,12 @@ func TestDrillKilledBackends(t *testing.T) {
 	eventually(t, 10*time.Second, "the worker to LISTEN", func() bool { return listening(t, admin) })
 
 	load := a.load(t, count, rate)
+	// Something to kill: the accepts have sessions of their own.
+	eventually(t, 30*time.Second, "accept sessions to exist", func() bool {
+		var n int
+		err := admin.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", appAccept).Scan(&n)
+		return err == nil && n > 0
+	})
 	ctx, stopKilling := context.WithCancel(t.Context())
 	killed := make(chan map[string]int, 1)
 	go func() {
@@ -45,10 +51,13 @@ func TestDrillKilledBackends(t *testing.T) {
 			var app, query string
 			err := admin.QueryRow(ctx, `SELECT pid, application_name, query FROM pg_stat_activity WHERE pid = (`+victim+`)`,
 				appAccept, appWorker).Scan(&pid, &app, &query)
+			// Counted only when the backend is gone: pg_terminate_backend
+			// with a timeout waits for it to exit and says whether it did.
+			var gone bool
 			if err == nil {
-				_, err = admin.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+				err = admin.QueryRow(ctx, "SELECT pg_terminate_backend($1, 5000)", pid).Scan(&gone)
 			}
-			if err == nil {
+			if err == nil && gone {
 				byApp[app]++
 				if strings.Contains(query, "LISTEN pginbox_receipt") {
 					byApp["listen"]++

@@ -250,7 +250,7 @@ func settle(t *testing.T, drill string, db drillkit.Querier, r *drillkit.Running
 	if err != nil {
 		t.Fatal(err)
 	}
-	more = append(more, fmt.Sprintf("attempts=%d uncertain=%d retryable=%d", out.Attempts, out.Uncertain, out.Retryable))
+	more = append(more, fmt.Sprintf("planned=%d attempts=%d uncertain=%d retryable=%d", out.Planned, out.Attempts, out.Uncertain, out.Retryable))
 	fmt.Println(tally.Line(drill, out.Sent, recovery, more...)) // the summary line, also without -v
 	for class, text := range out.Errors {
 		t.Logf("first %s accept error: %s", class, text)
@@ -259,10 +259,24 @@ func settle(t *testing.T, drill string, db drillkit.Querier, r *drillkit.Running
 		t.Errorf("drill %s failed: unapplied=%d doubled=%d torn=%d dead=%d",
 			drill, tally.Unapplied, tally.Doubled, tally.Torn, tally.Statuses["DEAD"])
 	}
-	if len(out.GaveUp) != 0 || out.Rejected != 0 || len(out.Acked) != out.Sent {
-		t.Errorf("drill %s: %d of %d messages acknowledged, %d given up, %d rejected", drill, len(out.Acked), out.Sent, len(out.GaveUp), out.Rejected)
+	for _, p := range loadProblems(out) {
+		t.Errorf("drill %s: %s", drill, p)
 	}
 	return tally
+}
+
+// loadProblems is what went wrong with a drill's load itself: fewer
+// messages sent than planned (a load cut short makes every count vacuous),
+// or messages never acknowledged.
+func loadProblems(out drillkit.Outcome) []string {
+	var p []string
+	if out.Planned == 0 || out.Sent != out.Planned {
+		p = append(p, fmt.Sprintf("%d of %d planned messages sent", out.Sent, out.Planned))
+	}
+	if len(out.GaveUp) != 0 || out.Rejected != 0 || len(out.Acked) != out.Sent {
+		p = append(p, fmt.Sprintf("%d of %d messages acknowledged, %d given up, %d rejected", len(out.Acked), out.Sent, len(out.GaveUp), out.Rejected))
+	}
+	return p
 }
 
 // listening reports whether a worker session LISTENs on the server.

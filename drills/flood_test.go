@@ -33,6 +33,9 @@ func TestDrillConnectionFlood(t *testing.T) {
 	exec1(t, admin, "ALTER ROLE "+drillkit.AppRole+" CONNECTION LIMIT 0")
 	kickApp(t, admin)
 	held := holdSlots(t, c.ConnString(drillkit.Database)+" user=drill_flood")
+	if len(held) == 0 {
+		t.Fatal("the flood holds no connection slot")
+	}
 	exec1(t, admin, "ALTER ROLE "+drillkit.AppRole+" CONNECTION LIMIT -1")
 	if n := appSessions(t, admin); n != 0 {
 		t.Fatalf("the application still has %d sessions", n)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pginbox/pginbox/internal/pgcluster"
 )
 
@@ -32,11 +34,21 @@ func restartDrill(t *testing.T, mode pgcluster.ShutdownMode) {
 
 	load := a.load(t, count, rate)
 	waitAcked(t, load, count/3)
+	// The restart can only break sessions that exist: the accepts' and
+	// the worker's are open now.
+	startedBefore := postmasterStart(t, admin)
+	if n := appSessions(t, admin); n == 0 {
+		t.Fatal("the application has no sessions before the restart")
+	}
 	t0 := time.Now()
 	if err := c.Restart(t.Context(), mode); err != nil {
 		t.Fatal(err)
 	}
 	ready := time.Now()
+	// The server really restarted: a new postmaster.
+	if startedAfter := postmasterStart(t, admin); !startedAfter.After(startedBefore) {
+		t.Errorf("the postmaster start time did not move (%s, before %s): the server did not restart", startedAfter, startedBefore)
+	}
 	relisten := eventually(t, 30*time.Second, "the worker to LISTEN again", func() bool { return listening(t, admin) })
 	recovery := firstAckAfter(t, load, ready).Sub(t0)
 	finish(t, "restart-"+mode.String(), admin, load, recovery,
@@ -44,4 +56,19 @@ func restartDrill(t *testing.T, mode pgcluster.ShutdownMode) {
 	if out := load.Snapshot(); out.Uncertain+out.Retryable == 0 {
 		t.Errorf("no accept met the restart: the drill proved nothing")
 	}
+}
+
+// postmasterStart is when the server's postmaster started.
+func postmasterStart(t *testing.T, admin *pgxpool.Pool) time.Time {
+	t.Helper()
+	var at time.Time
+	var err error
+	for range 50 { // the pool's first try after a restart may meet a dead session
+		if err = admin.QueryRow(t.Context(), "SELECT pg_postmaster_start_time()").Scan(&at); err == nil {
+			return at
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal(err)
+	return at
 }

@@ -34,6 +34,7 @@ type Load struct {
 
 // Outcome is what happened to the deliveries.
 type Outcome struct {
+	Planned   int      // messages the load was told to deliver (Load.Count)
 	Sent      int      // messages delivered at least once
 	Attempts  int      // Accept calls
 	Acked     []string // message IDs acknowledged, in order
@@ -85,7 +86,7 @@ func (l Load) Start(ctx context.Context) *Running {
 	if l.GiveUpAfter <= 0 {
 		l.GiveUpAfter = 2 * time.Minute
 	}
-	r := &Running{done: make(chan struct{}), out: Outcome{Errors: map[string]string{}, Codes: map[string]int{}}}
+	r := &Running{done: make(chan struct{}), out: Outcome{Planned: l.Count, Errors: map[string]string{}, Codes: map[string]int{}}}
 	next := make(chan int)
 	go func() {
 		defer close(next)

@@ -61,6 +61,19 @@ type Options struct {
 	// connections. Defaults to 2 minutes.
 	StartTimeout time.Duration
 
+	// WALDir puts the write-ahead log (pg_wal) in this directory, as
+	// `initdb --waldir` does, for example on a small file system to see
+	// what the server does when its WAL volume fills up. It must not
+	// exist or be empty, and the server's OS user must be able to create
+	// it. Stop does not remove it. Defaults to pg_wal inside the data
+	// directory.
+	WALDir string
+
+	// WALSegmentMB is the WAL segment size in megabytes (a power of two,
+	// 1 to 1024), as `initdb --wal-segsize`: small segments make a WAL
+	// volume fill in small, predictable steps. Defaults to 16.
+	WALSegmentMB int
+
 	// TCP makes the server also listen on 127.0.0.1, at [Cluster.Port], a
 	// port that was free at start. Defaults to false: a unix socket only.
 	// Citus nodes need it, since they connect to each other over TCP.
@@ -250,6 +263,12 @@ func (c *Cluster) initdb(ctx context.Context) error {
 		"--no-locale",
 		"--no-sync", // the cluster is throwaway; syncing initdb's files only costs time
 	)
+	if c.opts.WALDir != "" {
+		cmd.Args = append(cmd.Args, "--waldir="+c.opts.WALDir)
+	}
+	if c.opts.WALSegmentMB != 0 {
+		cmd.Args = append(cmd.Args, "--wal-segsize="+strconv.Itoa(c.opts.WALSegmentMB))
+	}
 	cmd.Dir = c.dir // the server user may not be able to enter the caller's cwd
 	cmd.Env = childEnv()
 	cmd.SysProcAttr = toolSysProcAttr(c.cred)

@@ -74,3 +74,39 @@ func (c *Cluster) Restart(ctx context.Context, mode ShutdownMode) error {
 	c.log.Info("pgcluster: server restarted", "dir", c.dir, "mode", mode.String(), "pid", c.Pid(), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
+
+// Running reports whether the postmaster runs: false after Shutdown, Stop,
+// or when the server exited on its own.
+func (c *Cluster) Running() bool {
+	c.mu.Lock()
+	srv := c.srv
+	c.mu.Unlock()
+	if srv == nil {
+		return false
+	}
+	select {
+	case <-srv.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// StartAgain starts the server on the same data directory, socket and
+// settings after it exited on its own, for example after a PANIC it could
+// not recover from (a full WAL volume), or after Shutdown. It returns once
+// the server accepts connections (after crash recovery); Options.StartTimeout
+// bounds that wait. It refuses while the server runs: use Restart then.
+func (c *Cluster) StartAgain(ctx context.Context) error {
+	if c.Running() {
+		return fmt.Errorf("pgcluster: the server (pid %d) is running; Restart restarts a running server", c.Pid())
+	}
+	ctx, cancel := withStartTimeout(ctx, c.opts)
+	defer cancel()
+	t0 := time.Now()
+	if err := c.startServer(ctx); err != nil {
+		return err
+	}
+	c.log.Info("pgcluster: server started again", "dir", c.dir, "pid", c.Pid(), "took", time.Since(t0).Round(time.Millisecond))
+	return nil
+}

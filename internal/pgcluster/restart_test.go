@@ -2,6 +2,11 @@ package pgcluster_test
 
 import (
 	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,4 +106,47 @@ func TestStartTCP(t *testing.T) {
 	is.NoErr(c.Restart(t.Context(), pgcluster.ShutdownImmediate))
 	conn = connect(t, tcp)
 	is.Equal(queryString(t, conn, "SELECT inet_server_port()::text"), fmt.Sprint(c.Port()))
+}
+
+// Options.WALDir puts pg_wal in a directory of the caller's choosing (a
+// small file system, for a WAL-volume-full drill) and WALSegmentMB sets the
+// segment size; StartAgain starts a server that exited on its own (here: an
+// immediate shutdown behind the cluster's back, as a PANIC it cannot recover
+// from ends it) on the same data, and refuses while it runs.
+func TestWALDirAndStartAgain(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	parent, err := os.MkdirTemp("", "pgcluster-wal-") // traversable by postgres, unlike t.TempDir's parent
+	is.NoErr(err)
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	if os.Geteuid() == 0 { // initdb runs as postgres and creates the directory
+		u, err := user.Lookup("postgres")
+		is.NoErr(err)
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		is.NoErr(os.Chown(parent, uid, gid))
+	}
+	walDir := filepath.Join(parent, "wal")
+	c := start(t, pgcluster.Options{WALDir: walDir, WALSegmentMB: 1, Settings: map[string]string{"synchronous_commit": "on"}})
+	link, err := os.Readlink(filepath.Join(c.DataDir(), "pg_wal"))
+	is.NoErr(err)
+	is.Equal(link, walDir)
+	conn := connect(t, c.ConnString("postgres"))
+	is.Equal(queryString(t, conn, "SHOW wal_segment_size"), "1MB")
+	_, err = conn.Exec(t.Context(), "CREATE TABLE kept (n int); INSERT INTO kept VALUES (1)")
+	is.NoErr(err)
+
+	is.True(c.StartAgain(t.Context()) != nil) // it runs
+	is.True(c.Running())
+	is.NoErr(syscall.Kill(c.Pid(), syscall.SIGQUIT))
+	deadline := time.Now().Add(30 * time.Second)
+	for c.Running() {
+		if time.Now().After(deadline) {
+			t.Fatal("the postmaster still runs")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	is.NoErr(c.StartAgain(t.Context()))
+	is.True(c.Running())
+	is.Equal(queryString(t, connect(t, c.ConnString("postgres")), "SELECT count(*)::text FROM kept"), "1")
 }

@@ -10,6 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 const commitTimeout = 10 * time.Second
@@ -17,8 +20,9 @@ const commitTimeout = 10 * time.Second
 // Consumer consumes topics into the inbox as one member of a consumer group.
 // Create it with NewConsumer and call Run.
 type Consumer struct {
-	acc Accepter
-	cfg Config
+	runner settle.Runner // lets Close end Run
+	acc    Accepter
+	cfg    Config
 
 	mu      sync.Mutex
 	pending offsets // accepted, not yet committed
@@ -47,7 +51,7 @@ type Stats struct {
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if acc == nil {
-		return nil, fmt.Errorf("kafka: NewConsumer: accepter is nil: pass an *inbox.Client")
+		return nil, fmt.Errorf("pginbox/kafka: NewConsumer: accepter is nil: pass an *inbox.Client")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -61,10 +65,16 @@ func (c *Consumer) Stats() Stats {
 	return Stats{Acked: c.acked.Load(), DeadLettered: c.deadLettered.Load(), Rewinds: c.rewinds.Load(), Commits: c.committed.Load()}
 }
 
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
 // Run consumes until ctx is done, then commits what was accepted, leaves the
 // group and returns nil. It returns an error only when the client cannot be
 // created from the configuration.
 func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(c.cfg.Brokers...),
 		kgo.ConsumerGroup(c.cfg.Group),
@@ -76,11 +86,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}, c.cfg.ClientOptions...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("kafka: creating the client: %w", err)
+		return fmt.Errorf("pginbox/kafka: creating the client: %w", err)
 	}
 	defer cl.Close() // leaves the group; revoked commits what is pending
 
-	delay := time.Duration(0)
+	backoff := inbox.ExponentialBackoff(c.cfg.RetryDelay, 2, c.cfg.MaxRetryDelay, 0)
+	failures := 0 // batches in a row
 	for {
 		fetches := cl.PollRecords(ctx, c.cfg.MaxBatch)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
@@ -88,19 +99,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		fetches.EachError(func(topic string, partition int32, err error) {
-			c.cfg.Logger.WarnContext(ctx, "kafka: fetch error", "topic", topic, "partition", partition, "err", err)
+			c.cfg.Logger.WarnContext(ctx, "pginbox/kafka: fetch error", "topic", topic, "partition", partition, "err", err)
 		})
 		ok := c.process(ctx, cl, fetches)
 		c.commit(ctx, cl, nil)
 		cl.AllowRebalance()
 		if ok {
-			delay = 0
+			failures = 0
 			continue
 		}
-		delay = min(max(2*delay, c.cfg.RetryDelay), c.cfg.MaxRetryDelay)
+		failures++
 		select {
 		case <-ctx.Done():
-		case <-time.After(delay):
+		case <-time.After(backoff(failures)):
 		}
 	}
 }
@@ -154,7 +165,7 @@ func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, only map[string][
 	defer cancel()
 	cl.CommitOffsetsSync(cctx, todo, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
-			c.cfg.Logger.WarnContext(ctx, "kafka: offset commit failed; the records will be read again and be duplicates", "err", err)
+			c.cfg.Logger.WarnContext(ctx, "pginbox/kafka: offset commit failed; the records will be read again and be duplicates", "err", err)
 			return
 		}
 		c.mu.Lock()
@@ -162,7 +173,7 @@ func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, only map[string][
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					c.cfg.Logger.WarnContext(ctx, "kafka: offset commit refused", "topic", t.Topic, "partition", p.Partition, "err", err)
+					c.cfg.Logger.WarnContext(ctx, "pginbox/kafka: offset commit refused", "topic", t.Topic, "partition", p.Partition, "err", err)
 					continue
 				}
 				// Forget it unless a newer offset was queued meanwhile.

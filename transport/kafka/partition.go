@@ -2,18 +2,18 @@ package kafka
 
 import (
 	"context"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Dead-letter reasons, in the pginbox-reason header.
 const (
-	ReasonConflict = "conflict"
-	ReasonInvalid  = "invalid"
-	ReasonDecode   = "decode"
+	ReasonConflict = settle.ReasonConflict // the identity is stored with other content (*inbox.ConflictError)
+	ReasonInvalid  = settle.ReasonInvalid  // the inbox rejected the record (*inbox.ValidationError)
+	ReasonDecode   = settle.ReasonDecode   // Config.Decode failed, or the record has no ID
 )
 
 // partition accepts one partition's records (in offset order) with one
@@ -37,7 +37,7 @@ func (c *Consumer) partition(ctx context.Context, cl *kgo.Client, topic string, 
 	defer cancel()
 	items, err := c.acc.AcceptBatch(actx, msgs)
 	if err != nil {
-		log.WarnContext(ctx, "kafka: accept batch failed, will re-read", "from_offset", recs[0].Offset, "records", len(recs), "err", err)
+		log.WarnContext(ctx, "pginbox/kafka: accept batch failed, will re-read", "from_offset", recs[0].Offset, "records", len(recs), "err", err)
 		return nil, recs[0]
 	}
 	next := 0 // index into items
@@ -54,17 +54,15 @@ func (c *Consumer) partition(ctx context.Context, cl *kgo.Client, topic string, 
 				through = r
 				continue
 			}
-			cause, reason = it.Err, ReasonInvalid
-			if ce := (*inbox.ConflictError)(nil); errors.As(cause, &ce) {
-				reason, receipt = ReasonConflict, ce.ReceiptID.String()
-			}
+			cause = it.Err
+			reason, receipt = settle.Reason(cause), settle.Receipt(cause)
 		}
 		if err := c.deadLetter(actx, cl, r, reason, cause, receipt); err != nil {
-			log.ErrorContext(ctx, "kafka: dead letter not produced, will re-read", "offset", r.Offset, "dead_letter_topic", c.cfg.DeadLetterTopic, "err", err)
+			log.ErrorContext(ctx, "pginbox/kafka: dead letter not produced, will re-read", "offset", r.Offset, "dead_letter_topic", c.cfg.DeadLetterTopic, "err", err)
 			return through, r
 		}
 		c.deadLettered.Add(1)
-		log.InfoContext(ctx, "kafka: dead-lettered", "offset", r.Offset, "reason", reason, "err", cause)
+		log.InfoContext(ctx, "pginbox/kafka: dead-lettered", "offset", r.Offset, "reason", reason, "err", cause)
 		through = r
 	}
 	return through, nil

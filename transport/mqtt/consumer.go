@@ -12,11 +12,15 @@ import (
 
 	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Consumer moves messages from MQTT subscriptions into the inbox. Create it
 // with New and run it with Run.
 type Consumer struct {
+	runner settle.Runner // lets Close end Run
 	acc    Accepter
 	cfg    Config
 	server *url.URL
@@ -63,17 +67,25 @@ func backoff(attempt int) time.Duration {
 	if attempt == 0 {
 		return 0
 	}
-	return min(100*time.Millisecond<<min(attempt-1, 6), 5*time.Second)
+	return reconnectBackoff(attempt)
 }
+
+var reconnectBackoff = inbox.ExponentialBackoff(100*time.Millisecond, 2, 5*time.Second, 0)
 
 // ackInterval is how often paho sends the acknowledgements released so far
 // (it sends them in the order the messages arrived).
 const ackInterval = 10 * time.Millisecond
 
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
 // Run connects, subscribes and consumes until ctx is cancelled; then it
 // finishes the message in hand, disconnects (the broker keeps the session)
 // and returns nil. Lost connections are re-established with backoff.
 func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
 	connCtx, stopConn := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopConn()
 	cm, err := autopaho.NewConnection(connCtx, autopaho.ClientConfig{

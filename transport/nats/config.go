@@ -2,8 +2,6 @@ package nats
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -11,11 +9,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Defaults for Config fields left at their zero value.
 const (
-	DefaultMaxDeliver    = 20
+	DefaultDeliveryLimit = 20
 	DefaultAckWait       = 30 * time.Second
 	DefaultRetryDelay    = time.Second
 	DefaultMaxRetryDelay = time.Minute
@@ -43,7 +42,7 @@ type Config struct {
 	Stream string
 
 	// Durable names the durable pull consumer. The Consumer creates it, or
-	// updates it to this configuration (explicit acks, MaxDeliver, AckWait,
+	// updates it to this configuration (explicit acks, DeliveryLimit, AckWait,
 	// FilterSubjects), so the same name must not be shared with other
 	// software. Required.
 	Durable string
@@ -68,12 +67,12 @@ type Config struct {
 	// after the dead letter is stored. Required.
 	DeadLetterSubject string
 
-	// MaxDeliver is how many times the server delivers a message that is
+	// DeliveryLimit is how many times the server delivers a message that is
 	// not accepted before it gives up and the message is dead-lettered.
-	// Retries are for storage failures, so MaxDeliver with the retry delays
+	// Retries are for storage failures, so DeliveryLimit with the retry delays
 	// is how long a database outage may last before messages are
-	// dead-lettered. Defaults to DefaultMaxDeliver.
-	MaxDeliver int
+	// dead-lettered. Defaults to DefaultDeliveryLimit.
+	DeliveryLimit int
 
 	// AckWait is how long the server waits for an acknowledgement before it
 	// redelivers. An accept gets half of it. Defaults to DefaultAckWait.
@@ -93,11 +92,17 @@ type Config struct {
 
 	// Logger receives the consumer's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// OnError receives the errors Run keeps going after but someone must act
+	// on: ErrStreamLost, once per loss. It is called from Run's goroutine;
+	// keep it short. Optional: the error is also logged at Error level and
+	// counted in Stats.
+	OnError func(error)
 }
 
 func (c Config) withDefaults() Config {
-	if c.MaxDeliver == 0 {
-		c.MaxDeliver = DefaultMaxDeliver
+	if c.DeliveryLimit == 0 {
+		c.DeliveryLimit = DefaultDeliveryLimit
 	}
 	if c.AckWait == 0 {
 		c.AckWait = DefaultAckWait
@@ -120,27 +125,27 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.URL == "":
-		return errors.New("pginbox/nats: Config.URL is required, e.g. nats://127.0.0.1:4222")
+		return cfgerr.New("nats", "Config.URL is required, e.g. nats://127.0.0.1:4222")
 	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return errors.New("pginbox/nats: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+		return cfgerr.New("nats", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.Stream == "":
-		return errors.New("pginbox/nats: Config.Stream is required: name the JetStream stream to consume")
+		return cfgerr.New("nats", "Config.Stream is required: name the JetStream stream to consume")
 	case c.Durable == "":
-		return errors.New("pginbox/nats: Config.Durable is required: name the durable consumer")
+		return cfgerr.New("nats", "Config.Durable is required: name the durable consumer")
 	case c.Decode == nil:
-		return errors.New("pginbox/nats: Config.Decode is required: map a message to an inbox.Message")
+		return cfgerr.New("nats", "Config.Decode is required: map a message to an inbox.Message")
 	case c.DeadLetterSubject == "":
-		return errors.New("pginbox/nats: Config.DeadLetterSubject is required: name a subject a stream captures")
-	case c.MaxDeliver < 2:
-		return fmt.Errorf("pginbox/nats: Config.MaxDeliver is %d: it must be at least 2 so that a retry is possible", c.MaxDeliver)
+		return cfgerr.New("nats", "Config.DeadLetterSubject is required: name a subject a stream captures")
+	case c.DeliveryLimit < 2:
+		return cfgerr.New("nats", "Config.DeliveryLimit is %d: it must be at least 2 so that a retry is possible", c.DeliveryLimit)
 	case c.AckWait < time.Second:
-		return fmt.Errorf("pginbox/nats: Config.AckWait is %v: it must be at least 1s", c.AckWait)
+		return cfgerr.New("nats", "Config.AckWait is %v: it must be at least 1s", c.AckWait)
 	case c.RetryDelay < 0:
-		return fmt.Errorf("pginbox/nats: Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
+		return cfgerr.New("nats", "Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
 	case c.MaxRetryDelay < c.RetryDelay:
-		return fmt.Errorf("pginbox/nats: Config.MaxRetryDelay (%v) is below RetryDelay (%v)", c.MaxRetryDelay, c.RetryDelay)
+		return cfgerr.New("nats", "Config.MaxRetryDelay (%v) is below RetryDelay (%v)", c.MaxRetryDelay, c.RetryDelay)
 	case c.Concurrency < 1:
-		return fmt.Errorf("pginbox/nats: Config.Concurrency is %d: it must be at least 1", c.Concurrency)
+		return cfgerr.New("nats", "Config.Concurrency is %d: it must be at least 1", c.Concurrency)
 	}
 	return nil
 }
@@ -148,9 +153,5 @@ func (c Config) validate() error {
 // retryDelay is the NakWithDelay delay after a message's delivered-th
 // delivery.
 func (c Config) retryDelay(delivered uint64) time.Duration {
-	d := c.RetryDelay
-	for i := uint64(1); i < delivered && d < c.MaxRetryDelay; i++ {
-		d *= 2
-	}
-	return min(d, c.MaxRetryDelay)
+	return inbox.ExponentialBackoff(c.RetryDelay, 2, c.MaxRetryDelay, 0)(int(min(delivered, 64)))
 }

@@ -6,20 +6,23 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Consumer moves messages from a durable JetStream pull consumer into the
 // inbox. Create it with New and run it with Run.
 type Consumer struct {
-	acc Accepter
-	cfg Config
-	log *slog.Logger
+	runner settle.Runner // lets Close end Run
+	acc    Accepter
+	cfg    Config
+	log    *slog.Logger
 
 	// Set by Run for its duration.
 	nc *nats.Conn
@@ -28,7 +31,22 @@ type Consumer struct {
 	// lastErr remembers why a message (by stream sequence) was last retried,
 	// for the dead letter written when its deliveries run out.
 	lastErr settle.LastErrors[uint64]
+
+	// streamSeen is set by Run once the stream was found: a missing stream
+	// is then a loss, not a configuration error.
+	streamSeen  bool
+	streamsLost atomic.Int64
 }
+
+// Stats counts what a Consumer saw since it was created.
+type Stats struct {
+	// StreamsLost is how many times the stream disappeared after Run had
+	// consumed from it (each reported as ErrStreamLost).
+	StreamsLost int64
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() Stats { return Stats{StreamsLost: c.streamsLost.Load()} }
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 // It connects in Run.
@@ -47,15 +65,31 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	}, nil
 }
 
-// ErrStreamNotFound is returned by Run when Config.Stream does not exist.
+// ErrStreamNotFound is returned by Run when Config.Stream does not exist
+// when Run starts.
 var ErrStreamNotFound = errors.New("pginbox/nats: stream not found")
+
+// ErrStreamLost is reported (Config.OnError, an Error log line and
+// Stats.StreamsLost) when Config.Stream disappears after Run consumed from
+// it: deleted, or lost with a server that kept it in memory. What it held and
+// had not delivered is gone. Run keeps going and consumes again once the
+// stream exists again; recreate it (and find out what removed it).
+var ErrStreamLost = errors.New("pginbox/nats: the stream disappeared after the consumer had consumed from it")
+
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
 
 // Run connects and consumes until ctx is cancelled, then stops pulling,
 // finishes the messages it holds, closes its connection and returns nil.
 // Lost connections and server errors are logged and retried with backoff;
-// only an invalid URL or a missing stream (ErrStreamNotFound) end Run early.
+// only an invalid URL or a stream missing at the start (ErrStreamNotFound)
+// end Run early. A stream that disappears later is reported as
+// ErrStreamLost and waited for.
 // Run once at a time.
 func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
 	opts := append([]nats.Option{
 		nats.Name("pginbox " + c.cfg.Durable),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -87,26 +121,41 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer func() { _ = adv.Unsubscribe() }()
 
-	wait := backoffStart
+	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
+	failures := 0 // in a row
+	lost := false // reported, not found again yet
 	for {
 		started := time.Now()
 		err := c.consume(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrStreamNotFound) {
+		if errors.Is(err, ErrStreamNotFound) && !c.streamSeen {
 			return err
 		}
-		if time.Since(started) > backoffMax {
-			wait = backoffStart // it ran for a while: start over
+		if errors.Is(err, ErrStreamNotFound) && !lost {
+			lost = true
+			c.streamsLost.Add(1)
+			err = fmt.Errorf("%w: %q: what it held and had not delivered is gone; recreate it, Run consumes again once it exists: %w", ErrStreamLost, c.cfg.Stream, err)
+			c.log.Error("pginbox/nats: stream lost", "err", err)
+			if c.cfg.OnError != nil {
+				c.cfg.OnError(err)
+			}
 		}
+		if !errors.Is(err, ErrStreamNotFound) {
+			lost = false
+		}
+		if time.Since(started) > backoffMax {
+			failures = 0 // it ran for a while: start over
+		}
+		failures++
+		wait := backoff(failures)
 		c.log.Warn("pginbox/nats: consuming failed; retrying", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, backoffMax)
 	}
 }
 
@@ -125,7 +174,7 @@ func (c *Consumer) consume(ctx context.Context) error {
 		Durable:        c.cfg.Durable,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        c.cfg.AckWait,
-		MaxDeliver:     c.cfg.MaxDeliver,
+		MaxDeliver:     c.cfg.DeliveryLimit,
 		FilterSubjects: c.cfg.FilterSubjects,
 	})
 	cancel()
@@ -135,6 +184,7 @@ func (c *Consumer) consume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pginbox/nats: creating consumer %q: %w", c.cfg.Durable, err)
 	}
+	c.streamSeen = true
 	it, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.Concurrency))
 	if err != nil {
 		return fmt.Errorf("pginbox/nats: pulling from consumer %q: %w", c.cfg.Durable, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -33,7 +34,7 @@ const (
 	ReasonDecode        = settle.ReasonDecode        // Config.Decode failed, or no message ID
 	ReasonInvalid       = settle.ReasonInvalid       // the inbox rejected the message (*inbox.ValidationError)
 	ReasonConflict      = settle.ReasonConflict      // the same identity is stored with other content (*inbox.ConflictError)
-	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // MaxDeliver deliveries without an accept
+	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // DeliveryLimit deliveries without an accept
 )
 
 // deadLetter is a message on its way to the dead-letter subject.
@@ -114,8 +115,9 @@ func (c *Consumer) onMaxDeliveries(m *nats.Msg) {
 	log := c.log.With("seq", a.StreamSeq, "delivered", a.Deliveries)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cause := fmt.Sprintf("not accepted after %d deliveries (MaxDeliver); last error: %s", a.Deliveries, c.lastErr.Recall(a.StreamSeq))
-	for wait := backoffStart; ; wait = min(2*wait, backoffMax) {
+	cause := fmt.Sprintf("not accepted after %d deliveries (DeliveryLimit); last error: %s", a.Deliveries, c.lastErr.Recall(a.StreamSeq))
+	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
+	for attempt := 1; ; attempt++ {
 		err := c.moveExhausted(ctx, a, cause)
 		if err == nil {
 			log.Warn("pginbox/nats: deliveries exhausted; moved to the dead-letter subject", "err", cause)
@@ -126,7 +128,7 @@ func (c *Consumer) onMaxDeliveries(m *nats.Msg) {
 			return
 		}
 		log.Warn("pginbox/nats: moving an exhausted message failed; retrying", "err", err)
-		time.Sleep(wait)
+		time.Sleep(backoff(attempt))
 	}
 }
 

@@ -6,7 +6,7 @@
 //
 //   - ack (accepted, or a duplicate of a stored receipt): Ack.
 //   - retry (storage failure, uncertain commit): NakWithDelay, with a delay
-//     that doubles with every delivery. The consumer's MaxDeliver bounds the
+//     that doubles with every delivery. The consumer's DeliveryLimit bounds the
 //     tries; when the server gives up it publishes a max-deliveries advisory,
 //     and the Consumer moves that message to the dead-letter subject.
 //   - reject (invalid message, identity conflict, a Decode error): publish to

@@ -98,15 +98,13 @@ func TestDrillConnectionCut(t *testing.T) {
 	cuts := 0
 	for _, at := range []int{drillMessages / 4, drillMessages / 2, 3 * drillMessages / 4} {
 		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return ledger.Receipts(t) >= at })
-		drill.Eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
 		if at == drillMessages/2 { // down for a while: refused, not just reset
-			proxy.Refuse()
-			cuts += proxy.Cut()
+			cuts += drill.Down(t, proxy)
 			time.Sleep(500 * time.Millisecond)
 			proxy.Resume()
 			continue
 		}
-		cuts += proxy.Cut()
+		cuts += drill.Cut(t, proxy)
 	}
 	if err := <-published; err != nil {
 		t.Fatal(err)
@@ -130,7 +128,7 @@ func TestDrillDatabaseDown(t *testing.T) {
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url, true)
 	cfg := e.config(url, testlog.Errors(t))
-	cfg.MaxDeliver = 1000 // this drill is about riding out the outage, not about exhaustion
+	cfg.DeliveryLimit = 1000 // this drill is about riding out the outage, not about exhaustion
 	start(t, newClient(t, proxied), cfg)
 
 	ids := drillIDs(drillMessages)
@@ -206,17 +204,17 @@ func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) (receipt, row strin
 	return rid.String(), row
 }
 
-// When MaxDeliver deliveries fail (here: the database is down), the server's
+// When DeliveryLimit deliveries fail (here: the database is down), the server's
 // advisory makes the consumer move the message to the dead-letter subject
 // with the last error.
-func TestMaxDeliveriesDeadLetter(t *testing.T) {
+func TestDeliveryLimitDeadLetter(t *testing.T) {
 	t.Parallel()
 	url := natsURL(t)
 	dsn := testDSN(t)
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, url, true)
 	cfg := e.config(url, testlog.Errors(t))
-	cfg.MaxDeliver = 3
+	cfg.DeliveryLimit = 3
 	start(t, newClient(t, proxied), cfg)
 	proxy.Refuse()
 

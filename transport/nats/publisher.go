@@ -33,6 +33,7 @@ type Publisher struct {
 	js  jetstream.JetStream
 
 	duplicates atomic.Int64
+	durable    durableSubjects
 }
 
 // NewPublisher connects (in the background when the server is not up yet)
@@ -61,7 +62,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 func (p *Publisher) Duplicates() int64 { return p.duplicates.Load() }
 
 // Close closes the connection.
-func (p *Publisher) Close() { p.nc.Close() }
+func (p *Publisher) Close() error { p.nc.Close(); return nil }
 
 // Publish publishes msgs asynchronously and waits for every PubAck, or until
 // ctx ends; see outbox.Publisher.
@@ -69,6 +70,10 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	errs := make([]error, len(msgs))
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	for i, m := range msgs {
+		if err := p.checkDurable(ctx, p.cfg.Subject(m)); err != nil {
+			errs[i] = err
+			continue
+		}
 		f, err := p.js.PublishMsgAsync(p.msg(m))
 		if err != nil {
 			errs[i] = publishError(err)

@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Headers the Publisher sets besides Nats-Msg-Id (the event ID).
@@ -36,6 +37,14 @@ type PublisherConfig struct {
 	// Subject returns the subject a message is published to; a stream must
 	// capture it. Defaults to the message's Destination.
 	Subject func(outbox.Message) string
+
+	// AllowNotDurable lets the Publisher publish to a stream that keeps
+	// messages in memory (storage: memory). Defaults to false: before the
+	// first publish to a subject the Publisher looks up the stream that
+	// captures it and refuses a memory stream with ErrNotDurable, because a
+	// message it acknowledged, and the relay marked published, is gone when
+	// the server restarts.
+	AllowNotDurable bool
 }
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
@@ -47,7 +56,7 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 
 func (c PublisherConfig) validate() error {
 	if c.URL == "" {
-		return errors.New("pginbox/nats: PublisherConfig.URL is empty: set it to nats://host:4222")
+		return cfgerr.New("nats", "PublisherConfig.URL is empty: set it to nats://host:4222")
 	}
 	return nil
 }

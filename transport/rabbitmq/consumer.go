@@ -9,6 +9,9 @@ import (
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Reconnect backoff: doubles from the first to the last value; a session
@@ -23,12 +26,27 @@ const (
 // Consumer consumes one queue into the inbox. Create it with NewConsumer and
 // call Run.
 type Consumer struct {
-	acc Accepter
-	cfg Config
+	runner settle.Runner // lets Close end Run
+	acc    Accepter
+	cfg    Config
 
-	acked, requeued, deadLettered, connects atomic.Int64
-	warnOnce                                sync.Once
+	acked, requeued, deadLettered, connects, queuesLost atomic.Int64
+	warnOnce                                            sync.Once
+
+	// Set by Run: the queue was consumed from, and its loss was reported
+	// (until it is consumed from again).
+	queueSeen, queueLost bool
 }
+
+// ErrQueueLost is reported (Config.OnError, an Error log line and
+// Stats.QueuesLost) when the queue disappears after Run consumed from it:
+// deleted, or a transient queue lost in a broker restart. The messages it
+// held are gone. Run keeps reconnecting and consumes again once the queue
+// exists (Config.Setup can declare it again); find out what removed it.
+var ErrQueueLost = errors.New("pginbox/rabbitmq: the queue disappeared after the consumer had consumed from it")
+
+// errQueueGone is a session's end because its queue does not exist.
+var errQueueGone = errors.New("the queue does not exist")
 
 // Stats counts what a Consumer did since it was created.
 type Stats struct {
@@ -36,12 +54,13 @@ type Stats struct {
 	Requeued     int64 // deliveries nacked with requeue (retry)
 	DeadLettered int64 // deliveries republished to the dead-letter exchange, then acked
 	Connects     int64 // successful connects, the first included
+	QueuesLost   int64 // times the queue disappeared after Run consumed from it (ErrQueueLost)
 }
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if acc == nil {
-		return nil, fmt.Errorf("rabbitmq: NewConsumer: accepter is nil: pass an *inbox.Client")
+		return nil, fmt.Errorf("pginbox/rabbitmq: NewConsumer: accepter is nil: pass an *inbox.Client")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -52,15 +71,22 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 
 // Stats returns the consumer's counters.
 func (c *Consumer) Stats() Stats {
-	return Stats{Acked: c.acked.Load(), Requeued: c.requeued.Load(), DeadLettered: c.deadLettered.Load(), Connects: c.connects.Load()}
+	return Stats{Acked: c.acked.Load(), Requeued: c.requeued.Load(), DeadLettered: c.deadLettered.Load(), Connects: c.connects.Load(), QueuesLost: c.queuesLost.Load()}
 }
+
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
 
 // Run consumes until ctx is done, reconnecting with backoff whenever the
 // broker or the connection goes away. On shutdown it stops consuming, lets
 // the deliveries in hand finish (ack, nack or dead letter), and returns nil.
 // Deliveries never acked return to the queue when the channel closes.
 func (c *Consumer) Run(ctx context.Context) error {
-	delay := reconnectMin
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
+	backoff := inbox.ExponentialBackoff(reconnectMin, 2, reconnectMax, 0)
+	failures := 0 // in a row
 	for {
 		started := time.Now()
 		err := c.session(ctx)
@@ -68,15 +94,25 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		if time.Since(started) > reconnectReset {
-			delay = reconnectMin
+			failures = 0
 		}
-		c.cfg.Logger.WarnContext(ctx, "rabbitmq: connection lost, reconnecting", "queue", c.cfg.Queue, "err", err, "in", delay)
+		if errors.Is(err, errQueueGone) && c.queueSeen && !c.queueLost {
+			c.queueLost = true
+			c.queuesLost.Add(1)
+			lost := fmt.Errorf("%w: %q: the messages it held are gone; declare it again (Config.Setup runs at every reconnect), Run consumes again once it exists: %w", ErrQueueLost, c.cfg.Queue, err)
+			c.cfg.Logger.ErrorContext(ctx, "pginbox/rabbitmq: queue lost", "queue", c.cfg.Queue, "err", lost)
+			if c.cfg.OnError != nil {
+				c.cfg.OnError(lost)
+			}
+		}
+		failures++
+		delay := backoff(failures)
+		c.cfg.Logger.WarnContext(ctx, "pginbox/rabbitmq: connection lost, reconnecting", "queue", c.cfg.Queue, "err", err, "in", delay)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(delay):
 		}
-		delay = min(2*delay, reconnectMax)
 	}
 }
 
@@ -105,13 +141,18 @@ func (c *Consumer) session(ctx context.Context) error {
 		return err
 	}
 	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	cancelled := ch.NotifyCancel(make(chan string, 1))
 	tag := fmt.Sprintf("pginbox-%d", time.Now().UnixNano())
 	deliveries, err := ch.Consume(c.cfg.Queue, tag, false, false, false, false, nil)
 	if err != nil {
+		if amqpErr := (*amqp.Error)(nil); errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound {
+			err = fmt.Errorf("%w: %w", errQueueGone, err)
+		}
 		return fmt.Errorf("consuming queue %q (does it exist? declare it in Config.Setup): %w", c.cfg.Queue, err)
 	}
 	c.connects.Add(1)
-	c.cfg.Logger.InfoContext(ctx, "rabbitmq: consuming", "queue", c.cfg.Queue, "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
+	c.queueSeen, c.queueLost = true, false
+	c.cfg.Logger.InfoContext(ctx, "pginbox/rabbitmq: consuming", "queue", c.cfg.Queue, "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
 
 	// Workers end when the library closes deliveries: after a cancel-ok, or
 	// when the channel or connection closes. sessCtx ends their retry waits
@@ -139,7 +180,30 @@ func (c *Consumer) session(ctx context.Context) error {
 			cause = e
 		}
 		endSession()
+	case <-cancelled:
+		// The broker cancelled the consumer: the queue was deleted (or
+		// failed over). deliveries is closed; the workers finish.
+		cause = errors.New("the broker cancelled the consumer")
+		if queueMissing(conn, c.cfg.Queue) {
+			cause = fmt.Errorf("%w: the broker cancelled the consumer", errQueueGone)
+		}
+		endSession()
 	}
 	wg.Wait()
 	return cause
+}
+
+// queueMissing reports whether the broker says queue does not exist.
+func queueMissing(conn *amqp.Connection, queue string) bool {
+	ch, err := conn.Channel()
+	if err != nil {
+		return false
+	}
+	_, err = ch.QueueDeclarePassive(queue, true, false, false, false, nil)
+	if err == nil {
+		_ = ch.Close()
+		return false
+	}
+	amqpErr := (*amqp.Error)(nil)
+	return errors.As(err, &amqpErr) && amqpErr.Code == amqp.NotFound
 }

@@ -2,20 +2,20 @@ package rabbitmq
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Dead-letter reasons, in the x-pginbox-reason header.
 const (
-	ReasonConflict      = "conflict"
-	ReasonInvalid       = "invalid"
-	ReasonDecode        = "decode"
-	ReasonDeliveryLimit = "delivery_limit"
+	ReasonConflict      = settle.ReasonConflict      // the identity is stored with other content (*inbox.ConflictError)
+	ReasonInvalid       = settle.ReasonInvalid       // the inbox rejected the message (*inbox.ValidationError)
+	ReasonDecode        = settle.ReasonDecode        // Config.Decode failed, or the message has no ID
+	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // Config.DeliveryLimit deliveries without an accept
 )
 
 // handle accepts one delivery and settles it: ack, nack with requeue, or
@@ -36,28 +36,24 @@ func (c *Consumer) handle(ctx context.Context, dl *deadLetterer, d amqp.Delivery
 	case inbox.ActionAck:
 		if err := d.Ack(false); err != nil {
 			// The channel is gone: the broker redelivers, and that is a Duplicate.
-			log.DebugContext(ctx, "rabbitmq: ack failed", "err", err)
+			log.DebugContext(ctx, "pginbox/rabbitmq: ack failed", "err", err)
 			return
 		}
 		c.acked.Add(1)
 	case inbox.ActionReject:
-		reason, receipt := ReasonInvalid, ""
-		if ce := (*inbox.ConflictError)(nil); errors.As(err, &ce) {
-			reason, receipt = ReasonConflict, ce.ReceiptID.String()
-		}
-		c.deadLetter(ctx, dl, d, reason, err, receipt)
+		c.deadLetter(ctx, dl, d, settle.Reason(err), err, settle.Receipt(err))
 	default:
 		n, counted := deliveryCount(d)
 		if !counted && d.Redelivered {
 			c.warnOnce.Do(func() {
-				log.Warn("rabbitmq: redeliveries carry no x-delivery-count header (a classic queue?): retries are not bounded; use a quorum queue")
+				log.Warn("pginbox/rabbitmq: redeliveries carry no x-delivery-count header (a classic queue?): retries are not bounded; use a quorum queue")
 			})
 		}
 		if counted && n+1 >= int64(c.cfg.DeliveryLimit) {
 			c.deadLetter(ctx, dl, d, ReasonDeliveryLimit, err, "")
 			return
 		}
-		log.WarnContext(ctx, "rabbitmq: accept failed, requeueing", "delivery", n+1, "err", err)
+		log.WarnContext(ctx, "pginbox/rabbitmq: accept failed, requeueing", "delivery", n+1, "err", err)
 		c.requeue(ctx, d, c.retryDelay(n))
 	}
 }
@@ -67,18 +63,18 @@ func (c *Consumer) handle(ctx context.Context, dl *deadLetterer, d amqp.Delivery
 func (c *Consumer) deadLetter(ctx context.Context, dl *deadLetterer, d amqp.Delivery, reason string, cause error, receipt string) {
 	log := c.cfg.Logger.With("queue", c.cfg.Queue, "message_id", d.MessageId, "reason", reason)
 	if err := dl.publish(ctx, d, c.cfg.Queue, reason, cause, receipt); err != nil {
-		log.ErrorContext(ctx, "rabbitmq: dead letter not published, requeueing", "err", err)
+		log.ErrorContext(ctx, "pginbox/rabbitmq: dead letter not published, requeueing", "err", err)
 		n, _ := deliveryCount(d)
 		c.requeue(ctx, d, c.retryDelay(n))
 		return
 	}
 	if err := d.Ack(false); err != nil {
 		// Redelivered: it will be dead-lettered again (a second copy there).
-		log.DebugContext(ctx, "rabbitmq: ack after dead letter failed", "err", err)
+		log.DebugContext(ctx, "pginbox/rabbitmq: ack after dead letter failed", "err", err)
 		return
 	}
 	c.deadLettered.Add(1)
-	log.InfoContext(ctx, "rabbitmq: dead-lettered", "err", cause)
+	log.InfoContext(ctx, "pginbox/rabbitmq: dead-lettered", "err", cause)
 }
 
 // requeue waits (less if the session ends) and nacks d with requeue.
@@ -97,14 +93,7 @@ func (c *Consumer) requeue(ctx context.Context, d amqp.Delivery, wait time.Durat
 
 // retryDelay is RetryDelay doubled per earlier delivery, capped.
 func (c *Consumer) retryDelay(earlier int64) time.Duration {
-	d := c.cfg.RetryDelay
-	for range min(earlier, 32) {
-		if d >= c.cfg.MaxRetryDelay {
-			break
-		}
-		d *= 2
-	}
-	return min(d, c.cfg.MaxRetryDelay)
+	return inbox.ExponentialBackoff(c.cfg.RetryDelay, 2, c.cfg.MaxRetryDelay, 0)(int(min(earlier, 64)) + 1)
 }
 
 // deliveryCount is how often d was delivered before, from the quorum queue's

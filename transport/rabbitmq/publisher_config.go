@@ -2,12 +2,12 @@ package rabbitmq
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // DefaultMaxMessageSize is RabbitMQ's own default max_message_size (128 MiB).
@@ -25,14 +25,14 @@ const (
 
 // ErrUnroutable is the error of a message the broker returned because no
 // queue is bound for it (it was published mandatory).
-var ErrUnroutable = errors.New("rabbitmq: the broker routed the message to no queue")
+var ErrUnroutable = errors.New("pginbox/rabbitmq: the broker routed the message to no queue")
 
 // ErrNacked is the error of a message the broker refused to confirm.
-var ErrNacked = errors.New("rabbitmq: the broker nacked the message")
+var ErrNacked = errors.New("pginbox/rabbitmq: the broker nacked the message")
 
 // ErrTooLarge is the error of a message larger than
 // PublisherConfig.MaxMessageSize.
-var ErrTooLarge = errors.New("rabbitmq: message too large")
+var ErrTooLarge = errors.New("pginbox/rabbitmq: message too large")
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
@@ -62,6 +62,12 @@ type PublisherConfig struct {
 	// exchanges and queues here. Optional.
 	Setup func(ch *amqp.Channel) error
 
+	// AllowNotDurable lets the Publisher publish to a transient queue. Defaults
+	// to false: before the first publish to a queue (through the default
+	// exchange, where the routing key is the queue) the Publisher checks that
+	// the queue is durable and refuses a transient one with ErrNotDurable.
+	AllowNotDurable bool
+
 	// Logger receives reconnects. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -84,13 +90,13 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 
 func (c PublisherConfig) validate() error {
 	if c.URL == "" {
-		return errors.New("rabbitmq: PublisherConfig.URL is empty: set it to amqp://user:password@host:5672/vhost")
+		return cfgerr.New("rabbitmq", "PublisherConfig.URL is empty: set it to amqp://user:password@host:5672/vhost")
 	}
 	if _, err := amqp.ParseURI(c.URL); err != nil {
-		return fmt.Errorf("rabbitmq: PublisherConfig.URL: %w", err)
+		return cfgerr.New("rabbitmq", "PublisherConfig.URL: %v", err)
 	}
 	if c.MaxMessageSize < 0 {
-		return fmt.Errorf("rabbitmq: PublisherConfig.MaxMessageSize is %d, want a positive size (0 means %d)", c.MaxMessageSize, DefaultMaxMessageSize)
+		return cfgerr.New("rabbitmq", "PublisherConfig.MaxMessageSize is %d, want a positive size (0 means %d)", c.MaxMessageSize, DefaultMaxMessageSize)
 	}
 	return nil
 }

@@ -24,9 +24,9 @@ func TestPublisherConfigRejected(t *testing.T) {
 		cfg  rabbitmq.PublisherConfig
 		want string
 	}{
-		{rabbitmq.PublisherConfig{}, "URL is empty"},
+		{rabbitmq.PublisherConfig{}, "URL: is empty"},
 		{rabbitmq.PublisherConfig{URL: "http://x"}, "PublisherConfig.URL"},
-		{rabbitmq.PublisherConfig{URL: "amqp://127.0.0.1/", MaxMessageSize: -1}, "MaxMessageSize is -1"},
+		{rabbitmq.PublisherConfig{URL: "amqp://127.0.0.1/", MaxMessageSize: -1}, "MaxMessageSize: is -1"},
 	} {
 		_, err := rabbitmq.NewPublisher(tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -128,7 +128,7 @@ func TestPublisherNacked(t *testing.T) {
 	must(t, err)
 	_, err = ch.QueueDeclare(full, false, true, false, false, amqp.Table{"x-max-length": int32(1), "x-overflow": "reject-publish"})
 	must(t, err)
-	p := newPublisher(t, r.url, rabbitmq.PublisherConfig{})
+	p := newPublisher(t, r.url, rabbitmq.PublisherConfig{AllowNotDurable: true}) // the full queue is transient
 	errs := p.Publish(context.Background(), []outbox.Message{message(full, `{"n":1}`), message(full, `{"n":2}`)})
 	if len(errs) != 2 || errs[0] != nil || !errors.Is(errs[1], rabbitmq.ErrNacked) || handler.IsPermanent(errs[1]) {
 		t.Fatalf("errors %v: want the second nacked, retryably", errs)

@@ -2,8 +2,6 @@ package redisstream
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
@@ -12,12 +10,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Defaults for Config fields left at their zero value.
 const (
 	DefaultIDField       = "message_id"
-	DefaultMaxDeliveries = 20
+	DefaultDeliveryLimit = 20
 	DefaultClaimIdle     = 30 * time.Second
 	DefaultBlock         = time.Second
 	DefaultBatchSize     = 10
@@ -67,11 +66,11 @@ type Config struct {
 	// XACK are one MULTI. Required.
 	DeadLetterStream string
 
-	// MaxDeliveries is how many deliveries an entry gets before it is
-	// dead-lettered. Retries are for storage failures, so MaxDeliveries
+	// DeliveryLimit is how many deliveries an entry gets before it is
+	// dead-lettered. Retries are for storage failures, so DeliveryLimit
 	// times ClaimIdle is about how long a database outage may last before
-	// entries are dead-lettered. Defaults to DefaultMaxDeliveries.
-	MaxDeliveries int64
+	// entries are dead-lettered. Defaults to DefaultDeliveryLimit.
+	DeliveryLimit int64
 
 	// ClaimIdle is how long an entry stays pending (not acknowledged) before
 	// a Consumer claims it again: the retry delay, and how soon the entries
@@ -89,6 +88,12 @@ type Config struct {
 
 	// Logger receives the consumer's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// OnError receives the errors Run keeps going after but someone must act
+	// on: ErrGroupLost, once per loss. It is called from Run's goroutine;
+	// keep it short. Optional: the error is also logged at Error level and
+	// counted in Stats.
+	OnError func(error)
 }
 
 func (c Config) withDefaults() Config {
@@ -99,8 +104,8 @@ func (c Config) withDefaults() Config {
 	if c.IDField == "" {
 		c.IDField = DefaultIDField
 	}
-	if c.MaxDeliveries == 0 {
-		c.MaxDeliveries = DefaultMaxDeliveries
+	if c.DeliveryLimit == 0 {
+		c.DeliveryLimit = DefaultDeliveryLimit
 	}
 	if c.ClaimIdle == 0 {
 		c.ClaimIdle = DefaultClaimIdle
@@ -120,27 +125,27 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.Redis == nil:
-		return errors.New("pginbox/redisstream: Config.Redis is nil: pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
+		return cfgerr.New("redisstream", "Config.Redis is nil: pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
 	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return errors.New("pginbox/redisstream: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+		return cfgerr.New("redisstream", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.Stream == "":
-		return errors.New("pginbox/redisstream: Config.Stream is required: name the stream to consume")
+		return cfgerr.New("redisstream", "Config.Stream is required: name the stream to consume")
 	case c.Group == "":
-		return errors.New("pginbox/redisstream: Config.Group is required: name the consumer group")
+		return cfgerr.New("redisstream", "Config.Group is required: name the consumer group")
 	case c.Decode == nil:
-		return errors.New("pginbox/redisstream: Config.Decode is required: map an entry to an inbox.Message")
+		return cfgerr.New("redisstream", "Config.Decode is required: map an entry to an inbox.Message")
 	case c.DeadLetterStream == "":
-		return errors.New("pginbox/redisstream: Config.DeadLetterStream is required: name the stream for rejected entries")
+		return cfgerr.New("redisstream", "Config.DeadLetterStream is required: name the stream for rejected entries")
 	case c.DeadLetterStream == c.Stream:
-		return errors.New("pginbox/redisstream: Config.DeadLetterStream must differ from Stream")
-	case c.MaxDeliveries < 1:
-		return fmt.Errorf("pginbox/redisstream: Config.MaxDeliveries is %d: it must be at least 1", c.MaxDeliveries)
+		return cfgerr.New("redisstream", "Config.DeadLetterStream must differ from Stream")
+	case c.DeliveryLimit < 1:
+		return cfgerr.New("redisstream", "Config.DeliveryLimit is %d: it must be at least 1", c.DeliveryLimit)
 	case c.ClaimIdle < 10*time.Millisecond:
-		return fmt.Errorf("pginbox/redisstream: Config.ClaimIdle is %v: it must be at least 10ms", c.ClaimIdle)
+		return cfgerr.New("redisstream", "Config.ClaimIdle is %v: it must be at least 10ms", c.ClaimIdle)
 	case c.Block < time.Millisecond:
-		return fmt.Errorf("pginbox/redisstream: Config.Block is %v: it must be at least 1ms", c.Block)
+		return cfgerr.New("redisstream", "Config.Block is %v: it must be at least 1ms", c.Block)
 	case c.BatchSize < 1:
-		return fmt.Errorf("pginbox/redisstream: Config.BatchSize is %d: it must be at least 1", c.BatchSize)
+		return cfgerr.New("redisstream", "Config.BatchSize is %d: it must be at least 1", c.BatchSize)
 	}
 	return nil
 }

@@ -7,25 +7,48 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Consumer moves entries from a Redis stream's consumer group into the
 // inbox. Create it with New and run it with Run.
 type Consumer struct {
-	rdb redis.UniversalClient
-	acc Accepter
-	cfg Config
-	log *slog.Logger
+	runner settle.Runner // lets Close end Run
+	rdb    redis.UniversalClient
+	acc    Accepter
+	cfg    Config
+	log    *slog.Logger
 
 	// lastErr remembers why an entry was last retried, for its dead letter
 	// when its deliveries run out.
 	lastErr settle.LastErrors[string]
+
+	groupsLost atomic.Int64
 }
+
+// ErrGroupLost is reported (Config.OnError, an Error log line and
+// Stats.GroupsLost) when the consumer group, or the whole stream, disappears
+// after Run consumed from it: deleted, or lost in a restart of a Redis
+// without persistence (appendonly no). Entries it held and had not delivered
+// are gone, silently for Redis. Run recreates the group at the start of the
+// stream and goes on; find out what removed it.
+var ErrGroupLost = errors.New("pginbox/redisstream: the consumer group disappeared after the consumer had consumed from it")
+
+// Stats counts what a Consumer saw since it was created.
+type Stats struct {
+	// GroupsLost is how many times the group (or stream) disappeared after
+	// Run had consumed from it (each reported as ErrGroupLost).
+	GroupsLost int64
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() Stats { return Stats{GroupsLost: c.groupsLost.Load()} }
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
@@ -50,11 +73,18 @@ const (
 	backoffMax   = 5 * time.Second
 )
 
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
 // Run consumes until ctx is cancelled, then finishes the entries it holds
 // and returns nil. Redis errors (a lost connection, a server restart, a
 // deleted group) are logged and retried with backoff.
 func (c *Consumer) Run(ctx context.Context) error {
-	wait := backoffStart
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
+	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
+	failures := 0 // in a row
 	groupReady := false
 	nextClaim := time.Now()
 	for ctx.Err() == nil {
@@ -74,21 +104,25 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return c.read(ctx)
 		}()
 		if err == nil {
-			wait = backoffStart
+			failures = 0
 			continue
 		}
 		if ctx.Err() != nil {
 			break
 		}
 		if isNoGroup(err) {
+			if groupReady {
+				c.reportLost(err)
+			}
 			groupReady = false
 		}
+		failures++
+		wait := backoff(failures)
 		c.log.Warn("pginbox/redisstream: Redis call failed; retrying", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, backoffMax)
 	}
 	return nil
 }
@@ -103,7 +137,21 @@ func (c *Consumer) createGroup(ctx context.Context) error {
 	return nil
 }
 
-func isNoGroup(err error) bool { return strings.Contains(err.Error(), "NOGROUP") }
+// isNoGroup reports a group (or stream) that does not exist, including a
+// blocked read that Redis ended because the stream was deleted.
+func isNoGroup(err error) bool {
+	return strings.Contains(err.Error(), "NOGROUP") || strings.Contains(err.Error(), "UNBLOCKED")
+}
+
+// reportLost reports ErrGroupLost for err.
+func (c *Consumer) reportLost(err error) {
+	c.groupsLost.Add(1)
+	err = fmt.Errorf("%w: %q in stream %q: entries it held and had not delivered are gone; Run recreates it: %w", ErrGroupLost, c.cfg.Group, c.cfg.Stream, err)
+	c.log.Error("pginbox/redisstream: consumer group lost", "err", err)
+	if c.cfg.OnError != nil {
+		c.cfg.OnError(err)
+	}
+}
 
 // read handles the new entries one XREADGROUP returns.
 func (c *Consumer) read(ctx context.Context) error {

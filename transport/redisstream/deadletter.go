@@ -26,7 +26,7 @@ const (
 	ReasonDecode        = settle.ReasonDecode        // Config.Decode failed, or no message ID
 	ReasonInvalid       = settle.ReasonInvalid       // the inbox rejected the message (*inbox.ValidationError)
 	ReasonConflict      = settle.ReasonConflict      // the same identity is stored with other content (*inbox.ConflictError)
-	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // more than MaxDeliveries deliveries without an accept
+	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // more than DeliveryLimit deliveries without an accept
 )
 
 // deadLetter adds m to the dead-letter stream with the reason and

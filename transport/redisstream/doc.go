@@ -8,7 +8,7 @@
 //   - retry (storage failure, uncertain commit): nothing. The entry stays
 //     pending; after Config.ClaimIdle a Consumer takes it over with
 //     XAUTOCLAIM and tries again. When its delivery count (from XPENDING)
-//     passes Config.MaxDeliveries it is dead-lettered instead.
+//     passes Config.DeliveryLimit it is dead-lettered instead.
 //   - reject (invalid message, identity conflict, a Decode error): XADD to
 //     the dead-letter stream with the reason, and XACK, in one MULTI.
 //

@@ -78,15 +78,13 @@ func TestDrillConnectionCut(t *testing.T) {
 	cuts := 0
 	for _, at := range []int{drillMessages / 4, drillMessages / 2, 3 * drillMessages / 4} {
 		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return ledger.Receipts(t) >= at })
-		drill.Eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
 		if at == drillMessages/2 { // down for a while: refused, not just reset
-			proxy.Refuse()
-			cuts += proxy.Cut()
+			cuts += drill.Down(t, proxy)
 			time.Sleep(500 * time.Millisecond)
 			proxy.Resume()
 			continue
 		}
-		cuts += proxy.Cut()
+		cuts += drill.Cut(t, proxy)
 	}
 	if err := <-added; err != nil {
 		t.Fatal(err)
@@ -110,7 +108,7 @@ func TestDrillDatabaseDown(t *testing.T) {
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, addr)
 	cfg := e.config(newRedis(t, addr), testlog.Errors(t))
-	cfg.MaxDeliveries = 1000 // this drill is about riding out the outage, not about exhaustion
+	cfg.DeliveryLimit = 1000 // this drill is about riding out the outage, not about exhaustion
 	start(t, newClient(t, proxied), cfg)
 
 	ids := drillIDs(drillMessages)
@@ -200,16 +198,16 @@ func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) (receipt, row strin
 	return rid.String(), row
 }
 
-// After MaxDeliveries deliveries without an accept (here: the database is
+// After DeliveryLimit deliveries without an accept (here: the database is
 // down) an entry moves to the dead-letter stream with the last error.
-func TestMaxDeliveriesDeadLetter(t *testing.T) {
+func TestDeliveryLimitDeadLetter(t *testing.T) {
 	t.Parallel()
 	addr := redisAddr(t)
 	dsn := testDSN(t)
 	proxy, proxied := drill.ProxiedPool(t, dsn)
 	e := newEnv(t, addr)
 	cfg := e.config(newRedis(t, addr), testlog.Errors(t))
-	cfg.MaxDeliveries = 3
+	cfg.DeliveryLimit = 3
 	start(t, newClient(t, proxied), cfg)
 	proxy.Refuse()
 

@@ -23,8 +23,8 @@ func (c *Consumer) handle(ctx context.Context, m redis.XMessage, delivered int64
 	// An accept finishes even when Run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.acceptTimeout())
 	defer cancel()
-	if delivered > c.cfg.MaxDeliveries {
-		cause := fmt.Errorf("not accepted after %d deliveries (MaxDeliveries); last error: %s", delivered-1, c.lastErr.Recall(m.ID))
+	if delivered > c.cfg.DeliveryLimit {
+		cause := fmt.Errorf("not accepted after %d deliveries (DeliveryLimit); last error: %s", delivered-1, c.lastErr.Recall(m.ID))
 		c.deadLetter(ctx, log, m, delivered, ReasonDeliveryLimit, cause)
 		return
 	}

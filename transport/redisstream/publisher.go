@@ -12,6 +12,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Entry fields the Publisher writes. The event ID goes into DefaultIDField,
@@ -27,7 +28,7 @@ const (
 
 // ErrNotAStream is the error of an entry whose stream key holds another
 // type: retrying cannot help until the key is renamed or deleted.
-var ErrNotAStream = errors.New("redisstream: the key is not a stream")
+var ErrNotAStream = errors.New("pginbox/redisstream: the key is not a stream")
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
@@ -42,6 +43,15 @@ type PublisherConfig struct {
 	// (XADD MAXLEN ~). Defaults to 0: no trimming. Trim no shorter than what
 	// a consumer group may still have to read.
 	MaxLen int64
+
+	// AllowNotDurable lets NewPublisher start on a Redis that does not
+	// persist writes (appendonly no), or whose configuration it cannot read
+	// (CONFIG GET disabled). Defaults to false: such a Redis is refused with
+	// ErrNotDurable, because an entry it acknowledged, and the relay marked
+	// published, is gone after a Redis restart. Set it only for tests, or
+	// when persistence is ensured another way (a replica with AOF, a managed
+	// service that persists).
+	AllowNotDurable bool
 }
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
@@ -54,9 +64,9 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 func (c PublisherConfig) validate() error {
 	switch {
 	case c.Redis == nil:
-		return errors.New("redisstream: PublisherConfig.Redis is nil: pass a client, e.g. redis.NewClient(...)")
+		return cfgerr.New("redisstream", "PublisherConfig.Redis is nil: pass a client, e.g. redis.NewClient(...)")
 	case c.MaxLen < 0:
-		return fmt.Errorf("redisstream: PublisherConfig.MaxLen is %d, want 0 (no trimming) or more", c.MaxLen)
+		return cfgerr.New("redisstream", "PublisherConfig.MaxLen is %d, want 0 (no trimming) or more", c.MaxLen)
 	}
 	return nil
 }
@@ -71,11 +81,23 @@ type Publisher struct {
 	cfg PublisherConfig
 }
 
-// NewPublisher returns a Publisher.
+// Close returns nil: the Redis client is PublisherConfig.Redis, the
+// caller's to close. It is here so that every publisher is an io.Closer.
+func (p *Publisher) Close() error { return nil }
+
+// NewPublisher returns a Publisher. Unless AllowNotDurable is set, it
+// checks that Redis persists what it acknowledges (see ErrNotDurable).
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if !cfg.AllowNotDurable {
+		ctx, cancel := context.WithTimeout(context.Background(), durableCheckTimeout)
+		defer cancel()
+		if err := checkDurable(ctx, cfg.Redis); err != nil {
+			return nil, err
+		}
 	}
 	return &Publisher{cfg: cfg}, nil
 }
@@ -93,7 +115,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	case <-ctx.Done():
 		errs := make([]error, len(msgs))
 		for i := range errs {
-			errs[i] = fmt.Errorf("redisstream: no XADD reply before the publish timeout (the relay retries): %w", ctx.Err())
+			errs[i] = fmt.Errorf("pginbox/redisstream: no XADD reply before the publish timeout (the relay retries): %w", ctx.Err())
 		}
 		return errs
 	}
@@ -142,7 +164,7 @@ func (p *Publisher) args(m outbox.Message) (*redis.XAddArgs, error) {
 	if len(m.Metadata) > 0 {
 		md, err := json.Marshal(m.Metadata)
 		if err != nil {
-			return nil, handler.Permanent(fmt.Errorf("redisstream: encoding the metadata: %w", err))
+			return nil, handler.Permanent(fmt.Errorf("pginbox/redisstream: encoding the metadata: %w", err))
 		}
 		v = append(v, FieldMetadata, string(md))
 	}
@@ -159,5 +181,5 @@ func addError(err error) error {
 	if strings.HasPrefix(err.Error(), "WRONGTYPE") {
 		return handler.Permanent(fmt.Errorf("%w: XADD: %w: use another Stream name or delete the key, then requeue the event", ErrNotAStream, err))
 	}
-	return fmt.Errorf("redisstream: XADD (the relay retries): %w", err)
+	return fmt.Errorf("pginbox/redisstream: XADD (the relay retries): %w", err)
 }

@@ -1,4 +1,4 @@
-// Package settle holds what the NATS, Redis Streams and MQTT adapters share
+// Package settle holds what the transport consumers share
 // to settle a message the inbox will not take: the dead-letter reasons, and
 // the last error of messages being retried.
 package settle

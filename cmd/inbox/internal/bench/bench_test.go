@@ -204,11 +204,17 @@ func TestBenchJobsScenario(t *testing.T) {
 	}
 	is.Equal(code, 0)
 	// No ratio and no verdict in the table: River is measured outside the run.
+	var rows []string
 	for _, line := range strings.Split(stdout.String(), "\n") {
 		f := strings.Fields(line)
 		if len(f) > 3 && strings.HasPrefix(f[0], "jobs-") && !strings.HasSuffix(f[0], ":") {
+			rows = append(rows, f[0])
 			is.Equal(f[len(f)-3:], []string{"-", "-", "pass"})
 		}
+	}
+	// Without its rows the loop above checks nothing.
+	if len(rows) != 2 {
+		t.Fatalf("the table has jobs rows %v, want one per scenario (jobs-c2, jobs-batched-c2); stdout:\n%s", rows, stdout.String())
 	}
 	jsonLines, err := os.ReadFile(jsonPath)
 	is.NoErr(err)

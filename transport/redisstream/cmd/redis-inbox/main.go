@@ -19,9 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,28 +28,24 @@ import (
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
-}
+func main() { brokercmd.Main(run) }
 
 type options struct {
 	inbox                             brokercmd.Inbox
 	redisURL, stream, group, name, dl string
-	maxDeliveries                     int64
+	deliveryLimit                     int64
 	claimIdle                         time.Duration
 }
 
 func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("redis-inbox", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.redisURL, "redis-url", or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"), "Redis URL (env REDIS_URL)")
+	fs.StringVar(&o.redisURL, "redis-url", brokercmd.Or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"), "Redis URL (env REDIS_URL)")
 	fs.StringVar(&o.stream, "stream", "", "stream to consume (required)")
 	fs.StringVar(&o.group, "group", "pginbox", "consumer group")
 	fs.StringVar(&o.name, "name", "", "this instance's name in the group (default: hostname-pid)")
 	fs.StringVar(&o.dl, "dead-letter-stream", "", "stream for rejected and exhausted entries (required)")
-	fs.Int64Var(&o.maxDeliveries, "max-deliveries", redisstream.DefaultMaxDeliveries, "deliveries before an entry is dead-lettered")
+	fs.Int64Var(&o.deliveryLimit, "delivery-limit", redisstream.DefaultDeliveryLimit, "deliveries before an entry is dead-lettered")
 	fs.DurationVar(&o.claimIdle, "claim-idle", redisstream.DefaultClaimIdle, "how long an entry stays pending before it is claimed again")
 	o.inbox.Register(fs, getenv, "the entry's type field")
 	if err := brokercmd.Parse(fs, args); err != nil {
@@ -65,13 +58,6 @@ func (o *options) parse(args []string, getenv func(string) string, stderr io.Wri
 		return errors.New("-dead-letter-stream is required")
 	}
 	return o.inbox.Check()
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
@@ -100,7 +86,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Group:            o.group,
 		Consumer:         o.name,
 		DeadLetterStream: o.dl,
-		MaxDeliveries:    o.maxDeliveries,
+		DeliveryLimit:    o.deliveryLimit,
 		ClaimIdle:        o.claimIdle,
 		Logger:           log,
 		Decode: func(m redis.XMessage) (inbox.Message, error) {
