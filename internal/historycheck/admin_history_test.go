@@ -24,56 +24,107 @@ import (
 
 func TestMain(m *testing.M) { inboxtest.Main(m) }
 
-// An operation on one receipt: a read of its version, or a replay at an
-// expected version.
+// An operation: a read of one receipt's version and payload, a replay of
+// one at an expected version, or a purge of every payload.
 type opInput struct {
 	Receipt  int
 	Replay   bool
+	Purge    bool
 	Expected int64
 }
 
-// Outputs: a read's version; a replay's "ok", "conflict" or "unknown" (the
-// call failed and may or may not have committed).
+// Outputs: a read's version and whether the payload was purged; a replay's
+// "ok", "conflict", "purged" or "unknown" (the call failed and may or may
+// not have committed); a purge's count, or "unknown".
 type opOutput struct {
 	Version int64
+	Purged  bool
+	Count   int64
 	Result  string
+}
+
+// receipts is the sequential state: each receipt's version and whether its
+// payload was purged.
+type receipts struct {
+	V []int64
+	P []bool
+}
+
+func (r receipts) clone() receipts {
+	return receipts{V: append([]int64(nil), r.V...), P: append([]bool(nil), r.P...)}
+}
+
+// purges lists the states a purge of exactly n payloads (n < 0: any number)
+// can leave: it skips receipts an admin change holds locked, so any n of the
+// unpurged ones.
+func (r receipts) purges(n int64) []any {
+	var out []any
+	for mask := 0; mask < 1<<len(r.V); mask++ {
+		next, k, fits := r.clone(), int64(0), true
+		for i := range r.V {
+			if mask&(1<<i) == 0 {
+				continue
+			}
+			if r.P[i] {
+				fits = false
+				break
+			}
+			next.P[i], next.V[i], k = true, next.V[i]+1, k+1
+		}
+		if fits && (n < 0 || k == n) {
+			out = append(out, next)
+		}
+	}
+	return out
 }
 
 // versions is the sequential specification: each receipt's version; a replay
 // at the current version moves it on by one, at another one changes nothing.
 func versionsModel(initial []int64) porcupine.Model {
 	nm := &porcupine.NondeterministicModel{
-		Init: func() []any { return []any{append([]int64(nil), initial...)} },
+		Init: func() []any {
+			return []any{receipts{V: append([]int64(nil), initial...), P: make([]bool, len(initial))}}
+		},
 		Step: func(state, input, output any) []any {
-			v := state.([]int64)
+			r := state.(receipts)
 			in, out := input.(opInput), output.(opOutput)
-			cur := v[in.Receipt]
-			next := func() []int64 { n := append([]int64(nil), v...); n[in.Receipt]++; return n }
+			if in.Purge {
+				if out.Result == "unknown" {
+					return r.purges(-1)
+				}
+				return r.purges(out.Count)
+			}
+			cur, purged := r.V[in.Receipt], r.P[in.Receipt]
+			next := func() receipts { n := r.clone(); n.V[in.Receipt]++; return n }
 			switch {
 			case !in.Replay:
-				if out.Version == cur {
-					return []any{v}
+				if out.Version == cur && out.Purged == purged {
+					return []any{r}
 				}
 			case out.Result == "ok":
-				if in.Expected == cur {
+				if in.Expected == cur && !purged {
 					return []any{next()}
 				}
 			case out.Result == "conflict":
 				if in.Expected != cur {
-					return []any{v}
+					return []any{r}
+				}
+			case out.Result == "purged":
+				if in.Expected == cur && purged {
+					return []any{r}
 				}
 			case out.Result == "unknown":
-				if in.Expected == cur {
-					return []any{v, next()}
+				if in.Expected == cur && !purged {
+					return []any{r, next()}
 				}
-				return []any{v}
+				return []any{r}
 			}
 			return nil
 		},
 		Equal: func(a, b any) bool {
-			x, y := a.([]int64), b.([]int64)
-			for i := range x {
-				if x[i] != y[i] {
+			x, y := a.(receipts), b.(receipts)
+			for i := range x.V {
+				if x.V[i] != y.V[i] || x.P[i] != y.P[i] {
 					return false
 				}
 			}
@@ -81,8 +132,11 @@ func versionsModel(initial []int64) porcupine.Model {
 		},
 		DescribeOperation: func(input, output any) string {
 			in, out := input.(opInput), output.(opOutput)
+			if in.Purge {
+				return fmt.Sprintf("purge -> %d %s", out.Count, out.Result)
+			}
 			if !in.Replay {
-				return fmt.Sprintf("get(%d) -> %d", in.Receipt, out.Version)
+				return fmt.Sprintf("get(%d) -> v%d purged=%v", in.Receipt, out.Version, out.Purged)
 			}
 			return fmt.Sprintf("replay(%d, v%d) -> %s", in.Receipt, in.Expected, out.Result)
 		},
@@ -91,7 +145,8 @@ func versionsModel(initial []int64) porcupine.Model {
 }
 
 // TestAdminHistory runs concurrent operators reading and replaying a few
-// COMPLETED receipts while a fault injector kills random sessions of theirs,
+// COMPLETED receipts, one of them purging every payload once past 60% of the
+// run, while a fault injector kills random sessions of theirs,
 // records every operation's invocation, response and outcome, and checks the
 // history: linearizable against the versions model, and every replay that
 // reported success (and no more than those plus the unknown ones) is in the
@@ -140,6 +195,7 @@ func TestAdminHistory(t *testing.T) {
 		history []porcupine.Operation
 		unknown []int // per receipt
 		oks     = make([]int, receipts)
+		purges  []opOutput
 	)
 	unknown = make([]int, receipts)
 	runCtx, stop := context.WithTimeout(ctx, time.Duration(seconds)*time.Second)
@@ -151,7 +207,22 @@ func TestAdminHistory(t *testing.T) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(c), uint64(start.UnixNano())))
 			known := append([]int64(nil), initial...)
+			purgeAt := now() + int64(seconds)*6e8 // 60% of the run
 			for runCtx.Err() == nil {
+				if c == 0 && purgeAt > 0 && now() >= purgeAt {
+					purgeAt = 0
+					call := now()
+					res, err := view.Purge(ctx, inbox.PurgeParams{Before: time.Now()})
+					ret, out := now(), opOutput{Count: res.Purged, Result: "ok"}
+					if err != nil {
+						out, ret = opOutput{Result: "unknown"}, 1<<62
+					}
+					mu.Lock()
+					history = append(history, porcupine.Operation{ClientId: c, Input: opInput{Purge: true}, Call: call, Output: out, Return: ret})
+					purges = append(purges, out)
+					mu.Unlock()
+					continue
+				}
 				i := rng.IntN(receipts)
 				in := opInput{Receipt: i}
 				call := now()
@@ -163,7 +234,7 @@ func TestAdminHistory(t *testing.T) {
 					}
 					known[i] = r.Version
 					mu.Lock()
-					history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: opOutput{Version: r.Version}, Return: ret})
+					history = append(history, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: opOutput{Version: r.Version, Purged: r.Purged()}, Return: ret})
 					mu.Unlock()
 					continue
 				}
@@ -176,6 +247,8 @@ func TestAdminHistory(t *testing.T) {
 				case err == nil:
 				case errors.Is(err, inbox.ErrVersionConflict):
 					out.Result = "conflict"
+				case errors.As(err, new(*inbox.PayloadPurgedError)):
+					out.Result = "purged"
 				default:
 					// Killed session or lost commit: it may have happened, at
 					// any time from its call on.
@@ -241,17 +314,21 @@ func TestAdminHistory(t *testing.T) {
 			anomalies++
 			t.Errorf("receipt %d: %d replays in the database, %d reported done and %d unknown", i, made, oks[i], unknown[i])
 		}
-		if r.Version != initial[i]+int64(made) {
+		purged := int64(0)
+		if r.Purged() {
+			purged = 1
+		}
+		if r.Version != initial[i]+int64(made)+purged {
 			anomalies++
-			t.Errorf("receipt %d: version %d after %d replays from version %d", i, r.Version, made, initial[i])
+			t.Errorf("receipt %d: version %d after %d replays and %d purges from version %d", i, r.Version, made, purged, initial[i])
 		}
 	}
 	ok, unk := 0, 0
 	for i := range oks {
 		ok, unk = ok+oks[i], unk+unknown[i]
 	}
-	t.Logf("admin history: %d operations (%d replays done, %d unknown), %d faults (sessions killed), %d anomalies, %s",
-		len(history), ok, unk, faults.Load(), anomalies, res)
+	t.Logf("admin history: %d operations (%d replays done, %d unknown, purges %v), %d faults (sessions killed), %d anomalies, %s",
+		len(history), ok, unk, purges, faults.Load(), anomalies, res)
 	if faults.Load() == 0 {
 		t.Errorf("no session was killed: the run checked no faults")
 	}
