@@ -42,13 +42,14 @@ check: fmt-check vet staticcheck check-generated check-deps model-check test fuz
 model-check:
 	bash scripts/model-check
 
-## history-check: the admin history check (internal/historycheck) for
-## HISTORY_SECONDS (default 120): concurrent replays and reads while sessions
-## are killed, checked for linearizability with porcupine. make check runs it
+## history-check: the history checks (internal/historycheck) for
+## HISTORY_SECONDS (default 120) each: admin replays, reads and a purge, and
+## worker claims, failures, recoveries and requeues, while sessions are
+## killed, checked for linearizability with porcupine. make check runs them
 ## for 5 seconds with the other tests.
 HISTORY_SECONDS ?= 120
 history-check:
-	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^TestAdminHistory$$' .
+	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^Test(Admin|Worker)History$$' .
 
 ## model-defects: the model with a past fix switched off (scope keys, the
 ## hung-handler watchdog) must fail its invariants.

@@ -326,7 +326,9 @@ func TestWorkerHistory(t *testing.T) {
 	wg.Wait()
 
 	model := workerModel(initial)
-	res, info := porcupine.CheckOperationsVerbose(model, history, 2*time.Minute)
+	checkStart := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(model, history, 5*time.Minute)
+	checked := time.Since(checkStart).Round(time.Millisecond)
 	if res != porcupine.Ok {
 		dir := os.Getenv("HISTORY_DIR")
 		if dir == "" {
@@ -338,7 +340,7 @@ func TestWorkerHistory(t *testing.T) {
 		}
 		t.Errorf("the history is not linearizable (%s): kept in %s", res, path)
 	}
-	t.Logf("worker history: %d operations %v, %d faults (sessions killed), %s", len(history), counts, faults.Load(), res)
+	t.Logf("worker history: %d operations %v, %d faults (sessions killed), %s (checked in %s)", len(history), counts, faults.Load(), res, checked)
 	if faults.Load() == 0 {
 		t.Errorf("no session was killed: the run checked no faults")
 	}
