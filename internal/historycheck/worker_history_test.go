@@ -24,9 +24,10 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 )
 
-// wInput is an operation of the worker history: a claim of one receipt's
-// consumer under a token, a failure recorded under it, a recovery of expired
-// leases, an operator's requeue at an expected version, or a read.
+// wInput is an operation of the worker history on one receipt: a claim of
+// its consumer under a token, a failure recorded under it, a recovery of its
+// consumer's expired leases, an operator's requeue at an expected version,
+// or a read.
 type wInput struct {
 	Op       string // claim, fail, recover, requeue, get
 	Receipt  int
@@ -37,7 +38,7 @@ type wInput struct {
 // wOutput: Result is ok, none (a claim that took nothing), lost (a failure
 // whose token no longer matched), conflict, wrong_state or unknown (the call
 // failed: it may have committed); Recovered lists the receipts a recovery
-// returned; Status and Version are a read's.
+// returned (none or its own); Status and Version are a read's.
 type wOutput struct {
 	Result    string
 	Recovered []int
@@ -61,14 +62,21 @@ func (s wState) with(i int, r wReceipt) wState {
 
 func workerModel(initial wState) porcupine.Model {
 	nm := &porcupine.NondeterministicModel{
+		// Every operation touches one receipt: check each receipt's
+		// history apart.
+		Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+			parts := make([][]porcupine.Operation, len(initial))
+			for _, op := range history {
+				i := op.Input.(wInput).Receipt
+				parts[i] = append(parts[i], op)
+			}
+			return parts
+		},
 		Init: func() []any { return []any{slices.Clone(initial)} },
 		Step: func(state, input, output any) []any {
 			s := state.(wState)
 			in, out := input.(wInput), output.(wOutput)
-			r := wReceipt{}
-			if in.Op != "recover" {
-				r = s[in.Receipt]
-			}
+			r := s[in.Receipt]
 			unknown := out.Result == "unknown"
 			var next []any
 			switch in.Op {
@@ -94,22 +102,12 @@ func workerModel(initial wState) porcupine.Model {
 				}
 			case "recover":
 				// Leases expire with time the model does not see: a recovery
-				// takes any PROCESSING receipts, and says which.
-				for mask := 0; mask < 1<<len(s); mask++ {
-					n, took, fits := slices.Clone(s), []int{}, true
-					for i := range s {
-						if mask&(1<<i) != 0 {
-							if s[i].Status != "PROCESSING" {
-								fits = false
-								break
-							}
-							n[i] = wReceipt{"RETRYABLE", s[i].Version + 1, ""}
-							took = append(took, i)
-						}
-					}
-					if fits && (unknown || slices.Equal(took, out.Recovered)) {
-						next = append(next, n)
-					}
+				// of the receipt's consumer may take it when PROCESSING.
+				if (out.Result == "ok" && len(out.Recovered) == 0) || unknown {
+					next = append(next, s)
+				}
+				if (len(out.Recovered) == 1 || unknown) && r.Status == "PROCESSING" {
+					next = append(next, s.with(in.Receipt, wReceipt{"RETRYABLE", r.Version + 1, ""}))
 				}
 			case "requeue":
 				requeued := s.with(in.Receipt, wReceipt{"PENDING", r.Version + 1, ""})
@@ -159,7 +157,8 @@ func workerModel(initial wState) porcupine.Model {
 }
 
 // TestWorkerHistory records a history of worker statements (claims, failures
-// recorded under their tokens, recoveries of leases that expire after 300 ms)
+// recorded under their tokens, recoveries of leases that expire after 300 ms,
+// each consumer in turn)
 // and operators' requeues and reads on three receipts, while a fault injector
 // kills random sessions, and checks it for linearizability: the fencing by
 // token and the expected versions hold under faults. HISTORY_SECONDS sets the
@@ -258,10 +257,11 @@ func TestWorkerHistory(t *testing.T) {
 		})
 	}
 	wg.Go(func() {
-		for runCtx.Err() == nil {
-			time.Sleep(100 * time.Millisecond)
+		for n := 0; runCtx.Err() == nil; n++ {
+			time.Sleep(100 * time.Millisecond / receipts)
+			i := n % receipts
 			call := now()
-			rows, err := q.ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: consumers, MaxCount: 100})
+			rows, err := q.ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: []string{consumers[i]}, MaxCount: 100})
 			out := wOutput{Result: "ok", Recovered: []int{}}
 			if err != nil {
 				out.Result = "unknown"
@@ -269,8 +269,7 @@ func TestWorkerHistory(t *testing.T) {
 			for _, r := range rows {
 				out.Recovered = append(out.Recovered, index[r.ID])
 			}
-			slices.Sort(out.Recovered)
-			record(workers, wInput{Op: "recover"}, call, out, now())
+			record(workers, wInput{Op: "recover", Receipt: i}, call, out, now())
 		}
 	})
 	for o := range operators {
