@@ -151,6 +151,15 @@ func (a *Admin) List(ctx context.Context, p ListParams) (*ListResult, error) {
 	case limit < 0 || limit > MaxListLimit:
 		return nil, &inbox.ValidationError{Field: "limit", Rule: inbox.RuleOutOfRange, Detail: fmt.Sprintf("%d: must be between 1 and %d", limit, MaxListLimit)}
 	}
+	// PostgreSQL cannot compare invalid text: a filter no event can match is
+	// the caller's mistake, not a failed database call.
+	for _, f := range []struct{ field, value string }{{"destination", p.Destination}, {"ordering_key", p.OrderingKey}} {
+		if f.value != "" {
+			if err := checkString(f.field, f.value); err != nil {
+				return nil, err
+			}
+		}
+	}
 	statuses := make([]string, 0, len(p.Statuses))
 	for _, s := range p.Statuses {
 		if !slices.Contains(Statuses, s) {

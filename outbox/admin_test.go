@@ -155,3 +155,28 @@ func TestAdminPurge(t *testing.T) {
 	_, err = outbox.NewAdmin(nil, outbox.AdminConfig{})
 	is.True(err != nil)
 }
+
+// A filter PostgreSQL cannot compare (invalid UTF-8, a NUL byte) is the
+// caller's mistake: a ValidationError naming the field, not a database error.
+func TestAdminListRejectsBadFilterBytes(t *testing.T) {
+	t.Parallel()
+	pool := inboxtest.Pool(t)
+	admin := newAdmin(t, pool)
+	for _, p := range []outbox.ListParams{
+		{Destination: "orders\xff\xfe"},
+		{OrderingKey: "a\x00b"},
+	} {
+		_, err := admin.List(context.Background(), p)
+		var ve *inbox.ValidationError
+		if !errors.As(err, &ve) {
+			t.Fatalf("List(%+v) = %v, want a *inbox.ValidationError", p, err)
+		}
+		want := "destination"
+		if p.OrderingKey != "" {
+			want = "ordering_key"
+		}
+		if ve.Field != want {
+			t.Errorf("List(%+v): field %q, want %q", p, ve.Field, want)
+		}
+	}
+}

@@ -2,7 +2,7 @@ package kafka
 
 import (
 	"context"
-	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"time"
 
@@ -95,27 +95,27 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case len(c.Brokers) == 0:
-		return fmt.Errorf("kafka: Config.Brokers is empty: list at least one host:port")
+		return cfgerr.New("kafka", "Config.Brokers is empty: list at least one host:port")
 	case len(c.Topics) == 0:
-		return fmt.Errorf("kafka: Config.Topics is empty")
+		return cfgerr.New("kafka", "Config.Topics is empty")
 	case c.Group == "":
-		return fmt.Errorf("kafka: Config.Group is empty: offsets are committed for a consumer group")
+		return cfgerr.New("kafka", "Config.Group is empty: offsets are committed for a consumer group")
 	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return fmt.Errorf("kafka: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+		return cfgerr.New("kafka", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.Decode == nil:
-		return fmt.Errorf("kafka: Config.Decode is nil: say how a record becomes an inbox.Message")
+		return cfgerr.New("kafka", "Config.Decode is nil: say how a record becomes an inbox.Message")
 	case c.DeadLetterTopic == "":
-		return fmt.Errorf("kafka: Config.DeadLetterTopic is empty: name a topic for rejected records")
+		return cfgerr.New("kafka", "Config.DeadLetterTopic is empty: name a topic for rejected records")
 	case c.MaxBatch < 1:
-		return fmt.Errorf("kafka: Config.MaxBatch is %d, want at least 1", c.MaxBatch)
+		return cfgerr.New("kafka", "Config.MaxBatch is %d, want at least 1", c.MaxBatch)
 	case c.RetryDelay < 0 || c.MaxRetryDelay < c.RetryDelay:
-		return fmt.Errorf("kafka: Config.RetryDelay %v and MaxRetryDelay %v: want 0 <= RetryDelay <= MaxRetryDelay", c.RetryDelay, c.MaxRetryDelay)
+		return cfgerr.New("kafka", "Config.RetryDelay %v and MaxRetryDelay %v: want 0 <= RetryDelay <= MaxRetryDelay", c.RetryDelay, c.MaxRetryDelay)
 	case c.AcceptTimeout < 0:
-		return fmt.Errorf("kafka: Config.AcceptTimeout is %v, want a positive duration", c.AcceptTimeout)
+		return cfgerr.New("kafka", "Config.AcceptTimeout is %v, want a positive duration", c.AcceptTimeout)
 	}
 	for _, t := range c.Topics {
 		if t == c.DeadLetterTopic {
-			return fmt.Errorf("kafka: Config.DeadLetterTopic %q is also in Config.Topics: a rejected record would come back", t)
+			return cfgerr.New("kafka", "Config.DeadLetterTopic %q is also in Config.Topics: a rejected record would come back", t)
 		}
 	}
 	return nil

@@ -47,7 +47,7 @@ type Stats struct {
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if acc == nil {
-		return nil, fmt.Errorf("kafka: NewConsumer: accepter is nil: pass an *inbox.Client")
+		return nil, fmt.Errorf("pginbox/kafka: NewConsumer: accepter is nil: pass an *inbox.Client")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -76,7 +76,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}, c.cfg.ClientOptions...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("kafka: creating the client: %w", err)
+		return fmt.Errorf("pginbox/kafka: creating the client: %w", err)
 	}
 	defer cl.Close() // leaves the group; revoked commits what is pending
 
@@ -88,7 +88,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		fetches.EachError(func(topic string, partition int32, err error) {
-			c.cfg.Logger.WarnContext(ctx, "kafka: fetch error", "topic", topic, "partition", partition, "err", err)
+			c.cfg.Logger.WarnContext(ctx, "pginbox/kafka: fetch error", "topic", topic, "partition", partition, "err", err)
 		})
 		ok := c.process(ctx, cl, fetches)
 		c.commit(ctx, cl, nil)
@@ -154,7 +154,7 @@ func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, only map[string][
 	defer cancel()
 	cl.CommitOffsetsSync(cctx, todo, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
-			c.cfg.Logger.WarnContext(ctx, "kafka: offset commit failed; the records will be read again and be duplicates", "err", err)
+			c.cfg.Logger.WarnContext(ctx, "pginbox/kafka: offset commit failed; the records will be read again and be duplicates", "err", err)
 			return
 		}
 		c.mu.Lock()
@@ -162,7 +162,7 @@ func (c *Consumer) commit(ctx context.Context, cl *kgo.Client, only map[string][
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					c.cfg.Logger.WarnContext(ctx, "kafka: offset commit refused", "topic", t.Topic, "partition", p.Partition, "err", err)
+					c.cfg.Logger.WarnContext(ctx, "pginbox/kafka: offset commit refused", "topic", t.Topic, "partition", p.Partition, "err", err)
 					continue
 				}
 				// Forget it unless a newer offset was queued meanwhile.

@@ -125,12 +125,12 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 		change func(*kafka.Config)
 		want   string
 	}{
-		{"no brokers", func(c *kafka.Config) { c.Brokers = nil }, "Config.Brokers is empty"},
-		{"no topics", func(c *kafka.Config) { c.Topics = nil }, "Config.Topics is empty"},
-		{"no group", func(c *kafka.Config) { c.Group = "" }, "Config.Group is empty"},
-		{"no scope", func(c *kafka.Config) { c.Scope = inbox.Scope{} }, "Config.Scope is unset"},
-		{"no decode", func(c *kafka.Config) { c.Decode = nil }, "Config.Decode is nil"},
-		{"no dead-letter topic", func(c *kafka.Config) { c.DeadLetterTopic = "" }, "Config.DeadLetterTopic is empty"},
+		{"no brokers", func(c *kafka.Config) { c.Brokers = nil }, "Config.Brokers: is empty"},
+		{"no topics", func(c *kafka.Config) { c.Topics = nil }, "Config.Topics: is empty"},
+		{"no group", func(c *kafka.Config) { c.Group = "" }, "Config.Group: is empty"},
+		{"no scope", func(c *kafka.Config) { c.Scope = inbox.Scope{} }, "Config.Scope: is unset"},
+		{"no decode", func(c *kafka.Config) { c.Decode = nil }, "Config.Decode: is nil"},
+		{"no dead-letter topic", func(c *kafka.Config) { c.DeadLetterTopic = "" }, "Config.DeadLetterTopic: is empty"},
 		{"dead-letter topic consumed", func(c *kafka.Config) { c.DeadLetterTopic = "t" }, "is also in Config.Topics"},
 		{"negative batch", func(c *kafka.Config) { c.MaxBatch = -1 }, "Config.MaxBatch"},
 		{"retry delay above max", func(c *kafka.Config) { c.RetryDelay, c.MaxRetryDelay = time.Minute, time.Second }, "Config.RetryDelay"},

@@ -38,8 +38,7 @@ func TestDrillDatabaseOutage(t *testing.T) {
 	stop := run(t, c)
 
 	drill.Eventually(t, 30*time.Second, "50 receipts", func() bool { return ledger.Receipts(t) >= 50 })
-	proxy.Refuse()
-	proxy.Cut()
+	drill.Down(t, proxy)
 	drill.Eventually(t, 30*time.Second, "5 rewinds", func() bool { return c.Stats().Rewinds >= 5 })
 	r.checkNoCommitPastUnaccepted(t, direct, nil)
 	stored := ledger.Receipts(t)
@@ -73,8 +72,7 @@ func TestDrillRebalanceDuringOutage(t *testing.T) {
 	must(t, err)
 	stopA := run(t, a)
 	drill.Eventually(t, 30*time.Second, "A stored 60", func() bool { return ledger.Receipts(t) >= 60 })
-	proxy.Refuse()
-	proxy.Cut()
+	drill.Down(t, proxy)
 	drill.Eventually(t, 30*time.Second, "A rewinding", func() bool { return a.Stats().Rewinds >= 2 })
 
 	b, err := kafka.NewConsumer(newClient(t, direct), r.config(t))

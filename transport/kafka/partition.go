@@ -37,7 +37,7 @@ func (c *Consumer) partition(ctx context.Context, cl *kgo.Client, topic string, 
 	defer cancel()
 	items, err := c.acc.AcceptBatch(actx, msgs)
 	if err != nil {
-		log.WarnContext(ctx, "kafka: accept batch failed, will re-read", "from_offset", recs[0].Offset, "records", len(recs), "err", err)
+		log.WarnContext(ctx, "pginbox/kafka: accept batch failed, will re-read", "from_offset", recs[0].Offset, "records", len(recs), "err", err)
 		return nil, recs[0]
 	}
 	next := 0 // index into items
@@ -60,11 +60,11 @@ func (c *Consumer) partition(ctx context.Context, cl *kgo.Client, topic string, 
 			}
 		}
 		if err := c.deadLetter(actx, cl, r, reason, cause, receipt); err != nil {
-			log.ErrorContext(ctx, "kafka: dead letter not produced, will re-read", "offset", r.Offset, "dead_letter_topic", c.cfg.DeadLetterTopic, "err", err)
+			log.ErrorContext(ctx, "pginbox/kafka: dead letter not produced, will re-read", "offset", r.Offset, "dead_letter_topic", c.cfg.DeadLetterTopic, "err", err)
 			return through, r
 		}
 		c.deadLettered.Add(1)
-		log.InfoContext(ctx, "kafka: dead-lettered", "offset", r.Offset, "reason", reason, "err", cause)
+		log.InfoContext(ctx, "pginbox/kafka: dead-lettered", "offset", r.Offset, "reason", reason, "err", cause)
 		through = r
 	}
 	return through, nil

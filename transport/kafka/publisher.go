@@ -33,7 +33,7 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOptions...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: NewPublisher: %w", err)
+		return nil, fmt.Errorf("pginbox/kafka: NewPublisher: %w", err)
 	}
 	if err := checkProducer(cl); err != nil {
 		cl.Close()
@@ -78,7 +78,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		default:
 			out := make([]error, len(errs))
 			copy(out, errs)
-			return fill(out, fmt.Errorf("kafka: no acknowledgement before the publish timeout (the relay retries; raise RelayConfig.PublishTimeout if the cluster is slow): %w", ctx.Err()))
+			return fill(out, fmt.Errorf("pginbox/kafka: no acknowledgement before the publish timeout (the relay retries; raise RelayConfig.PublishTimeout if the cluster is slow): %w", ctx.Err()))
 		}
 	}
 	for _, err := range errs {
@@ -118,7 +118,7 @@ func produceError(err error) error {
 			return handler.Permanent(fmt.Errorf("%w: %w: fix the event or the topic's limits (max.message.bytes), then requeue it", ErrRecordRejected, err))
 		}
 	}
-	return fmt.Errorf("kafka: producing (the relay retries): %w", err)
+	return fmt.Errorf("pginbox/kafka: producing (the relay retries): %w", err)
 }
 
 func fill(errs []error, err error) []error {

@@ -2,7 +2,7 @@ package kafka
 
 import (
 	"errors"
-	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -23,7 +23,7 @@ const (
 
 // ErrRecordRejected is the error of a record the client or broker refused
 // for good (too large, invalid): retrying the same record cannot help.
-var ErrRecordRejected = errors.New("kafka: record rejected")
+var ErrRecordRejected = errors.New("pginbox/kafka: record rejected")
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
@@ -50,7 +50,7 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 
 func (c PublisherConfig) validate() error {
 	if len(c.Brokers) == 0 {
-		return errors.New("kafka: PublisherConfig.Brokers is empty: list at least one host:port")
+		return cfgerr.New("kafka", "PublisherConfig.Brokers is empty: list at least one host:port")
 	}
 	return nil
 }
@@ -59,13 +59,13 @@ func (c PublisherConfig) validate() error {
 // key, or write one twice on a retried request.
 func checkProducer(cl *kgo.Client) error {
 	if v, _ := cl.OptValue(kgo.DisableIdempotentWrite).(bool); v {
-		return errors.New("kafka: PublisherConfig.ClientOptions disable idempotent writes: remove kgo.DisableIdempotentWrite; a retried produce request could then write a record twice or out of order")
+		return cfgerr.New("kafka", "PublisherConfig.ClientOptions disable idempotent writes: remove kgo.DisableIdempotentWrite; a retried produce request could then write a record twice or out of order")
 	}
 	if v, _ := cl.OptValue(kgo.AllowIdempotentProduceCancellation).(bool); v {
-		return errors.New("kafka: PublisherConfig.ClientOptions allow idempotent produce cancellation: remove kgo.AllowIdempotentProduceCancellation; it breaks the idempotent producer's guarantees")
+		return cfgerr.New("kafka", "PublisherConfig.ClientOptions allow idempotent produce cancellation: remove kgo.AllowIdempotentProduceCancellation; it breaks the idempotent producer's guarantees")
 	}
 	if v, ok := cl.OptValue(kgo.RequiredAcks).(kgo.Acks); !ok || v != kgo.AllISRAcks() {
-		return fmt.Errorf("kafka: PublisherConfig.ClientOptions set RequiredAcks to %v: remove it (the idempotent producer needs acks from all in-sync replicas, and a record acked by the leader only can be lost)", v)
+		return cfgerr.New("kafka", "PublisherConfig.ClientOptions set RequiredAcks to %v: remove it (the idempotent producer needs acks from all in-sync replicas, and a record acked by the leader only can be lost)", v)
 	}
 	return nil
 }

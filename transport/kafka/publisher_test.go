@@ -27,7 +27,7 @@ func TestPublisherConfigRejected(t *testing.T) {
 		cfg  kafka.PublisherConfig
 		want string
 	}{
-		{kafka.PublisherConfig{}, "Brokers is empty"},
+		{kafka.PublisherConfig{}, "Brokers: is empty"},
 		{kafka.PublisherConfig{Brokers: seeds, ClientOptions: []kgo.Opt{kgo.DisableIdempotentWrite()}}, "remove kgo.DisableIdempotentWrite"},
 		{kafka.PublisherConfig{Brokers: seeds, ClientOptions: []kgo.Opt{kgo.AllowIdempotentProduceCancellation()}}, "remove kgo.AllowIdempotentProduceCancellation"},
 		{kafka.PublisherConfig{Brokers: seeds, ClientOptions: []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck())}}, "acks=all"},

@@ -2,8 +2,7 @@ package mqtt
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"net/url"
 	"time"
@@ -103,27 +102,27 @@ func (c Config) validate() (*url.URL, error) {
 	u, err := url.Parse(c.ServerURL)
 	switch {
 	case c.ServerURL == "":
-		return nil, errors.New("pginbox/mqtt: Config.ServerURL is required, e.g. mqtt://127.0.0.1:1883")
+		return nil, cfgerr.New("mqtt", "Config.ServerURL is required, e.g. mqtt://127.0.0.1:1883")
 	case err != nil:
-		return nil, fmt.Errorf("pginbox/mqtt: Config.ServerURL: %w", err)
+		return nil, cfgerr.New("mqtt", "Config.ServerURL: %v", err)
 	case u.Scheme != "mqtt" && u.Scheme != "tcp" || u.Port() == "":
-		return nil, fmt.Errorf("pginbox/mqtt: Config.ServerURL %q: want mqtt://host:port", c.ServerURL)
+		return nil, cfgerr.New("mqtt", "Config.ServerURL %q: want mqtt://host:port", c.ServerURL)
 	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return nil, errors.New("pginbox/mqtt: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+		return nil, cfgerr.New("mqtt", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.ClientID == "":
-		return nil, errors.New("pginbox/mqtt: Config.ClientID is required: a stable name for the broker session")
+		return nil, cfgerr.New("mqtt", "Config.ClientID is required: a stable name for the broker session")
 	case len(c.Topics) == 0:
-		return nil, errors.New("pginbox/mqtt: Config.Topics is required: the topic filters to subscribe to")
+		return nil, cfgerr.New("mqtt", "Config.Topics is required: the topic filters to subscribe to")
 	case c.Decode == nil:
-		return nil, errors.New("pginbox/mqtt: Config.Decode is required: map a message to an inbox.Message")
+		return nil, cfgerr.New("mqtt", "Config.Decode is required: map a message to an inbox.Message")
 	case c.DeadLetterTopic == "":
-		return nil, errors.New("pginbox/mqtt: Config.DeadLetterTopic is required: the topic for rejected messages")
+		return nil, cfgerr.New("mqtt", "Config.DeadLetterTopic is required: the topic for rejected messages")
 	case c.SessionExpiry < time.Second:
-		return nil, fmt.Errorf("pginbox/mqtt: Config.SessionExpiry is %v: it must be at least 1s, or the broker forgets unacknowledged messages on every reconnect", c.SessionExpiry)
+		return nil, cfgerr.New("mqtt", "Config.SessionExpiry is %v: it must be at least 1s, or the broker forgets unacknowledged messages on every reconnect", c.SessionExpiry)
 	case c.RetryDelay < 0:
-		return nil, fmt.Errorf("pginbox/mqtt: Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
+		return nil, cfgerr.New("mqtt", "Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
 	case c.AcceptTimeout < 0:
-		return nil, fmt.Errorf("pginbox/mqtt: Config.AcceptTimeout is %v: it must not be negative", c.AcceptTimeout)
+		return nil, cfgerr.New("mqtt", "Config.AcceptTimeout is %v: it must not be negative", c.AcceptTimeout)
 	}
 	return u, nil
 }

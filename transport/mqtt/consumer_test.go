@@ -23,17 +23,17 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		change func(*mqtt.Config)
 		want   string
 	}{
-		{"server", func(c *mqtt.Config) { c.ServerURL = "" }, "Config.ServerURL is required"},
-		{"scheme", func(c *mqtt.Config) { c.ServerURL = "ws://127.0.0.1:1883" }, `Config.ServerURL "ws://127.0.0.1:1883": want mqtt://host:port`},
+		{"server", func(c *mqtt.Config) { c.ServerURL = "" }, "Config.ServerURL: is required"},
+		{"scheme", func(c *mqtt.Config) { c.ServerURL = "ws://127.0.0.1:1883" }, `Config.ServerURL: "ws://127.0.0.1:1883": want mqtt://host:port`},
 		{"port", func(c *mqtt.Config) { c.ServerURL = "mqtt://127.0.0.1" }, "want mqtt://host:port"},
-		{"scope", func(c *mqtt.Config) { c.Scope = inbox.Scope{} }, "Config.Scope is unset"},
-		{"client id", func(c *mqtt.Config) { c.ClientID = "" }, "Config.ClientID is required"},
-		{"topics", func(c *mqtt.Config) { c.Topics = nil }, "Config.Topics is required"},
-		{"decode", func(c *mqtt.Config) { c.Decode = nil }, "Config.Decode is required"},
-		{"dead letter", func(c *mqtt.Config) { c.DeadLetterTopic = "" }, "Config.DeadLetterTopic is required"},
-		{"session expiry", func(c *mqtt.Config) { c.SessionExpiry = time.Millisecond }, "Config.SessionExpiry is 1ms"},
-		{"retry delay", func(c *mqtt.Config) { c.RetryDelay = -time.Second }, "Config.RetryDelay is -1s"},
-		{"accept timeout", func(c *mqtt.Config) { c.AcceptTimeout = -time.Second }, "Config.AcceptTimeout is -1s"},
+		{"scope", func(c *mqtt.Config) { c.Scope = inbox.Scope{} }, "Config.Scope: is unset"},
+		{"client id", func(c *mqtt.Config) { c.ClientID = "" }, "Config.ClientID: is required"},
+		{"topics", func(c *mqtt.Config) { c.Topics = nil }, "Config.Topics: is required"},
+		{"decode", func(c *mqtt.Config) { c.Decode = nil }, "Config.Decode: is required"},
+		{"dead letter", func(c *mqtt.Config) { c.DeadLetterTopic = "" }, "Config.DeadLetterTopic: is required"},
+		{"session expiry", func(c *mqtt.Config) { c.SessionExpiry = time.Millisecond }, "Config.SessionExpiry: is 1ms"},
+		{"retry delay", func(c *mqtt.Config) { c.RetryDelay = -time.Second }, "Config.RetryDelay: is -1s"},
+		{"accept timeout", func(c *mqtt.Config) { c.AcceptTimeout = -time.Second }, "Config.AcceptTimeout: is -1s"},
 	}
 	for _, tc := range cases {
 		cfg := e.config("mqtt://127.0.0.1:1883", nil)

@@ -2,8 +2,7 @@ package nats
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"time"
 
@@ -120,27 +119,27 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.URL == "":
-		return errors.New("pginbox/nats: Config.URL is required, e.g. nats://127.0.0.1:4222")
+		return cfgerr.New("nats", "Config.URL is required, e.g. nats://127.0.0.1:4222")
 	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return errors.New("pginbox/nats: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+		return cfgerr.New("nats", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.Stream == "":
-		return errors.New("pginbox/nats: Config.Stream is required: name the JetStream stream to consume")
+		return cfgerr.New("nats", "Config.Stream is required: name the JetStream stream to consume")
 	case c.Durable == "":
-		return errors.New("pginbox/nats: Config.Durable is required: name the durable consumer")
+		return cfgerr.New("nats", "Config.Durable is required: name the durable consumer")
 	case c.Decode == nil:
-		return errors.New("pginbox/nats: Config.Decode is required: map a message to an inbox.Message")
+		return cfgerr.New("nats", "Config.Decode is required: map a message to an inbox.Message")
 	case c.DeadLetterSubject == "":
-		return errors.New("pginbox/nats: Config.DeadLetterSubject is required: name a subject a stream captures")
+		return cfgerr.New("nats", "Config.DeadLetterSubject is required: name a subject a stream captures")
 	case c.MaxDeliver < 2:
-		return fmt.Errorf("pginbox/nats: Config.MaxDeliver is %d: it must be at least 2 so that a retry is possible", c.MaxDeliver)
+		return cfgerr.New("nats", "Config.MaxDeliver is %d: it must be at least 2 so that a retry is possible", c.MaxDeliver)
 	case c.AckWait < time.Second:
-		return fmt.Errorf("pginbox/nats: Config.AckWait is %v: it must be at least 1s", c.AckWait)
+		return cfgerr.New("nats", "Config.AckWait is %v: it must be at least 1s", c.AckWait)
 	case c.RetryDelay < 0:
-		return fmt.Errorf("pginbox/nats: Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
+		return cfgerr.New("nats", "Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
 	case c.MaxRetryDelay < c.RetryDelay:
-		return fmt.Errorf("pginbox/nats: Config.MaxRetryDelay (%v) is below RetryDelay (%v)", c.MaxRetryDelay, c.RetryDelay)
+		return cfgerr.New("nats", "Config.MaxRetryDelay (%v) is below RetryDelay (%v)", c.MaxRetryDelay, c.RetryDelay)
 	case c.Concurrency < 1:
-		return fmt.Errorf("pginbox/nats: Config.Concurrency is %d: it must be at least 1", c.Concurrency)
+		return cfgerr.New("nats", "Config.Concurrency is %d: it must be at least 1", c.Concurrency)
 	}
 	return nil
 }

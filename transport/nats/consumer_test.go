@@ -22,17 +22,17 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 		change func(*pgnats.Config)
 		want   string
 	}{
-		{"url", func(c *pgnats.Config) { c.URL = "" }, "Config.URL is required"},
-		{"scope", func(c *pgnats.Config) { c.Scope = inbox.Scope{} }, "Config.Scope is unset"},
-		{"stream", func(c *pgnats.Config) { c.Stream = "" }, "Config.Stream is required"},
-		{"durable", func(c *pgnats.Config) { c.Durable = "" }, "Config.Durable is required"},
-		{"decode", func(c *pgnats.Config) { c.Decode = nil }, "Config.Decode is required"},
-		{"dead letter", func(c *pgnats.Config) { c.DeadLetterSubject = "" }, "Config.DeadLetterSubject is required"},
-		{"max deliver", func(c *pgnats.Config) { c.MaxDeliver = 1 }, "Config.MaxDeliver is 1"},
-		{"ack wait", func(c *pgnats.Config) { c.AckWait = time.Millisecond }, "Config.AckWait is 1ms"},
-		{"retry delay", func(c *pgnats.Config) { c.RetryDelay = -time.Second }, "Config.RetryDelay is -1s"},
-		{"max retry delay", func(c *pgnats.Config) { c.RetryDelay, c.MaxRetryDelay = time.Minute, time.Second }, "Config.MaxRetryDelay (1s) is below RetryDelay (1m0s)"},
-		{"concurrency", func(c *pgnats.Config) { c.Concurrency = -1 }, "Config.Concurrency is -1"},
+		{"url", func(c *pgnats.Config) { c.URL = "" }, "Config.URL: is required"},
+		{"scope", func(c *pgnats.Config) { c.Scope = inbox.Scope{} }, "Config.Scope: is unset"},
+		{"stream", func(c *pgnats.Config) { c.Stream = "" }, "Config.Stream: is required"},
+		{"durable", func(c *pgnats.Config) { c.Durable = "" }, "Config.Durable: is required"},
+		{"decode", func(c *pgnats.Config) { c.Decode = nil }, "Config.Decode: is required"},
+		{"dead letter", func(c *pgnats.Config) { c.DeadLetterSubject = "" }, "Config.DeadLetterSubject: is required"},
+		{"max deliver", func(c *pgnats.Config) { c.MaxDeliver = 1 }, "Config.MaxDeliver: is 1"},
+		{"ack wait", func(c *pgnats.Config) { c.AckWait = time.Millisecond }, "Config.AckWait: is 1ms"},
+		{"retry delay", func(c *pgnats.Config) { c.RetryDelay = -time.Second }, "Config.RetryDelay: is -1s"},
+		{"max retry delay", func(c *pgnats.Config) { c.RetryDelay, c.MaxRetryDelay = time.Minute, time.Second }, "Config.MaxRetryDelay: (1s) is below RetryDelay (1m0s)"},
+		{"concurrency", func(c *pgnats.Config) { c.Concurrency = -1 }, "Config.Concurrency: is -1"},
 	}
 	for _, tc := range cases {
 		cfg := e.config("nats://127.0.0.1:4222", nil)

@@ -2,6 +2,7 @@ package nats
 
 import (
 	"errors"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 
 	"github.com/nats-io/nats.go"
 
@@ -47,7 +48,7 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 
 func (c PublisherConfig) validate() error {
 	if c.URL == "" {
-		return errors.New("pginbox/nats: PublisherConfig.URL is empty: set it to nats://host:4222")
+		return cfgerr.New("nats", "PublisherConfig.URL is empty: set it to nats://host:4222")
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 
 func TestPublisherConfigRejected(t *testing.T) {
 	t.Parallel()
-	if _, err := pgnats.NewPublisher(pgnats.PublisherConfig{}); err == nil || !strings.Contains(err.Error(), "URL is empty") {
+	if _, err := pgnats.NewPublisher(pgnats.PublisherConfig{}); err == nil || !strings.Contains(err.Error(), "URL: is empty") {
 		t.Fatalf("NewPublisher with no URL: %v, want an error naming the URL", err)
 	}
 }

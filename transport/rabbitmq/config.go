@@ -2,7 +2,7 @@ package rabbitmq
 
 import (
 	"context"
-	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"time"
 
@@ -113,30 +113,30 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	if c.URL == "" {
-		return fmt.Errorf("rabbitmq: Config.URL is empty: set it to amqp://user:password@host:5672/vhost")
+		return cfgerr.New("rabbitmq", "Config.URL is empty: set it to amqp://user:password@host:5672/vhost")
 	}
 	if _, err := amqp.ParseURI(c.URL); err != nil {
-		return fmt.Errorf("rabbitmq: Config.URL: %w", err)
+		return cfgerr.New("rabbitmq", "Config.URL: %v", err)
 	}
 	switch {
 	case c.Queue == "":
-		return fmt.Errorf("rabbitmq: Config.Queue is empty")
+		return cfgerr.New("rabbitmq", "Config.Queue is empty")
 	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return fmt.Errorf("rabbitmq: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+		return cfgerr.New("rabbitmq", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.Decode == nil:
-		return fmt.Errorf("rabbitmq: Config.Decode is nil: say how a delivery becomes an inbox.Message")
+		return cfgerr.New("rabbitmq", "Config.Decode is nil: say how a delivery becomes an inbox.Message")
 	case c.DeadLetterExchange == "":
-		return fmt.Errorf("rabbitmq: Config.DeadLetterExchange is empty: name an exchange with a queue bound to it for rejected messages")
+		return cfgerr.New("rabbitmq", "Config.DeadLetterExchange is empty: name an exchange with a queue bound to it for rejected messages")
 	case c.Concurrency < 0:
-		return fmt.Errorf("rabbitmq: Config.Concurrency is %d, want at least 1", c.Concurrency)
+		return cfgerr.New("rabbitmq", "Config.Concurrency is %d, want at least 1", c.Concurrency)
 	case c.Prefetch < c.Concurrency:
-		return fmt.Errorf("rabbitmq: Config.Prefetch is %d, want at least Concurrency (%d)", c.Prefetch, c.Concurrency)
+		return cfgerr.New("rabbitmq", "Config.Prefetch is %d, want at least Concurrency (%d)", c.Prefetch, c.Concurrency)
 	case c.DeliveryLimit < 1:
-		return fmt.Errorf("rabbitmq: Config.DeliveryLimit is %d, want at least 1", c.DeliveryLimit)
+		return cfgerr.New("rabbitmq", "Config.DeliveryLimit is %d, want at least 1", c.DeliveryLimit)
 	case c.RetryDelay < 0 || c.MaxRetryDelay < c.RetryDelay:
-		return fmt.Errorf("rabbitmq: Config.RetryDelay %v and MaxRetryDelay %v: want 0 <= RetryDelay <= MaxRetryDelay", c.RetryDelay, c.MaxRetryDelay)
+		return cfgerr.New("rabbitmq", "Config.RetryDelay %v and MaxRetryDelay %v: want 0 <= RetryDelay <= MaxRetryDelay", c.RetryDelay, c.MaxRetryDelay)
 	case c.AcceptTimeout < 0:
-		return fmt.Errorf("rabbitmq: Config.AcceptTimeout is %v, want a positive duration", c.AcceptTimeout)
+		return cfgerr.New("rabbitmq", "Config.AcceptTimeout is %v, want a positive duration", c.AcceptTimeout)
 	}
 	return nil
 }

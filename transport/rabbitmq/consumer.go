@@ -41,7 +41,7 @@ type Stats struct {
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if acc == nil {
-		return nil, fmt.Errorf("rabbitmq: NewConsumer: accepter is nil: pass an *inbox.Client")
+		return nil, fmt.Errorf("pginbox/rabbitmq: NewConsumer: accepter is nil: pass an *inbox.Client")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -70,7 +70,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if time.Since(started) > reconnectReset {
 			delay = reconnectMin
 		}
-		c.cfg.Logger.WarnContext(ctx, "rabbitmq: connection lost, reconnecting", "queue", c.cfg.Queue, "err", err, "in", delay)
+		c.cfg.Logger.WarnContext(ctx, "pginbox/rabbitmq: connection lost, reconnecting", "queue", c.cfg.Queue, "err", err, "in", delay)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -111,7 +111,7 @@ func (c *Consumer) session(ctx context.Context) error {
 		return fmt.Errorf("consuming queue %q (does it exist? declare it in Config.Setup): %w", c.cfg.Queue, err)
 	}
 	c.connects.Add(1)
-	c.cfg.Logger.InfoContext(ctx, "rabbitmq: consuming", "queue", c.cfg.Queue, "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
+	c.cfg.Logger.InfoContext(ctx, "pginbox/rabbitmq: consuming", "queue", c.cfg.Queue, "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
 
 	// Workers end when the library closes deliveries: after a cancel-ok, or
 	// when the channel or connection closes. sessCtx ends their retry waits

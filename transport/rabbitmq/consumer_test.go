@@ -155,13 +155,13 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 		change func(*rabbitmq.Config)
 		want   string
 	}{
-		{"no URL", func(c *rabbitmq.Config) { c.URL = "" }, "Config.URL is empty"},
+		{"no URL", func(c *rabbitmq.Config) { c.URL = "" }, "Config.URL: is empty"},
 		{"bad URL", func(c *rabbitmq.Config) { c.URL = "http://127.0.0.1/" }, "Config.URL"},
-		{"no queue", func(c *rabbitmq.Config) { c.Queue = "" }, "Config.Queue is empty"},
-		{"no scope", func(c *rabbitmq.Config) { c.Scope = inbox.Scope{} }, "Config.Scope is unset"},
-		{"no decode", func(c *rabbitmq.Config) { c.Decode = nil }, "Config.Decode is nil"},
-		{"no dead-letter exchange", func(c *rabbitmq.Config) { c.DeadLetterExchange = "" }, "Config.DeadLetterExchange is empty"},
-		{"prefetch below concurrency", func(c *rabbitmq.Config) { c.Concurrency, c.Prefetch = 4, 2 }, "Config.Prefetch is 2"},
+		{"no queue", func(c *rabbitmq.Config) { c.Queue = "" }, "Config.Queue: is empty"},
+		{"no scope", func(c *rabbitmq.Config) { c.Scope = inbox.Scope{} }, "Config.Scope: is unset"},
+		{"no decode", func(c *rabbitmq.Config) { c.Decode = nil }, "Config.Decode: is nil"},
+		{"no dead-letter exchange", func(c *rabbitmq.Config) { c.DeadLetterExchange = "" }, "Config.DeadLetterExchange: is empty"},
+		{"prefetch below concurrency", func(c *rabbitmq.Config) { c.Concurrency, c.Prefetch = 4, 2 }, "Config.Prefetch: is 2"},
 		{"negative delivery limit", func(c *rabbitmq.Config) { c.DeliveryLimit = -1 }, "Config.DeliveryLimit"},
 		{"retry delay above max", func(c *rabbitmq.Config) { c.RetryDelay, c.MaxRetryDelay = time.Minute, time.Second }, "Config.RetryDelay"},
 		{"negative accept timeout", func(c *rabbitmq.Config) { c.AcceptTimeout = -1 }, "Config.AcceptTimeout"},

@@ -46,11 +46,10 @@ func TestDrillConnectionCut(t *testing.T) {
 	stop := run(t, c)
 
 	drill.Eventually(t, 30*time.Second, "60 acks", func() bool { return c.Stats().Acked >= 60 })
-	proxy.Cut()
+	drill.Cut(t, proxy)
 	drill.Eventually(t, 30*time.Second, "a reconnect and 150 acks", func() bool { return c.Stats().Connects >= 2 && c.Stats().Acked >= 150 })
-	proxy.Refuse()
 	before := proxy.Accepted()
-	proxy.Cut()
+	drill.Down(t, proxy)
 	drill.Eventually(t, 30*time.Second, "two refused reconnects", func() bool { return proxy.Accepted() >= before+2 })
 	proxy.Resume()
 	drill.Eventually(t, 60*time.Second, "every message stored", func() bool { return ledger.Receipts(t) == n })

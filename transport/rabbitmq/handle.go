@@ -36,7 +36,7 @@ func (c *Consumer) handle(ctx context.Context, dl *deadLetterer, d amqp.Delivery
 	case inbox.ActionAck:
 		if err := d.Ack(false); err != nil {
 			// The channel is gone: the broker redelivers, and that is a Duplicate.
-			log.DebugContext(ctx, "rabbitmq: ack failed", "err", err)
+			log.DebugContext(ctx, "pginbox/rabbitmq: ack failed", "err", err)
 			return
 		}
 		c.acked.Add(1)
@@ -50,14 +50,14 @@ func (c *Consumer) handle(ctx context.Context, dl *deadLetterer, d amqp.Delivery
 		n, counted := deliveryCount(d)
 		if !counted && d.Redelivered {
 			c.warnOnce.Do(func() {
-				log.Warn("rabbitmq: redeliveries carry no x-delivery-count header (a classic queue?): retries are not bounded; use a quorum queue")
+				log.Warn("pginbox/rabbitmq: redeliveries carry no x-delivery-count header (a classic queue?): retries are not bounded; use a quorum queue")
 			})
 		}
 		if counted && n+1 >= int64(c.cfg.DeliveryLimit) {
 			c.deadLetter(ctx, dl, d, ReasonDeliveryLimit, err, "")
 			return
 		}
-		log.WarnContext(ctx, "rabbitmq: accept failed, requeueing", "delivery", n+1, "err", err)
+		log.WarnContext(ctx, "pginbox/rabbitmq: accept failed, requeueing", "delivery", n+1, "err", err)
 		c.requeue(ctx, d, c.retryDelay(n))
 	}
 }
@@ -67,18 +67,18 @@ func (c *Consumer) handle(ctx context.Context, dl *deadLetterer, d amqp.Delivery
 func (c *Consumer) deadLetter(ctx context.Context, dl *deadLetterer, d amqp.Delivery, reason string, cause error, receipt string) {
 	log := c.cfg.Logger.With("queue", c.cfg.Queue, "message_id", d.MessageId, "reason", reason)
 	if err := dl.publish(ctx, d, c.cfg.Queue, reason, cause, receipt); err != nil {
-		log.ErrorContext(ctx, "rabbitmq: dead letter not published, requeueing", "err", err)
+		log.ErrorContext(ctx, "pginbox/rabbitmq: dead letter not published, requeueing", "err", err)
 		n, _ := deliveryCount(d)
 		c.requeue(ctx, d, c.retryDelay(n))
 		return
 	}
 	if err := d.Ack(false); err != nil {
 		// Redelivered: it will be dead-lettered again (a second copy there).
-		log.DebugContext(ctx, "rabbitmq: ack after dead letter failed", "err", err)
+		log.DebugContext(ctx, "pginbox/rabbitmq: ack after dead letter failed", "err", err)
 		return
 	}
 	c.deadLettered.Add(1)
-	log.InfoContext(ctx, "rabbitmq: dead-lettered", "err", cause)
+	log.InfoContext(ctx, "pginbox/rabbitmq: dead-lettered", "err", cause)
 }
 
 // requeue waits (less if the session ends) and nacks d with requeue.

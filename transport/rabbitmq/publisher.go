@@ -64,7 +64,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	case p.sem <- struct{}{}:
 		defer func() { <-p.sem }()
 	case <-ctx.Done():
-		return fill(errs, fmt.Errorf("rabbitmq: another publish did not finish in time: %w", ctx.Err()))
+		return fill(errs, fmt.Errorf("pginbox/rabbitmq: another publish did not finish in time: %w", ctx.Err()))
 	}
 	for i, m := range msgs {
 		if len(m.Payload) > p.cfg.MaxMessageSize {
@@ -73,7 +73,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 	}
 	if err := p.connect(ctx); err != nil {
-		return fill(errs, fmt.Errorf("rabbitmq: connecting to publish (the relay retries): %w", err))
+		return fill(errs, fmt.Errorf("pginbox/rabbitmq: connecting to publish (the relay retries): %w", err))
 	}
 	for start := 0; start < len(msgs); start += confirmChunk {
 		end := min(start+confirmChunk, len(msgs))
@@ -101,7 +101,7 @@ func (p *Publisher) publishChunk(ctx context.Context, msgs []outbox.Message, err
 		}
 		dc, err := p.ch.PublishWithDeferredConfirmWithContext(ctx, p.cfg.Exchange(m), p.cfg.RoutingKey(m), true, false, publishing(m))
 		if err != nil {
-			fill(errs[i:], fmt.Errorf("rabbitmq: publishing (the relay retries): %w", err))
+			fill(errs[i:], fmt.Errorf("pginbox/rabbitmq: publishing (the relay retries): %w", err))
 			break
 		}
 		confs[i] = dc
@@ -115,9 +115,9 @@ func (p *Publisher) publishChunk(ctx context.Context, msgs []outbox.Message, err
 		ok, err := dc.WaitContext(ctx)
 		switch {
 		case err != nil:
-			errs[i] = fmt.Errorf("rabbitmq: no publisher confirm before the publish timeout (the relay retries; raise RelayConfig.PublishTimeout if the broker is slow): %w", err)
+			errs[i] = fmt.Errorf("pginbox/rabbitmq: no publisher confirm before the publish timeout (the relay retries; raise RelayConfig.PublishTimeout if the broker is slow): %w", err)
 		case !ok && p.ch.IsClosed():
-			errs[i] = fmt.Errorf("rabbitmq: the channel closed before the broker confirmed the message (the relay reconnects and retries): %w", p.closeReason())
+			errs[i] = fmt.Errorf("pginbox/rabbitmq: the channel closed before the broker confirmed the message (the relay reconnects and retries): %w", p.closeReason())
 		case !ok:
 			errs[i] = fmt.Errorf("%w (an internal broker error or a full queue with overflow reject-publish; the relay retries)", ErrNacked)
 		}
@@ -199,7 +199,7 @@ func (p *Publisher) connect(ctx context.Context) error {
 	p.returns = ch.NotifyReturn(make(chan amqp.Return, confirmChunk))
 	p.closed = ch.NotifyClose(make(chan *amqp.Error, 1))
 	if p.connects.Add(1) > 1 {
-		p.cfg.Logger.InfoContext(ctx, "rabbitmq: publisher reconnected")
+		p.cfg.Logger.InfoContext(ctx, "pginbox/rabbitmq: publisher reconnected")
 	}
 	return nil
 }

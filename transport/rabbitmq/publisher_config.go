@@ -2,7 +2,7 @@ package rabbitmq
 
 import (
 	"errors"
-	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -25,14 +25,14 @@ const (
 
 // ErrUnroutable is the error of a message the broker returned because no
 // queue is bound for it (it was published mandatory).
-var ErrUnroutable = errors.New("rabbitmq: the broker routed the message to no queue")
+var ErrUnroutable = errors.New("pginbox/rabbitmq: the broker routed the message to no queue")
 
 // ErrNacked is the error of a message the broker refused to confirm.
-var ErrNacked = errors.New("rabbitmq: the broker nacked the message")
+var ErrNacked = errors.New("pginbox/rabbitmq: the broker nacked the message")
 
 // ErrTooLarge is the error of a message larger than
 // PublisherConfig.MaxMessageSize.
-var ErrTooLarge = errors.New("rabbitmq: message too large")
+var ErrTooLarge = errors.New("pginbox/rabbitmq: message too large")
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
@@ -84,13 +84,13 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 
 func (c PublisherConfig) validate() error {
 	if c.URL == "" {
-		return errors.New("rabbitmq: PublisherConfig.URL is empty: set it to amqp://user:password@host:5672/vhost")
+		return cfgerr.New("rabbitmq", "PublisherConfig.URL is empty: set it to amqp://user:password@host:5672/vhost")
 	}
 	if _, err := amqp.ParseURI(c.URL); err != nil {
-		return fmt.Errorf("rabbitmq: PublisherConfig.URL: %w", err)
+		return cfgerr.New("rabbitmq", "PublisherConfig.URL: %v", err)
 	}
 	if c.MaxMessageSize < 0 {
-		return fmt.Errorf("rabbitmq: PublisherConfig.MaxMessageSize is %d, want a positive size (0 means %d)", c.MaxMessageSize, DefaultMaxMessageSize)
+		return cfgerr.New("rabbitmq", "PublisherConfig.MaxMessageSize is %d, want a positive size (0 means %d)", c.MaxMessageSize, DefaultMaxMessageSize)
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ func (r *rig) proxied(t testing.TB) (*faultproxy.Proxy, string) {
 }
 
 // The publisher's connection is cut twice while the relay streams events,
-// once with reconnects refused for a while: the publisher reconnects and
+// once with reconnects refused for a while (relaytest.CutDrill): the publisher reconnects and
 // every event reaches the queue, none lost (a message whose confirm the cut
 // swallowed is sent again: a duplicate the receiving inbox drops).
 func TestPublisherDrillConnectionCut(t *testing.T) {
@@ -35,8 +35,6 @@ func TestPublisherDrillConnectionCut(t *testing.T) {
 	r := newRig(t)
 	proxy, via := r.proxied(t)
 	pool := relaytest.Pool(t, testDSN(t))
-	const n = 400
-	e := relaytest.Emit(t, pool, r.queue, n)
 	p := newPublisher(t, via, rabbitmq.PublisherConfig{Logger: testlog.Errors(t)})
 	relay := relaytest.Relay(t, pool, p, testlog.Errors(t))
 
@@ -50,16 +48,8 @@ func TestPublisherDrillConnectionCut(t *testing.T) {
 	stopConsumer := run(t, c)
 	stopRelay := drill.Run(t, relay.Run)
 
-	drill.Eventually(t, 30*time.Second, "80 events published", func() bool { return relaytest.Published(t, pool) >= 80 })
-	proxy.Cut()
-	drill.Eventually(t, 30*time.Second, "a reconnect and 200 events published", func() bool {
-		return p.Connects() >= 2 && relaytest.Published(t, pool) >= 200
-	})
-	proxy.Refuse()
-	proxy.Cut()
-	time.Sleep(300 * time.Millisecond) // a few refused reconnects
-	proxy.Resume()
-	drill.Eventually(t, 60*time.Second, "every event published", func() bool { return relaytest.Published(t, pool) == n })
+	e := relaytest.CutDrill(t, pool, proxy, r.queue)
+	n := len(e.IDs)
 	stopRelay()
 	drill.Eventually(t, 60*time.Second, "every event stored", func() bool { return ledger.Receipts(t) == n })
 	drill.Eventually(t, 30*time.Second, "an empty queue", func() bool { return r.depth(t, r.queue) == 0 })

@@ -24,9 +24,9 @@ func TestPublisherConfigRejected(t *testing.T) {
 		cfg  rabbitmq.PublisherConfig
 		want string
 	}{
-		{rabbitmq.PublisherConfig{}, "URL is empty"},
+		{rabbitmq.PublisherConfig{}, "URL: is empty"},
 		{rabbitmq.PublisherConfig{URL: "http://x"}, "PublisherConfig.URL"},
-		{rabbitmq.PublisherConfig{URL: "amqp://127.0.0.1/", MaxMessageSize: -1}, "MaxMessageSize is -1"},
+		{rabbitmq.PublisherConfig{URL: "amqp://127.0.0.1/", MaxMessageSize: -1}, "MaxMessageSize: is -1"},
 	} {
 		_, err := rabbitmq.NewPublisher(tc.cfg)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

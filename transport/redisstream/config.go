@@ -2,8 +2,7 @@ package redisstream
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"os"
 	"strconv"
@@ -120,27 +119,27 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	switch {
 	case c.Redis == nil:
-		return errors.New("pginbox/redisstream: Config.Redis is nil: pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
+		return cfgerr.New("redisstream", "Config.Redis is nil: pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
 	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return errors.New("pginbox/redisstream: Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
+		return cfgerr.New("redisstream", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
 	case c.Stream == "":
-		return errors.New("pginbox/redisstream: Config.Stream is required: name the stream to consume")
+		return cfgerr.New("redisstream", "Config.Stream is required: name the stream to consume")
 	case c.Group == "":
-		return errors.New("pginbox/redisstream: Config.Group is required: name the consumer group")
+		return cfgerr.New("redisstream", "Config.Group is required: name the consumer group")
 	case c.Decode == nil:
-		return errors.New("pginbox/redisstream: Config.Decode is required: map an entry to an inbox.Message")
+		return cfgerr.New("redisstream", "Config.Decode is required: map an entry to an inbox.Message")
 	case c.DeadLetterStream == "":
-		return errors.New("pginbox/redisstream: Config.DeadLetterStream is required: name the stream for rejected entries")
+		return cfgerr.New("redisstream", "Config.DeadLetterStream is required: name the stream for rejected entries")
 	case c.DeadLetterStream == c.Stream:
-		return errors.New("pginbox/redisstream: Config.DeadLetterStream must differ from Stream")
+		return cfgerr.New("redisstream", "Config.DeadLetterStream must differ from Stream")
 	case c.MaxDeliveries < 1:
-		return fmt.Errorf("pginbox/redisstream: Config.MaxDeliveries is %d: it must be at least 1", c.MaxDeliveries)
+		return cfgerr.New("redisstream", "Config.MaxDeliveries is %d: it must be at least 1", c.MaxDeliveries)
 	case c.ClaimIdle < 10*time.Millisecond:
-		return fmt.Errorf("pginbox/redisstream: Config.ClaimIdle is %v: it must be at least 10ms", c.ClaimIdle)
+		return cfgerr.New("redisstream", "Config.ClaimIdle is %v: it must be at least 10ms", c.ClaimIdle)
 	case c.Block < time.Millisecond:
-		return fmt.Errorf("pginbox/redisstream: Config.Block is %v: it must be at least 1ms", c.Block)
+		return cfgerr.New("redisstream", "Config.Block is %v: it must be at least 1ms", c.Block)
 	case c.BatchSize < 1:
-		return fmt.Errorf("pginbox/redisstream: Config.BatchSize is %d: it must be at least 1", c.BatchSize)
+		return cfgerr.New("redisstream", "Config.BatchSize is %d: it must be at least 1", c.BatchSize)
 	}
 	return nil
 }

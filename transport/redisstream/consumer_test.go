@@ -26,17 +26,17 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 		change func(*redisstream.Config)
 		want   string
 	}{
-		{"redis", func(c *redisstream.Config) { c.Redis = nil }, "Config.Redis is nil"},
-		{"scope", func(c *redisstream.Config) { c.Scope = inbox.Scope{} }, "Config.Scope is unset"},
-		{"stream", func(c *redisstream.Config) { c.Stream = "" }, "Config.Stream is required"},
-		{"group", func(c *redisstream.Config) { c.Group = "" }, "Config.Group is required"},
-		{"decode", func(c *redisstream.Config) { c.Decode = nil }, "Config.Decode is required"},
-		{"dead letter", func(c *redisstream.Config) { c.DeadLetterStream = "" }, "Config.DeadLetterStream is required"},
-		{"same stream", func(c *redisstream.Config) { c.DeadLetterStream = c.Stream }, "Config.DeadLetterStream must differ from Stream"},
-		{"max deliveries", func(c *redisstream.Config) { c.MaxDeliveries = -1 }, "Config.MaxDeliveries is -1"},
-		{"claim idle", func(c *redisstream.Config) { c.ClaimIdle = time.Millisecond }, "Config.ClaimIdle is 1ms"},
-		{"block", func(c *redisstream.Config) { c.Block = -time.Second }, "Config.Block is -1s"},
-		{"batch size", func(c *redisstream.Config) { c.BatchSize = -1 }, "Config.BatchSize is -1"},
+		{"redis", func(c *redisstream.Config) { c.Redis = nil }, "Config.Redis: is nil"},
+		{"scope", func(c *redisstream.Config) { c.Scope = inbox.Scope{} }, "Config.Scope: is unset"},
+		{"stream", func(c *redisstream.Config) { c.Stream = "" }, "Config.Stream: is required"},
+		{"group", func(c *redisstream.Config) { c.Group = "" }, "Config.Group: is required"},
+		{"decode", func(c *redisstream.Config) { c.Decode = nil }, "Config.Decode: is required"},
+		{"dead letter", func(c *redisstream.Config) { c.DeadLetterStream = "" }, "Config.DeadLetterStream: is required"},
+		{"same stream", func(c *redisstream.Config) { c.DeadLetterStream = c.Stream }, "Config.DeadLetterStream: must differ from Stream"},
+		{"max deliveries", func(c *redisstream.Config) { c.MaxDeliveries = -1 }, "Config.MaxDeliveries: is -1"},
+		{"claim idle", func(c *redisstream.Config) { c.ClaimIdle = time.Millisecond }, "Config.ClaimIdle: is 1ms"},
+		{"block", func(c *redisstream.Config) { c.Block = -time.Second }, "Config.Block: is -1s"},
+		{"batch size", func(c *redisstream.Config) { c.BatchSize = -1 }, "Config.BatchSize: is -1"},
 	}
 	for _, tc := range cases {
 		cfg := e.config(rdb, nil)

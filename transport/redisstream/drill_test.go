@@ -78,15 +78,13 @@ func TestDrillConnectionCut(t *testing.T) {
 	cuts := 0
 	for _, at := range []int{drillMessages / 4, drillMessages / 2, 3 * drillMessages / 4} {
 		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return ledger.Receipts(t) >= at })
-		drill.Eventually(t, 30*time.Second, "a connection to cut", func() bool { return proxy.Open() > 0 })
 		if at == drillMessages/2 { // down for a while: refused, not just reset
-			proxy.Refuse()
-			cuts += proxy.Cut()
+			cuts += drill.Down(t, proxy)
 			time.Sleep(500 * time.Millisecond)
 			proxy.Resume()
 			continue
 		}
-		cuts += proxy.Cut()
+		cuts += drill.Cut(t, proxy)
 	}
 	if err := <-added; err != nil {
 		t.Fatal(err)

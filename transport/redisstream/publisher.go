@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"strconv"
 	"strings"
 
@@ -27,7 +28,7 @@ const (
 
 // ErrNotAStream is the error of an entry whose stream key holds another
 // type: retrying cannot help until the key is renamed or deleted.
-var ErrNotAStream = errors.New("redisstream: the key is not a stream")
+var ErrNotAStream = errors.New("pginbox/redisstream: the key is not a stream")
 
 // PublisherConfig configures a Publisher.
 type PublisherConfig struct {
@@ -54,9 +55,9 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 func (c PublisherConfig) validate() error {
 	switch {
 	case c.Redis == nil:
-		return errors.New("redisstream: PublisherConfig.Redis is nil: pass a client, e.g. redis.NewClient(...)")
+		return cfgerr.New("redisstream", "PublisherConfig.Redis is nil: pass a client, e.g. redis.NewClient(...)")
 	case c.MaxLen < 0:
-		return fmt.Errorf("redisstream: PublisherConfig.MaxLen is %d, want 0 (no trimming) or more", c.MaxLen)
+		return cfgerr.New("redisstream", "PublisherConfig.MaxLen is %d, want 0 (no trimming) or more", c.MaxLen)
 	}
 	return nil
 }
@@ -93,7 +94,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 	case <-ctx.Done():
 		errs := make([]error, len(msgs))
 		for i := range errs {
-			errs[i] = fmt.Errorf("redisstream: no XADD reply before the publish timeout (the relay retries): %w", ctx.Err())
+			errs[i] = fmt.Errorf("pginbox/redisstream: no XADD reply before the publish timeout (the relay retries): %w", ctx.Err())
 		}
 		return errs
 	}
@@ -142,7 +143,7 @@ func (p *Publisher) args(m outbox.Message) (*redis.XAddArgs, error) {
 	if len(m.Metadata) > 0 {
 		md, err := json.Marshal(m.Metadata)
 		if err != nil {
-			return nil, handler.Permanent(fmt.Errorf("redisstream: encoding the metadata: %w", err))
+			return nil, handler.Permanent(fmt.Errorf("pginbox/redisstream: encoding the metadata: %w", err))
 		}
 		v = append(v, FieldMetadata, string(md))
 	}
@@ -159,5 +160,5 @@ func addError(err error) error {
 	if strings.HasPrefix(err.Error(), "WRONGTYPE") {
 		return handler.Permanent(fmt.Errorf("%w: XADD: %w: use another Stream name or delete the key, then requeue the event", ErrNotAStream, err))
 	}
-	return fmt.Errorf("redisstream: XADD (the relay retries): %w", err)
+	return fmt.Errorf("pginbox/redisstream: XADD (the relay retries): %w", err)
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // The publisher's connection is cut twice while the relay streams events,
-// once with reconnects refused for a while: every event is in the stream,
+// once with reconnects refused for a while (relaytest.CutDrill): every event is in the stream,
 // and the receiving inbox applies each once (Redis keeps a copy the cut
 // made the relay send twice; the inbox drops it).
 func TestPublisherDrillConnectionCut(t *testing.T) {
@@ -29,22 +29,9 @@ func TestPublisherDrillConnectionCut(t *testing.T) {
 	t.Cleanup(func() { _ = proxy.Close() })
 	e := newEnv(t, addr)
 	pool := relaytest.Pool(t, testDSN(t))
-	const n = 400
-	ev := relaytest.Emit(t, pool, e.stream, n)
 	stopRelay := drill.Run(t, relaytest.Relay(t, pool, newPublisher(t, newRedis(t, proxy.Addr())), testlog.Errors(t)).Run)
-
-	drill.Eventually(t, 30*time.Second, "80 events published", func() bool { return relaytest.Published(t, pool) >= 80 })
-	proxy.Cut()
-	drill.Eventually(t, 30*time.Second, "200 events published", func() bool { return relaytest.Published(t, pool) >= 200 })
-	proxy.Refuse()
-	proxy.Cut()
-	time.Sleep(300 * time.Millisecond) // a few refused reconnects
-	proxy.Resume()
-	drill.Eventually(t, 60*time.Second, "every event published", func() bool { return relaytest.Published(t, pool) == n })
+	ev := relaytest.CutDrill(t, pool, proxy, e.stream)
 	stopRelay()
-	if proxy.CutCount() < 2 {
-		t.Fatalf("%d connections cut, want 2", proxy.CutCount())
-	}
 	entries := len(e.entries(t))
 	receive(t, e, ev, entries, "redis publisher connection-cut")
 }

@@ -26,8 +26,8 @@ func TestPublisherConfigRejected(t *testing.T) {
 		cfg  redisstream.PublisherConfig
 		want string
 	}{
-		{redisstream.PublisherConfig{}, "Redis is nil"},
-		{redisstream.PublisherConfig{Redis: rdb, MaxLen: -1}, "MaxLen is -1"},
+		{redisstream.PublisherConfig{}, "Redis: is nil"},
+		{redisstream.PublisherConfig{Redis: rdb, MaxLen: -1}, "MaxLen: is -1"},
 	} {
 		if _, err := redisstream.NewPublisher(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewPublisher: %v, want an error containing %q", err, tc.want)

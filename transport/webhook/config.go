@@ -2,7 +2,7 @@ package webhook
 
 import (
 	"context"
-	"fmt"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -96,38 +96,38 @@ func (c Config) withDefaults() Config {
 
 func (c Config) validate() error {
 	if len(c.Keys) == 0 {
-		return fmt.Errorf("webhook: Config.Keys is empty: add at least one signing key")
+		return cfgerr.New("webhook", "Config.Keys is empty: add at least one signing key")
 	}
 	seen := make(map[string]bool, len(c.Keys))
 	for i, k := range c.Keys {
 		switch {
 		case k.ID == "":
-			return fmt.Errorf("webhook: Config.Keys[%d].ID is empty", i)
+			return cfgerr.New("webhook", "Config.Keys[%d].ID is empty", i)
 		case seen[k.ID]:
-			return fmt.Errorf("webhook: Config.Keys[%d].ID %q is used twice", i, k.ID)
+			return cfgerr.New("webhook", "Config.Keys[%d].ID %q is used twice", i, k.ID)
 		case len(k.Secret) < MinSecretBytes:
-			return fmt.Errorf("webhook: Config.Keys[%d].Secret has %d bytes, want at least %d (use 32 random bytes)", i, len(k.Secret), MinSecretBytes)
+			return cfgerr.New("webhook", "Config.Keys[%d].Secret has %d bytes, want at least %d (use 32 random bytes)", i, len(k.Secret), MinSecretBytes)
 		case k.Scope.Kind != inbox.ScopeTenant && k.Scope.Kind != inbox.ScopeGlobal:
-			return fmt.Errorf("webhook: Config.Keys[%d].Scope is unset: use inbox.Tenant(id) or inbox.Global()", i)
+			return cfgerr.New("webhook", "Config.Keys[%d].Scope is unset: use inbox.Tenant(id) or inbox.Global()", i)
 		case k.Scope.Kind == inbox.ScopeTenant && k.Scope.ID == "":
-			return fmt.Errorf("webhook: Config.Keys[%d].Scope has an empty tenant ID", i)
+			return cfgerr.New("webhook", "Config.Keys[%d].Scope has an empty tenant ID", i)
 		}
 		seen[k.ID] = true
 	}
 	for i, h := range c.MetadataHeaders {
 		if !validHeaderName(h) {
-			return fmt.Errorf("webhook: Config.MetadataHeaders[%d] %q is not a header name (letters, digits and !#$%%&'*+-.^_`|~)", i, h)
+			return cfgerr.New("webhook", "Config.MetadataHeaders[%d] %q is not a header name (letters, digits and !#$%%&'*+-.^_`|~)", i, h)
 		}
 	}
 	switch {
 	case c.Decode == nil:
-		return fmt.Errorf("webhook: Config.Decode is nil: say how a body becomes an inbox.Message")
+		return cfgerr.New("webhook", "Config.Decode is nil: say how a body becomes an inbox.Message")
 	case c.Tolerance < 0:
-		return fmt.Errorf("webhook: Config.Tolerance is %v, want a positive duration", c.Tolerance)
+		return cfgerr.New("webhook", "Config.Tolerance is %v, want a positive duration", c.Tolerance)
 	case c.MaxBodyBytes < 0:
-		return fmt.Errorf("webhook: Config.MaxBodyBytes is %d, want a positive size", c.MaxBodyBytes)
+		return cfgerr.New("webhook", "Config.MaxBodyBytes is %d, want a positive size", c.MaxBodyBytes)
 	case c.RetryAfter < 0:
-		return fmt.Errorf("webhook: Config.RetryAfter is %v, want a positive duration", c.RetryAfter)
+		return cfgerr.New("webhook", "Config.RetryAfter is %v, want a positive duration", c.RetryAfter)
 	}
 	return nil
 }

@@ -23,7 +23,7 @@ type Handler struct {
 // NewHandler returns a Handler that accepts through acc (an *inbox.Client).
 func NewHandler(acc Accepter, cfg Config) (*Handler, error) {
 	if acc == nil {
-		return nil, fmt.Errorf("webhook: NewHandler: accepter is nil: pass an *inbox.Client")
+		return nil, fmt.Errorf("pginbox/webhook: NewHandler: accepter is nil: pass an *inbox.Client")
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -104,7 +104,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.refuse(w, r, http.StatusUnprocessableEntity, "invalid", err.Error())
 	default:
-		h.cfg.Logger.WarnContext(r.Context(), "webhook: accept failed, answering 503", "key", key.ID, "message_id", msg.MessageID, "err", err)
+		h.cfg.Logger.WarnContext(r.Context(), "pginbox/webhook: accept failed, answering 503", "key", key.ID, "message_id", msg.MessageID, "err", err)
 		secs := int((h.cfg.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", fmt.Sprint(secs))
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Code: "unavailable", Error: "the event was not stored: send it again later"})
@@ -114,7 +114,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse answers a request that is not accepted, and logs it at Debug (a
 // sender's mistakes are not the receiver's errors).
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
-	h.cfg.Logger.DebugContext(r.Context(), "webhook: refused", "status", status, "code", code, "reason", msg, "remote", r.RemoteAddr)
+	h.cfg.Logger.DebugContext(r.Context(), "pginbox/webhook: refused", "status", status, "code", code, "reason", msg, "remote", r.RemoteAddr)
 	writeJSON(w, status, errorBody{Code: code, Error: msg})
 }
 

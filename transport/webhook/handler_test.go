@@ -392,17 +392,17 @@ func TestNewHandlerRejectsBadConfig(t *testing.T) {
 		cfg  webhook.Config
 		want string
 	}{
-		{"no keys", webhook.Config{Decode: dec}, "Config.Keys is empty"},
-		{"empty key ID", webhook.Config{Decode: dec, Keys: []webhook.Key{{Secret: secretA, Scope: inbox.Global()}}}, "Keys[0].ID is empty"},
-		{"duplicate key ID", webhook.Config{Decode: dec, Keys: []webhook.Key{good, good}}, `Keys[1].ID "k" is used twice`},
-		{"short secret", webhook.Config{Decode: dec, Keys: []webhook.Key{{ID: "k", Secret: []byte("short"), Scope: inbox.Global()}}}, "Keys[0].Secret has 5 bytes"},
-		{"no scope", webhook.Config{Decode: dec, Keys: []webhook.Key{{ID: "k", Secret: secretA}}}, "Keys[0].Scope is unset"},
+		{"no keys", webhook.Config{Decode: dec}, "Config.Keys: is empty"},
+		{"empty key ID", webhook.Config{Decode: dec, Keys: []webhook.Key{{Secret: secretA, Scope: inbox.Global()}}}, "Keys[0].ID: is empty"},
+		{"duplicate key ID", webhook.Config{Decode: dec, Keys: []webhook.Key{good, good}}, `Keys[1].ID: "k" is used twice`},
+		{"short secret", webhook.Config{Decode: dec, Keys: []webhook.Key{{ID: "k", Secret: []byte("short"), Scope: inbox.Global()}}}, "Keys[0].Secret: has 5 bytes"},
+		{"no scope", webhook.Config{Decode: dec, Keys: []webhook.Key{{ID: "k", Secret: secretA}}}, "Keys[0].Scope: is unset"},
 		{"empty tenant", webhook.Config{Decode: dec, Keys: []webhook.Key{{ID: "k", Secret: secretA, Scope: inbox.Tenant("")}}}, "empty tenant ID"},
-		{"no decode", webhook.Config{Keys: []webhook.Key{good}}, "Config.Decode is nil"},
+		{"no decode", webhook.Config{Keys: []webhook.Key{good}}, "Config.Decode: is nil"},
 		{"negative tolerance", webhook.Config{Decode: dec, Keys: []webhook.Key{good}, Tolerance: -time.Second}, "Config.Tolerance"},
 		{"negative body limit", webhook.Config{Decode: dec, Keys: []webhook.Key{good}, MaxBodyBytes: -1}, "Config.MaxBodyBytes"},
 		{"negative retry-after", webhook.Config{Decode: dec, Keys: []webhook.Key{good}, RetryAfter: -time.Second}, "Config.RetryAfter"},
-		{"bad metadata header", webhook.Config{Decode: dec, Keys: []webhook.Key{good}, MetadataHeaders: []string{"traceparent", "trace parent"}}, `Config.MetadataHeaders[1] "trace parent" is not a header name`},
+		{"bad metadata header", webhook.Config{Decode: dec, Keys: []webhook.Key{good}, MetadataHeaders: []string{"traceparent", "trace parent"}}, `Config.MetadataHeaders[1]: "trace parent" is not a header name`},
 	}
 	for _, tc := range tests {
 		if _, err := webhook.NewHandler(client, tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,6 +1,7 @@
-// Package brokercmd is what the nats-inbox, redis-inbox and mqtt-inbox
-// programs share: the inbox flags (database, scope, identity), the start-up
-// checks, and exit codes.
+// Package brokercmd is what every transport program (kafka-inbox,
+// mqtt-inbox, nats-inbox, rabbitmq-inbox, redis-inbox, webhook-inbox)
+// shares: the inbox flags (database, scope, identity), the start-up checks
+// (the schema is migrated), shutdown on SIGINT/SIGTERM and exit codes.
 package brokercmd
 
 import (
@@ -10,6 +11,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -38,15 +42,20 @@ type Inbox struct {
 
 // Register adds the inbox flags to fs. DATABASE_URL comes from getenv
 // unless -database-url is given; eventTypeDefault says where the event type
-// comes from when -event-type is not set.
+// comes from when -event-type is not set. With an empty eventTypeDefault the
+// messages say their type and version themselves: -event-type and
+// -schema-version are not offered.
 func (in *Inbox) Register(fs *flag.FlagSet, getenv func(string) string, eventTypeDefault string) {
 	fs.StringVar(&in.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL connection string (env DATABASE_URL)")
-	fs.StringVar(&in.Tenant, "tenant", "", "tenant ID every message belongs to (or -global)")
-	fs.BoolVar(&in.Global, "global", false, "messages belong to the global scope")
+	fs.StringVar(&in.Tenant, "tenant", "", "tenant ID every message belongs to (this or -global is required)")
+	fs.BoolVar(&in.Global, "global", false, "messages belong to the global scope (this or -tenant is required)")
 	fs.StringVar(&in.Source, "source", "", "producer system, part of the identity (required)")
 	fs.StringVar(&in.Consumer, "consumer", "", "inbox consumer, e.g. orders.projection.v1 (required)")
-	fs.StringVar(&in.EventType, "event-type", "", "event type of every message (default: "+eventTypeDefault+")")
-	fs.IntVar(&in.SchemaVersion, "schema-version", 1, "schema version of every message")
+	in.SchemaVersion = 1
+	if eventTypeDefault != "" {
+		fs.StringVar(&in.EventType, "event-type", "", "event type of every message (default: "+eventTypeDefault+")")
+		fs.IntVar(&in.SchemaVersion, "schema-version", 1, "schema version of every message")
+	}
 }
 
 // Check reports the first missing or contradictory inbox flag.
@@ -116,6 +125,24 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
+}
+
+// Main runs a program's run with the command line, the environment and
+// stderr, and a context ended by SIGINT or SIGTERM, then exits with run's
+// exit code.
+func Main(run func(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Or is v, or def when v is empty.
+func Or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
 }
 
 // Run runs a program: parse reads the flags, serve runs until its context

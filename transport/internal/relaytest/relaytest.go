@@ -61,9 +61,18 @@ type Emitted struct {
 func Emit(t testing.TB, pool *pgxpool.Pool, destination string, n int) Emitted {
 	t.Helper()
 	e := Emitted{Keys: map[string]string{}}
-	for start := 0; start < n; start += 10 {
+	e.More(t, pool, destination, n)
+	return e
+}
+
+// More commits n more events for destination, numbered after those in e,
+// and adds them to e.
+func (e *Emitted) More(t testing.TB, pool *pgxpool.Pool, destination string, n int) {
+	t.Helper()
+	from := len(e.IDs)
+	for start := from; start < from+n; start += 10 {
 		err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-			for i := start; i < min(start+10, n); i++ {
+			for i := start; i < min(start+10, from+n); i++ {
 				ev := Event(destination, i)
 				id, err := outbox.Emit(context.Background(), tx, ev)
 				if err != nil {
@@ -78,7 +87,6 @@ func Emit(t testing.TB, pool *pgxpool.Pool, destination string, n int) Emitted {
 			t.Fatal(err)
 		}
 	}
-	return e
 }
 
 // Pool is a pool on a fresh migrated database (dsn from inboxtest.Database).

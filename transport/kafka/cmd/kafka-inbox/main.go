@@ -1,55 +1,83 @@
 // Command kafka-inbox consumes Kafka topics into a pginbox inbox as one
 // member of a consumer group.
 //
-//	DATABASE_URL=postgres://... kafka-inbox -brokers 127.0.0.1:9092 -topic orders \
+//	kafka-inbox -database-url postgres://app@localhost/app -brokers 127.0.0.1:9092 -topic orders \
 //	  -group orders-inbox -dlq orders.dead -tenant acme -source shop -consumer orders.projection.v1
 //
 // Each record carries the producer's event ID in the message-id header (or,
-// without it, in its key) and the event type in the event-type header; the
-// value is the JSON payload (schema version 1).
+// without it, in its key) and, unless -event-type is set, the event type in
+// the event-type header; the value is the JSON payload. The scope comes from
+// the flags (one tenant, or -global), never from the record. It runs until
+// SIGINT or SIGTERM.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
-	"os"
+	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/transport/internal/program"
+	"github.com/pginbox/pginbox/transport/internal/brokercmd"
 	"github.com/pginbox/pginbox/transport/kafka"
 )
 
-func main() { program.Main("kafka-inbox", run) }
+func main() { brokercmd.Main(run) }
 
-func run() error {
-	brokers := flag.String("brokers", os.Getenv("KAFKA_BROKERS"), "seed brokers, comma separated (or $KAFKA_BROKERS)")
-	topic := flag.String("topic", "", "topic to consume")
-	group := flag.String("group", "", "consumer group")
-	dlq := flag.String("dlq", "", "dead-letter topic (default: TOPIC.dead)")
-	tenant := flag.String("tenant", "", "tenant of every record of the topic (empty: global scope)")
-	source := flag.String("source", "", "inbox source (the producing system)")
-	consumer := flag.String("consumer", "", "inbox consumer the records are for")
-	flag.Parse()
-	if *brokers == "" || *topic == "" || *group == "" || *source == "" || *consumer == "" {
-		return errors.New("-brokers, -topic, -group, -source and -consumer are required (see -h)")
+type options struct {
+	inbox                     brokercmd.Inbox
+	brokers, topic, group, dl string
+}
+
+func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("kafka-inbox", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.brokers, "brokers", getenv("KAFKA_BROKERS"), "seed brokers, comma separated (env KAFKA_BROKERS, required)")
+	fs.StringVar(&o.topic, "topic", "", "topic to consume (required)")
+	fs.StringVar(&o.group, "group", "", "consumer group (required)")
+	fs.StringVar(&o.dl, "dlq", "", "dead-letter topic (default: TOPIC.dead)")
+	o.inbox.Register(fs, getenv, "the event-type header")
+	if err := brokercmd.Parse(fs, args); err != nil {
+		return err
 	}
-	if *dlq == "" {
-		*dlq = *topic + ".dead"
+	switch {
+	case o.brokers == "":
+		return errors.New("-brokers (or KAFKA_BROKERS) is required")
+	case o.topic == "":
+		return errors.New("-topic is required")
+	case o.group == "":
+		return errors.New("-group is required")
 	}
-	ctx, client, done, err := program.Open(*consumer)
+	if o.dl == "" {
+		o.dl = o.topic + ".dead"
+	}
+	return o.inbox.Check()
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	var o options
+	return brokercmd.Run("kafka-inbox", stderr,
+		func() error { return o.parse(args, getenv, stderr) },
+		func(log *slog.Logger) error { return serve(ctx, &o, log) })
+}
+
+func serve(ctx context.Context, o *options, log *slog.Logger) error {
+	pool, client, err := o.inbox.Open(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer pool.Close()
 	c, err := kafka.NewConsumer(client, kafka.Config{
-		Brokers:         strings.Split(*brokers, ","),
-		Topics:          []string{*topic},
-		Group:           *group,
-		Scope:           program.Scope(*tenant),
-		DeadLetterTopic: *dlq,
+		Brokers:         strings.Split(o.brokers, ","),
+		Topics:          []string{o.topic},
+		Group:           o.group,
+		Scope:           o.inbox.Scope(),
+		DeadLetterTopic: o.dl,
+		Logger:          log,
 		Decode: func(r *kgo.Record) (inbox.Message, error) {
 			id, typ := string(r.Key), ""
 			for _, h := range r.Headers {
@@ -63,16 +91,14 @@ func run() error {
 			if id == "" {
 				return inbox.Message{}, errors.New("no message-id header and no key: the producer must send its event ID")
 			}
-			return inbox.Message{
-				Identity:      inbox.Identity{Source: *source, Consumer: *consumer, MessageID: id},
-				EventType:     typ,
-				SchemaVersion: 1,
-				Payload:       r.Value,
-			}, nil
+			m := o.inbox.Message(typ, r.Value)
+			m.MessageID = id
+			return m, nil
 		},
 	})
 	if err != nil {
 		return err
 	}
+	log.Info("kafka-inbox: consuming", "topic", o.topic, "group", o.group, "consumer", o.inbox.Consumer)
 	return c.Run(ctx)
 }

@@ -19,10 +19,7 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/eclipse/paho.golang/paho"
 
@@ -31,11 +28,7 @@ import (
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
-}
+func main() { brokercmd.Main(run) }
 
 type options struct {
 	inbox                        brokercmd.Inbox
@@ -46,7 +39,7 @@ type options struct {
 func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("mqtt-inbox", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mqttURL, "mqtt-url", or(getenv("MQTT_URL"), "mqtt://127.0.0.1:1883"), "broker URL (env MQTT_URL)")
+	fs.StringVar(&o.mqttURL, "mqtt-url", brokercmd.Or(getenv("MQTT_URL"), "mqtt://127.0.0.1:1883"), "broker URL (env MQTT_URL)")
 	fs.StringVar(&o.username, "username", getenv("MQTT_USERNAME"), "broker user name (env MQTT_USERNAME)")
 	o.password = getenv("MQTT_PASSWORD") // from the environment only, never the command line
 	fs.StringVar(&o.clientID, "client-id", "", "stable client ID: the broker keeps unacknowledged messages in its session (required)")
@@ -65,13 +58,6 @@ func (o *options) parse(args []string, getenv func(string) string, stderr io.Wri
 		return errors.New("-dead-letter-topic is required")
 	}
 	return o.inbox.Check()
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {

@@ -18,9 +18,6 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,11 +27,7 @@ import (
 	pgnats "github.com/pginbox/pginbox/transport/nats"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
-}
+func main() { brokercmd.Main(run) }
 
 type options struct {
 	inbox                                 brokercmd.Inbox
@@ -45,7 +38,7 @@ type options struct {
 func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("nats-inbox", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.natsURL, "nats-url", or(getenv("NATS_URL"), nats.DefaultURL), "NATS server URL (env NATS_URL)")
+	fs.StringVar(&o.natsURL, "nats-url", brokercmd.Or(getenv("NATS_URL"), nats.DefaultURL), "NATS server URL (env NATS_URL)")
 	fs.StringVar(&o.stream, "stream", "", "JetStream stream to consume (required)")
 	fs.StringVar(&o.durable, "durable", "pginbox", "durable consumer name")
 	fs.StringVar(&o.subject, "subject", "", "consume only this subject (default: the whole stream)")
@@ -63,13 +56,6 @@ func (o *options) parse(args []string, getenv func(string) string, stderr io.Wri
 		return errors.New("-dead-letter-subject is required")
 	}
 	return o.inbox.Check()
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {

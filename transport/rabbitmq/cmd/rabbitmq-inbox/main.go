@@ -1,80 +1,100 @@
 // Command rabbitmq-inbox consumes one RabbitMQ queue into a pginbox inbox.
 //
-//	DATABASE_URL=postgres://... rabbitmq-inbox -url amqp://guest:guest@127.0.0.1:5672/ \
+//	rabbitmq-inbox -database-url postgres://app@localhost/app -url amqp://guest:guest@127.0.0.1:5672/ \
 //	  -queue orders -tenant acme -source shop -consumer orders.projection.v1 -declare
 //
-// Each message needs the message-id property (the producer's event ID) and
-// the type property (the event type); the body is the JSON payload, and an
-// optional schema-version header gives its version (default 1).
+// Each message needs the message-id property (the producer's event ID) and,
+// unless -event-type is set, the type property (the event type); the body is
+// the JSON payload, and an optional schema-version header gives its version
+// (default: -schema-version). The scope comes from the flags (one tenant, or
+// -global), never from the message. It runs until SIGINT or SIGTERM.
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
-	"os"
+	"io"
+	"log/slog"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/transport/internal/program"
+	"github.com/pginbox/pginbox/transport/internal/brokercmd"
 	"github.com/pginbox/pginbox/transport/rabbitmq"
 )
 
-func main() { program.Main("rabbitmq-inbox", run) }
+func main() { brokercmd.Main(run) }
 
-func run() error {
-	url := flag.String("url", envOr("AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (or $AMQP_URL)")
-	queue := flag.String("queue", "", "queue to consume")
-	dlx := flag.String("dlx", "", "dead-letter exchange (default: QUEUE.dlx)")
-	declare := flag.Bool("declare", false, "declare QUEUE as a quorum queue, the dead-letter exchange (fanout) and a QUEUE.dead queue bound to it")
-	tenant := flag.String("tenant", "", "tenant of every message of the queue (empty: global scope)")
-	source := flag.String("source", "", "inbox source (the producing system)")
-	consumer := flag.String("consumer", "", "inbox consumer the messages are for")
-	flag.Parse()
-	if *queue == "" || *source == "" || *consumer == "" {
-		return errors.New("-queue, -source and -consumer are required (see -h)")
+type options struct {
+	inbox          brokercmd.Inbox
+	url, queue, dl string
+	declare        bool
+}
+
+func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rabbitmq-inbox", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.url, "url", brokercmd.Or(getenv("AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (env AMQP_URL)")
+	fs.StringVar(&o.queue, "queue", "", "queue to consume (required)")
+	fs.StringVar(&o.dl, "dlx", "", "dead-letter exchange (default: QUEUE.dlx)")
+	fs.BoolVar(&o.declare, "declare", false, "declare QUEUE as a quorum queue, the dead-letter exchange (fanout) and a QUEUE.dead queue bound to it")
+	o.inbox.Register(fs, getenv, "the type property")
+	if err := brokercmd.Parse(fs, args); err != nil {
+		return err
 	}
-	if *dlx == "" {
-		*dlx = *queue + ".dlx"
+	if o.queue == "" {
+		return errors.New("-queue is required")
 	}
-	ctx, client, done, err := program.Open(*consumer)
+	if o.dl == "" {
+		o.dl = o.queue + ".dlx"
+	}
+	return o.inbox.Check()
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
+	var o options
+	return brokercmd.Run("rabbitmq-inbox", stderr,
+		func() error { return o.parse(args, getenv, stderr) },
+		func(log *slog.Logger) error { return serve(ctx, &o, log) })
+}
+
+func serve(ctx context.Context, o *options, log *slog.Logger) error {
+	pool, client, err := o.inbox.Open(ctx, log)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer pool.Close()
 	cfg := rabbitmq.Config{
-		URL:                *url,
-		Queue:              *queue,
-		Scope:              program.Scope(*tenant),
-		DeadLetterExchange: *dlx,
+		URL:                o.url,
+		Queue:              o.queue,
+		Scope:              o.inbox.Scope(),
+		DeadLetterExchange: o.dl,
+		Logger:             log,
 		Decode: func(d amqp.Delivery) (inbox.Message, error) {
 			if d.MessageId == "" {
 				return inbox.Message{}, errors.New("no message-id property: the producer must set its event ID there")
 			}
-			version := 1
+			m := o.inbox.Message(d.Type, d.Body)
+			m.MessageID = d.MessageId
 			if v, ok := d.Headers["schema-version"].(int32); ok {
-				version = int(v)
+				m.SchemaVersion = int(v)
 			}
-			return inbox.Message{
-				Identity:      inbox.Identity{Source: *source, Consumer: *consumer, MessageID: d.MessageId},
-				EventType:     d.Type,
-				SchemaVersion: version,
-				Payload:       d.Body,
-			}, nil
+			return m, nil
 		},
 	}
-	if *declare {
+	if o.declare {
 		cfg.Setup = func(ch *amqp.Channel) error {
-			if err := ch.ExchangeDeclare(*dlx, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+			if err := ch.ExchangeDeclare(o.dl, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
 				return err
 			}
-			if _, err := ch.QueueDeclare(*queue+".dead", true, false, false, false, nil); err != nil {
+			if _, err := ch.QueueDeclare(o.queue+".dead", true, false, false, false, nil); err != nil {
 				return err
 			}
-			if err := ch.QueueBind(*queue+".dead", "", *dlx, false, nil); err != nil {
+			if err := ch.QueueBind(o.queue+".dead", "", o.dl, false, nil); err != nil {
 				return err
 			}
-			_, err := ch.QueueDeclare(*queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+			_, err := ch.QueueDeclare(o.queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
 			return err
 		}
 	}
@@ -82,12 +102,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	log.Info("rabbitmq-inbox: consuming", "queue", o.queue, "consumer", o.inbox.Consumer)
 	return c.Run(ctx)
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }

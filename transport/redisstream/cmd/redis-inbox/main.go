@@ -19,9 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,11 +28,7 @@ import (
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Getenv, os.Stderr))
-}
+func main() { brokercmd.Main(run) }
 
 type options struct {
 	inbox                             brokercmd.Inbox
@@ -47,7 +40,7 @@ type options struct {
 func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("redis-inbox", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.redisURL, "redis-url", or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"), "Redis URL (env REDIS_URL)")
+	fs.StringVar(&o.redisURL, "redis-url", brokercmd.Or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"), "Redis URL (env REDIS_URL)")
 	fs.StringVar(&o.stream, "stream", "", "stream to consume (required)")
 	fs.StringVar(&o.group, "group", "pginbox", "consumer group")
 	fs.StringVar(&o.name, "name", "", "this instance's name in the group (default: hostname-pid)")
@@ -65,13 +58,6 @@ func (o *options) parse(args []string, getenv func(string) string, stderr io.Wri
 		return errors.New("-dead-letter-stream is required")
 	}
 	return o.inbox.Check()
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
