@@ -129,8 +129,11 @@ func failoverDrill(t *testing.T, sync bool) {
 	recovery := firstAckAfter(t, load, promoted).Sub(t0)
 
 	name := "failover-" + want
-	// Acknowledged after the fence and before the crash: during the stall.
-	duringStall := len(ackedBefore(load.Snapshot(), t0)) - len(ackedBeforeFence)
+	// Acknowledged after the fence and before the promotion: by the old
+	// primary during the stall, which lasts until that primary is dead
+	// (Shutdown returned), not merely until the shutdown began. Nothing
+	// accepts writes between its death and the promotion.
+	duringStall := len(ackedBefore(load.Snapshot(), promoted)) - len(ackedBeforeFence)
 	more := []string{fmt.Sprintf("promote=%s listen_back_after=%s replay_lag_before_stall=%s acked_during_stall=%d %s leases_recovered=%d",
 		promoted.Sub(t0).Round(time.Millisecond), relisten.Round(time.Millisecond), lag, duringStall, stall,
 		a.logs.count("pginbox worker: recovered an expired lease"))}
