@@ -12,14 +12,12 @@ import (
 )
 
 const receiptStart = `-- name: ReceiptStart :many
-WITH held AS (
-    SELECT unnest($1::text[])::uuid AS id,
-           unnest($2::text[])::uuid AS token
-), done AS (
+WITH done AS (
     DELETE FROM pginbox_work w
-    USING held
+    USING unnest($2::text[]) WITH ORDINALITY AS held (id, n)
     -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
-    WHERE w.receipt_id = held.id AND w.claim_token = held.token
+    WHERE w.scope_id = $1::text
+      AND w.receipt_id = held.id::uuid AND w.claim_token = ($3::text[])[held.n]::uuid
     RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.attempts, w.version
 )
 UPDATE pginbox_receipts r
@@ -30,20 +28,21 @@ SET status = 'COMPLETED',
     updated_at = now(),
     version = done.version + 1
 FROM done
-WHERE r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
-RETURNING r.id, r.payload, r.metadata, pg_backend_pid() AS backend_pid
+WHERE r.scope_id = $1::text
+  AND r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
+RETURNING r.id, r.payload, r.metadata
 `
 
 type ReceiptStartParams struct {
-	Ids    []string
-	Tokens []string
+	ScopeID string
+	Ids     []string
+	Tokens  []string
 }
 
 type ReceiptStartRow struct {
-	ID         inboxtype.ID
-	Payload    *string
-	Metadata   string
-	BackendPid int32
+	ID       inboxtype.ID
+	Payload  *string
+	Metadata string
 }
 
 // Runs first in a handler's transaction: completes the claimed receipts the
@@ -53,12 +52,16 @@ type ReceiptStartRow struct {
 // and admin change away until the transaction ends; the handlers then run in
 // it, and their writes commit together with the completions or roll back with
 // them. A receipt missing from the result was lost (recovered or re-claimed
-// elsewhere): its handler must not run. backend_pid is the server process
-// running the transaction (also behind a pooler), for ending it if its
-// handler hangs. The set-returning functions in one select list advance in
-// lockstep, zipping the arrays; IDs travel as text for the simple protocol.
+// elsewhere): its handler must not run. The server process running the
+// transaction is read by a statement of its own in the same round trip
+// (scopedDB with a pid): on Citus a function in a routed statement would run
+// on the worker. Each ID's token is the one at its position (WITH
+// ORDINALITY; Citus refuses the zipping set-returning functions of one select
+// list); IDs travel as text for the simple protocol.
+// The receipts share one scope, @scope_id, and every table reference carries
+// it: on Citus the transaction stays on the scope's node.
 func (q *Queries) ReceiptStart(ctx context.Context, arg ReceiptStartParams) ([]ReceiptStartRow, error) {
-	rows, err := q.db.Query(ctx, receiptStart, arg.Ids, arg.Tokens)
+	rows, err := q.db.Query(ctx, receiptStart, arg.ScopeID, arg.Ids, arg.Tokens)
 	if err != nil {
 		return nil, err
 	}
@@ -66,12 +69,7 @@ func (q *Queries) ReceiptStart(ctx context.Context, arg ReceiptStartParams) ([]R
 	items := []ReceiptStartRow{}
 	for rows.Next() {
 		var i ReceiptStartRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.Payload,
-			&i.Metadata,
-			&i.BackendPid,
-		); err != nil {
+		if err := rows.Scan(&i.ID, &i.Payload, &i.Metadata); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -24,14 +24,15 @@ WITH failed AS (
         updated_at = now(),
         version = version + 1
     -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
-    WHERE receipt_id = $4 AND claim_token = $5
+    WHERE scope_id = $4::text AND receipt_id = $5 AND claim_token = $6
     RETURNING receipt_id, scope_kind, scope_id, status, available_at, attempts, last_error, version
 ), settled AS (
     UPDATE pginbox_receipts r
     SET status = 'DEAD', attempts = f.attempts, last_error = f.last_error,
         version = f.version, updated_at = now()
     FROM failed f
-    WHERE r.id = f.receipt_id AND r.scope_kind = f.scope_kind AND r.scope_id = f.scope_id
+    WHERE r.scope_id = $4::text
+      AND r.id = f.receipt_id AND r.scope_kind = f.scope_kind AND r.scope_id = f.scope_id
       AND f.status = 'DEAD'
     RETURNING r.id
 )
@@ -42,6 +43,7 @@ type ReceiptFailParams struct {
 	Dead       bool
 	DelayMs    int64
 	LastError  string
+	ScopeID    string
 	ID         inboxtype.ID
 	ClaimToken inboxtype.ID
 }
@@ -53,12 +55,15 @@ type ReceiptFailRow struct {
 
 // Records a failed attempt after the handler's transaction rolled back: DEAD when
 // @dead is set or the attempts are spent, otherwise RETRYABLE after @delay_ms.
-// A DEAD receipt is marked so on its retained row too.
+// A DEAD receipt is marked so on its retained row too. Every table reference
+// carries @scope_id (the receipt's): on Citus the statement runs on the
+// scope's node alone.
 func (q *Queries) ReceiptFail(ctx context.Context, arg ReceiptFailParams) (ReceiptFailRow, error) {
 	row := q.db.QueryRow(ctx, receiptFail,
 		arg.Dead,
 		arg.DelayMs,
 		arg.LastError,
+		arg.ScopeID,
 		arg.ID,
 		arg.ClaimToken,
 	)

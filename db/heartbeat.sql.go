@@ -12,45 +12,53 @@ import (
 )
 
 const receiptHeartbeat = `-- name: ReceiptHeartbeat :many
-WITH held AS (
-    -- Set-returning functions in one select list advance in lockstep, zipping
-    -- the arrays (sqlc cannot analyze the multi-argument unnest).
-    SELECT unnest($1::text[])::uuid AS id,
-           unnest($2::text[])::uuid AS token
-), extended AS (
+WITH extended AS (
     UPDATE pginbox_work w
-    SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+    SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
     FROM (
         SELECT l.receipt_id
         FROM pginbox_work l
-        JOIN held ON l.receipt_id = held.id AND l.claim_token = held.token
+        JOIN unnest($1::text[]) WITH ORDINALITY AS held (id, n)
+          ON l.receipt_id = held.id::uuid AND l.claim_token = ($3::text[])[held.n]::uuid
+        WHERE l.scope_id = $2::text
         FOR UPDATE OF l SKIP LOCKED
     ) AS owned
-    WHERE w.receipt_id = owned.receipt_id
+    WHERE w.scope_id = $2::text AND w.receipt_id = owned.receipt_id
     RETURNING w.receipt_id
 )
-SELECT held.id AS lost_id
-FROM held
+SELECT held.id::uuid AS lost_id
+FROM unnest($1::text[]) WITH ORDINALITY AS held (id, n)
 WHERE NOT EXISTS (
     SELECT 1
     FROM pginbox_work w
-    WHERE w.receipt_id = held.id AND w.claim_token = held.token
+    WHERE w.scope_id = $2::text
+      AND w.receipt_id = held.id::uuid AND w.claim_token = ($3::text[])[held.n]::uuid
 )
 `
 
 type ReceiptHeartbeatParams struct {
 	Ids     []string
+	ScopeID string
 	Tokens  []string
 	LeaseMs int64
 }
 
-// Extends the leases of every receipt a worker holds in one statement and returns
-// the IDs whose claim is gone (recovered or re-claimed elsewhere). A matching
-// token means PROCESSING (a CHECK ties them). A row locked by a handler's
-// transaction (running, or completing) is skipped, not waited for. IDs travel
-// as text so the statement works under the simple protocol too.
+// Extends the leases of the receipts of one scope (@scope_id) a worker holds
+// in one statement and returns the IDs whose claim is gone (recovered or
+// re-claimed elsewhere); the worker sends one per scope it holds, so on Citus
+// each runs on its scope's node. A matching token means PROCESSING (a CHECK
+// ties them). A row locked by a handler's transaction (running, or
+// completing) is skipped, not waited for. Each ID's token is the one at its
+// position (WITH ORDINALITY: Citus refuses the zipping set-returning
+// functions of one select list); IDs travel as text so the statement works
+// under the simple protocol too.
 func (q *Queries) ReceiptHeartbeat(ctx context.Context, arg ReceiptHeartbeatParams) ([]inboxtype.ID, error) {
-	rows, err := q.db.Query(ctx, receiptHeartbeat, arg.Ids, arg.Tokens, arg.LeaseMs)
+	rows, err := q.db.Query(ctx, receiptHeartbeat,
+		arg.Ids,
+		arg.ScopeID,
+		arg.Tokens,
+		arg.LeaseMs,
+	)
 	if err != nil {
 		return nil, err
 	}

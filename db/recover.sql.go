@@ -11,15 +11,54 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 )
 
+const receiptExpiredScopes = `-- name: ReceiptExpiredScopes :many
+SELECT DISTINCT e.scope_id
+FROM pginbox_work e
+WHERE e.status = 'PROCESSING'
+  AND e.lease_expires_at < now()
+  AND e.consumer = ANY ($1::text[])
+LIMIT $2::integer
+`
+
+type ReceiptExpiredScopesParams struct {
+	Consumers []string
+	MaxCount  int32
+}
+
+// The scopes holding expired leases of the given consumers, at most
+// @max_count: lease recovery then runs ReceiptRecover per scope. It locks
+// nothing and reads the lease index; on Citus it runs on every shard at
+// once (a fan-out by design: no statement can lock rows on several shards).
+func (q *Queries) ReceiptExpiredScopes(ctx context.Context, arg ReceiptExpiredScopesParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, receiptExpiredScopes, arg.Consumers, arg.MaxCount)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var scope_id string
+		if err := rows.Scan(&scope_id); err != nil {
+			return nil, err
+		}
+		items = append(items, scope_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const receiptRecover = `-- name: ReceiptRecover :many
 WITH expired AS (
     SELECT e.receipt_id
     FROM pginbox_work e
-    WHERE e.status = 'PROCESSING'
+    WHERE e.scope_id = $1::text
+      AND e.status = 'PROCESSING'
       AND e.lease_expires_at < now()
-      AND e.consumer = ANY ($1::text[])
+      AND e.consumer = ANY ($2::text[])
     ORDER BY e.lease_expires_at
-    LIMIT $2
+    LIMIT $3
     FOR UPDATE SKIP LOCKED
 ), recovered AS (
     UPDATE pginbox_work w
@@ -31,14 +70,15 @@ WITH expired AS (
         updated_at = now(),
         version = w.version + 1
     FROM expired
-    WHERE w.receipt_id = expired.receipt_id
+    WHERE w.scope_id = $1::text AND w.receipt_id = expired.receipt_id
     RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.consumer, w.status, w.attempts, w.last_error, w.version
 ), settled AS (
     UPDATE pginbox_receipts r
     SET status = 'DEAD', attempts = v.attempts, last_error = v.last_error,
         version = v.version, updated_at = now()
     FROM recovered v
-    WHERE r.id = v.receipt_id AND r.scope_kind = v.scope_kind AND r.scope_id = v.scope_id
+    WHERE r.scope_id = $1::text
+      AND r.id = v.receipt_id AND r.scope_kind = v.scope_kind AND r.scope_id = v.scope_id
       AND v.status = 'DEAD'
     RETURNING r.id
 )
@@ -46,6 +86,7 @@ SELECT v.receipt_id AS id, v.consumer, v.status FROM recovered v
 `
 
 type ReceiptRecoverParams struct {
+	ScopeID   string
 	Consumers []string
 	MaxCount  int32
 }
@@ -56,11 +97,13 @@ type ReceiptRecoverRow struct {
 	Status   string
 }
 
-// Returns expired leases of the given consumers to RETRYABLE (due now), or DEAD when
-// their attempts are spent. Safe to run from every worker: SKIP LOCKED, no leader;
-// a receipt a handler's transaction holds is locked, so it is never taken.
+// Returns expired leases of the given consumers in scope @scope_id to
+// RETRYABLE (due now), or DEAD when their attempts are spent. Safe to run
+// from every worker: SKIP LOCKED, no leader; a receipt a handler's
+// transaction holds is locked, so it is never taken. Every table reference
+// carries the scope: on Citus it runs on the scope's node.
 func (q *Queries) ReceiptRecover(ctx context.Context, arg ReceiptRecoverParams) ([]ReceiptRecoverRow, error) {
-	rows, err := q.db.Query(ctx, receiptRecover, arg.Consumers, arg.MaxCount)
+	rows, err := q.db.Query(ctx, receiptRecover, arg.ScopeID, arg.Consumers, arg.MaxCount)
 	if err != nil {
 		return nil, err
 	}

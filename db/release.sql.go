@@ -19,19 +19,21 @@ SET status = CASE WHEN attempts <= 1 THEN 'PENDING' ELSE 'RETRYABLE' END,
     lease_expires_at = NULL,
     updated_at = now(),
     version = version + 1
-WHERE receipt_id = $1 AND claim_token = $2
+WHERE scope_id = $1::text AND receipt_id = $2 AND claim_token = $3
 `
 
 type ReceiptReleaseParams struct {
+	ScopeID    string
 	ID         inboxtype.ID
 	ClaimToken inboxtype.ID
 }
 
 // Hands back a claim that never reached its handler (shutdown), without spending
-// an attempt, so it does not wait for lease expiry.
+// an attempt, so it does not wait for lease expiry. @scope_id (the receipt's)
+// routes it to one node on Citus.
 // The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
 func (q *Queries) ReceiptRelease(ctx context.Context, arg ReceiptReleaseParams) (int64, error) {
-	result, err := q.db.Exec(ctx, receiptRelease, arg.ID, arg.ClaimToken)
+	result, err := q.db.Exec(ctx, receiptRelease, arg.ScopeID, arg.ID, arg.ClaimToken)
 	if err != nil {
 		return 0, err
 	}

@@ -130,19 +130,30 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
 	defer conn.Release()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
 	defer cancel()
-	var rows []db.ReceiptClaimRow
-	err = pgx.BeginTxFunc(cctx, conn, asyncCommit, func(tx pgx.Tx) error {
-		var err error
-		rows, err = db.New(tx).ReceiptClaim(cctx, db.ReceiptClaimParams{
-			ClaimToken: inboxtype.New(), // fences together with each receipt's ID
-			LeaseMs:    w.cfg.Lease.Milliseconds(),
-			Consumers:  w.owned,
-			MaxCount:   int32(n),
-		})
-		return err
-	})
+	distributed, err := w.layout.get(cctx, conn)
 	if err != nil {
 		return nil, dbError("claim", err)
+	}
+	var rows []db.ReceiptClaimRow
+	if distributed {
+		rows, err = w.claimScopes(cctx, conn, n)
+	} else {
+		err = pgx.BeginTxFunc(cctx, conn, asyncCommit, func(tx pgx.Tx) error {
+			var err error
+			rows, err = db.New(tx).ReceiptClaim(cctx, db.ReceiptClaimParams{
+				ClaimToken: inboxtype.New(), // fences together with each receipt's ID
+				LeaseMs:    w.cfg.Lease.Milliseconds(),
+				Consumers:  w.owned,
+				MaxCount:   int32(n),
+			})
+			return err
+		})
+	}
+	if err != nil {
+		err = dbError("claim", err)
+		if len(rows) == 0 {
+			return nil, err
+		}
 	}
 	batch := make([]claimed, len(rows))
 	for i, r := range rows {
@@ -157,5 +168,5 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
 	if w.hooks.afterClaim != nil && len(rows) > 0 {
 		w.hooks.afterClaim(len(rows))
 	}
-	return leases, nil
+	return leases, err
 }

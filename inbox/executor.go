@@ -232,14 +232,19 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	}
 	// The receipts share one scope (execute groups them); it rides in the same
 	// round trip as the start.
-	rows, err := db.New(scoped(tx, jobs[0].l.r.Identity.Scope)).ReceiptStart(sctx, db.ReceiptStartParams{Ids: ids, Tokens: tokens})
+	var pid uint32
+	rows, err := db.New(scopedPID(tx, jobs[0].l.r.Identity.Scope, &pid)).ReceiptStart(sctx, db.ReceiptStartParams{
+		Ids: ids, Tokens: tokens, ScopeID: jobs[0].l.r.Identity.Scope.ID,
+	})
 	if err != nil {
 		return txResult{startErr: fmt.Errorf("completing the receipt and loading its payload: %w", err)}
 	}
 	started := make(map[ID]db.ReceiptStartRow, len(rows))
 	for _, row := range rows {
 		started[row.ID] = row
-		r.pid.Store(uint32(row.BackendPid))
+	}
+	if len(rows) > 0 {
+		r.pid.Store(pid)
 	}
 	running := make([]*job, 0, len(rows))
 	for _, j := range jobs {
@@ -473,7 +478,7 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 	// The failure is the receipt's scope's business: it runs where the handler did.
 	row, err := db.New(scoped(w.pool, r.Identity.Scope)).ReceiptFail(ctx, db.ReceiptFailParams{
 		Dead: dead, DelayMs: delay.Milliseconds(), LastError: errtext.Storable(cause),
-		ID: r.ID, ClaimToken: r.Token,
+		ID: r.ID, ClaimToken: r.Token, ScopeID: r.Identity.Scope.ID,
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -507,7 +512,7 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 func (w *Worker) release(r claimed, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
-	n, err := db.New(w.sys).ReceiptRelease(ctx, db.ReceiptReleaseParams{ID: r.ID, ClaimToken: r.Token})
+	n, err := db.New(w.sys).ReceiptRelease(ctx, db.ReceiptReleaseParams{ID: r.ID, ClaimToken: r.Token, ScopeID: r.Identity.Scope.ID})
 	switch {
 	case err != nil:
 		log.Error("pginbox worker: releasing a claim failed; it stays claimed until its lease expires", "error", err)

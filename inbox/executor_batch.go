@@ -63,6 +63,11 @@ func (w *Worker) runSavepoints(r *run, jobs []*job) {
 		return
 	}
 	defer r.pid.Store(0)
+	var pid int32
+	if err := tx.QueryRow(sctx, backendPIDQuery).Scan(&pid); err != nil {
+		w.runIsolated(r, jobs)
+		return
+	}
 
 	var ok, failed, again []*job
 	for i, j := range jobs {
@@ -72,7 +77,7 @@ func (w *Worker) runSavepoints(r *run, jobs []*job) {
 			again = append(again, jobs[i:]...)
 			break
 		}
-		switch w.runInSavepoint(r, tx, sctx, j) {
+		switch w.runInSavepoint(r, tx, sctx, j, uint32(pid)) {
 		case savepointCommitted:
 			ok = append(ok, j)
 		case savepointFailed:
@@ -115,7 +120,7 @@ const (
 
 // runInSavepoint completes j's receipt and runs its handler in a savepoint of
 // tx, and rolls the savepoint back if the handler fails.
-func (w *Worker) runInSavepoint(r *run, tx pgx.Tx, sctx context.Context, j *job) savepointOutcome {
+func (w *Worker) runInSavepoint(r *run, tx pgx.Tx, sctx context.Context, j *job, pid uint32) savepointOutcome {
 	sp, err := tx.Begin(sctx) // SAVEPOINT
 	if err != nil {
 		j.err = fmt.Errorf("starting the message's savepoint: %w", err)
@@ -123,6 +128,7 @@ func (w *Worker) runInSavepoint(r *run, tx pgx.Tx, sctx context.Context, j *job)
 	}
 	rows, err := db.New(sp).ReceiptStart(sctx, db.ReceiptStartParams{
 		Ids: []string{j.l.r.ID.UUIDString()}, Tokens: []string{j.l.r.Token.UUIDString()},
+		ScopeID: j.l.r.Identity.Scope.ID,
 	})
 	switch {
 	case err != nil:
@@ -133,7 +139,7 @@ func (w *Worker) runInSavepoint(r *run, tx pgx.Tx, sctx context.Context, j *job)
 		j.lost = true
 		return savepointLost
 	default:
-		r.pid.Store(uint32(rows[0].BackendPid))
+		r.pid.Store(pid)
 		if j.err = j.load(rows[0]); j.err == nil {
 			j.err = r.callHandler(j, &handlerTx{Tx: sp})
 		}

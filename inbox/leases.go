@@ -125,26 +125,39 @@ func (w *Worker) extendLeases(ctx context.Context) error {
 	if len(held) == 0 {
 		return nil
 	}
+	// One statement per scope held (on Citus, each runs on its scope's
+	// node), in the order the scopes were first met.
 	byID := make(map[ID]*lease, len(held))
-	ids := make([]string, len(held))
-	tokens := make([]string, len(held))
-	for i, l := range held {
+	type scopeLeases struct{ ids, tokens []string }
+	var order []string
+	byScope := map[string]*scopeLeases{}
+	for _, l := range held {
 		byID[l.r.ID] = l
-		ids[i] = l.r.ID.UUIDString()
-		tokens[i] = l.r.Token.UUIDString()
+		sid := l.r.Identity.Scope.ID
+		s := byScope[sid]
+		if s == nil {
+			s = &scopeLeases{}
+			byScope[sid] = s
+			order = append(order, sid)
+		}
+		s.ids = append(s.ids, l.r.ID.UUIDString())
+		s.tokens = append(s.tokens, l.r.Token.UUIDString())
 	}
 	// A heartbeat stuck on a dead connection must not outlive its interval.
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatInterval)
 	defer cancel()
-	lost, err := db.New(w.sys).ReceiptHeartbeat(ctx, db.ReceiptHeartbeatParams{
-		Ids: ids, Tokens: tokens, LeaseMs: w.cfg.Lease.Milliseconds(),
-	})
-	if err != nil {
-		return dbError("heartbeat", err)
-	}
-	for _, id := range lost {
-		if l := byID[id]; l != nil {
-			l.lose(ErrLeaseLost)
+	for _, sid := range order {
+		s := byScope[sid]
+		lost, err := db.New(w.sys).ReceiptHeartbeat(ctx, db.ReceiptHeartbeatParams{
+			Ids: s.ids, Tokens: s.tokens, LeaseMs: w.cfg.Lease.Milliseconds(), ScopeID: sid,
+		})
+		if err != nil {
+			return dbError("heartbeat", err)
+		}
+		for _, id := range lost {
+			if l := byID[id]; l != nil {
+				l.lose(ErrLeaseLost)
+			}
 		}
 	}
 	return nil

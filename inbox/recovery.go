@@ -31,20 +31,40 @@ func (w *Worker) RecoverExpired(ctx context.Context) (int, error) {
 	const batch = 100
 	total := 0
 	for {
-		rows, err := db.New(w.sys).ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: w.owned, MaxCount: batch})
+		// The scopes with expired leases (a read that locks nothing), then
+		// each scope's recovery in a statement of its own: on Citus, on its
+		// scope's node.
+		scopes, err := db.New(w.sys).ReceiptExpiredScopes(ctx, db.ReceiptExpiredScopesParams{Consumers: w.owned, MaxCount: batch})
 		if err != nil {
 			return total, dbError("recover", err)
 		}
-		for _, r := range rows {
-			w.log.Warn("pginbox worker: recovered an expired lease", "receipt_id", r.ID, "consumer", r.Consumer, "status", r.Status)
-			w.events.publish(Event{Kind: EventRecovered, ReceiptID: r.ID, Consumer: r.Consumer})
+		full := false
+		for _, sid := range scopes {
+			n, err := w.recoverScope(ctx, sid, batch)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			full = full || n == batch
 		}
-		total += len(rows)
-		if len(rows) > 0 {
-			signal(w.wake)
-		}
-		if len(rows) < batch {
+		if !full && len(scopes) < batch {
 			return total, nil
 		}
 	}
+}
+
+// recoverScope recovers up to batch expired leases of one scope.
+func (w *Worker) recoverScope(ctx context.Context, scopeID string, batch int32) (int, error) {
+	rows, err := db.New(w.sys).ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: w.owned, MaxCount: batch, ScopeID: scopeID})
+	if err != nil {
+		return 0, dbError("recover", err)
+	}
+	for _, r := range rows {
+		w.log.Warn("pginbox worker: recovered an expired lease", "receipt_id", r.ID, "consumer", r.Consumer, "status", r.Status)
+		w.events.publish(Event{Kind: EventRecovered, ReceiptID: r.ID, Consumer: r.Consumer})
+	}
+	if len(rows) > 0 {
+		signal(w.wake)
+	}
+	return len(rows), nil
 }

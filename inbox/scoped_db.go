@@ -19,8 +19,20 @@ type batcher interface {
 // Sync ends the pipeline), so the setting lasts for that statement only and
 // the statement is still its own commit.
 type scopedDB struct {
-	b batcher
-	p db.ScopeApplyParams
+	b   batcher
+	p   db.ScopeApplyParams
+	pid *uint32 // when set, receives the server process ID (backendPIDQuery)
+}
+
+// backendPIDQuery reads the server process running the transaction (also
+// behind a pooler), for ending it if its handler hangs. A statement of its
+// own: on Citus, a function in a statement routed to a worker runs there.
+const backendPIDQuery = "SELECT pg_backend_pid()"
+
+// scopedPID is scoped that also reads the server process ID into pid, in
+// the same round trip.
+func scopedPID(b batcher, s Scope, pid *uint32) scopedDB {
+	return scopedDB{b: b, p: scopeParams(s), pid: pid}
 }
 
 func scoped(b batcher, s Scope) scopedDB { return scopedDB{b: b, p: scopeParams(s)} }
@@ -28,11 +40,22 @@ func scoped(b batcher, s Scope) scopedDB { return scopedDB{b: b, p: scopeParams(
 func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	queueScope(ctx, b, s.p)
+	if s.pid != nil {
+		b.Queue(backendPIDQuery)
+	}
 	b.Queue(sql, args...)
 	br := s.b.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
 		return nil, err
+	}
+	if s.pid != nil {
+		var pid int32
+		if err := br.QueryRow().Scan(&pid); err != nil {
+			br.Close()
+			return nil, err
+		}
+		*s.pid = uint32(pid)
 	}
 	return br, nil
 }

@@ -51,6 +51,7 @@ type Worker struct {
 	beginQuery     string
 	events         eventHub
 	restriction    restrictionWatch
+	layout         layout
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).

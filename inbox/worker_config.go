@@ -17,6 +17,7 @@ import (
 const (
 	DefaultConcurrency    = 10
 	DefaultClaimBatch     = 10 // the least; see WorkerConfig.ClaimBatch
+	DefaultClaimScopes    = 16
 	DefaultPollInterval   = time.Second
 	DefaultLease          = 30 * time.Second
 	DefaultHandlerTimeout = time.Minute
@@ -32,6 +33,7 @@ const (
 const (
 	MaxConcurrency    = 10_000
 	MaxClaimBatch     = 10_000
+	MaxClaimScopes    = 10_000
 	MaxMessagesPerTx  = 1_000
 	MinLease          = 100 * time.Millisecond
 	MaxLease          = 24 * time.Hour
@@ -67,6 +69,17 @@ type WorkerConfig struct {
 	// MessagesPerTx, so one claim can fill every handler slot, but at least
 	// DefaultClaimBatch and at most MaxClaimBatch.
 	ClaimBatch int
+
+	// ClaimScopes applies on Citus only (pginbox's tables distributed, see
+	// docs/SCALE-OUT.md): the most scopes one claim round serves. A round
+	// lists the scopes with due work of the worker's consumers, oldest due
+	// first, across every shard without locking, and claims from each in a
+	// short transaction on its node, at most its fair share of the round
+	// (ClaimBatch divided by the number of scopes listed, at least one), so a
+	// tenant with a large backlog cannot take a round from the others. A
+	// round whose shares left room claims again. Defaults to
+	// DefaultClaimScopes, at most MaxClaimScopes.
+	ClaimScopes int
 
 	// MessagesPerTx is the most messages one handler transaction carries. Above
 	// 1, a handler slot takes up to this many queued receipts and runs them in
@@ -164,6 +177,7 @@ func (c WorkerConfig) validate() error {
 	}{
 		{"WorkerConfig.Concurrency", c.Concurrency, MaxConcurrency},
 		{"WorkerConfig.ClaimBatch", c.ClaimBatch, MaxClaimBatch},
+		{"WorkerConfig.ClaimScopes", c.ClaimScopes, MaxClaimScopes},
 		{"WorkerConfig.MessagesPerTx", c.MessagesPerTx, MaxMessagesPerTx},
 	} {
 		if f.v < 0 || f.v > f.max {
@@ -279,6 +293,9 @@ func (c WorkerConfig) withDefaults(maxConns int) WorkerConfig {
 	}
 	if c.ClaimBatch <= 0 {
 		c.ClaimBatch = min(MaxClaimBatch, max(DefaultClaimBatch, c.Concurrency*c.MessagesPerTx))
+	}
+	if c.ClaimScopes <= 0 {
+		c.ClaimScopes = DefaultClaimScopes
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval

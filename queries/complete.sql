@@ -6,18 +6,20 @@
 -- and admin change away until the transaction ends; the handlers then run in
 -- it, and their writes commit together with the completions or roll back with
 -- them. A receipt missing from the result was lost (recovered or re-claimed
--- elsewhere): its handler must not run. backend_pid is the server process
--- running the transaction (also behind a pooler), for ending it if its
--- handler hangs. The set-returning functions in one select list advance in
--- lockstep, zipping the arrays; IDs travel as text for the simple protocol.
-WITH held AS (
-    SELECT unnest(sqlc.arg(ids)::text[])::uuid AS id,
-           unnest(sqlc.arg(tokens)::text[])::uuid AS token
-), done AS (
+-- elsewhere): its handler must not run. The server process running the
+-- transaction is read by a statement of its own in the same round trip
+-- (scopedDB with a pid): on Citus a function in a routed statement would run
+-- on the worker. Each ID's token is the one at its position (WITH
+-- ORDINALITY; Citus refuses the zipping set-returning functions of one select
+-- list); IDs travel as text for the simple protocol.
+-- The receipts share one scope, @scope_id, and every table reference carries
+-- it: on Citus the transaction stays on the scope's node.
+WITH done AS (
     DELETE FROM pginbox_work w
-    USING held
+    USING unnest(sqlc.arg(ids)::text[]) WITH ORDINALITY AS held (id, n)
     -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
-    WHERE w.receipt_id = held.id AND w.claim_token = held.token
+    WHERE w.scope_id = sqlc.arg(scope_id)::text
+      AND w.receipt_id = held.id::uuid AND w.claim_token = (sqlc.arg(tokens)::text[])[held.n]::uuid
     RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.attempts, w.version
 )
 UPDATE pginbox_receipts r
@@ -28,5 +30,6 @@ SET status = 'COMPLETED',
     updated_at = now(),
     version = done.version + 1
 FROM done
-WHERE r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
-RETURNING r.id, r.payload, r.metadata, pg_backend_pid() AS backend_pid;
+WHERE r.scope_id = sqlc.arg(scope_id)::text
+  AND r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
+RETURNING r.id, r.payload, r.metadata;

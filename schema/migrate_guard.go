@@ -61,7 +61,7 @@ func (m *Migrator) checkRowSecurity(ctx context.Context) error {
 // transaction that is rolled back.
 func (m *Migrator) checkDownGuards(ctx context.Context, steps []Migration) error {
 	for i := len(steps) - 1; i >= 0; i-- { // newest first, the order DownTo runs them
-		guard, err := downGuard(steps[i].Source)
+		guard, err := downGuard(m.fsys, steps[i].Source)
 		if err != nil {
 			return err
 		}
@@ -94,8 +94,8 @@ func runGuard(ctx context.Context, db *sql.DB, guard string) error {
 
 // downGuard returns the guard statements of a migration file's Down
 // section: its StatementBegin/StatementEnd blocks that raise an exception.
-func downGuard(file string) (string, error) {
-	b, err := fs.ReadFile(migrations, file)
+func downGuard(fsys fs.FS, file string) (string, error) {
+	b, err := fs.ReadFile(fsys, file)
 	if err != nil {
 		return "", fmt.Errorf("pginbox: reading migration %s: %w", file, err)
 	}

@@ -107,11 +107,17 @@ type Migration struct {
 type Migrator struct {
 	db       *sql.DB
 	provider *goose.Provider
+	fsys     fs.FS
+	citus    bool // the Citus line (NewCitusMigrator)
 }
 
 // NewMigrator returns a Migrator for db. Open db with the pgx stdlib driver, for
 // example stdlib.OpenDBFromPool(pool) or sql.Open("pgx", dsn).
 func NewMigrator(db *sql.DB) (*Migrator, error) {
+	return newMigrator(db, migrations, false)
+}
+
+func newMigrator(db *sql.DB, fsys fs.FS, citus bool) (*Migrator, error) {
 	locker, err := lock.NewPostgresSessionLocker(
 		lock.WithLockID(LockID),
 		lock.WithLockTimeout(1, 600), // wait up to 10 minutes for another migrator
@@ -119,7 +125,7 @@ func NewMigrator(db *sql.DB) (*Migrator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pginbox: migration lock: %w", err)
 	}
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations,
+	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
 		goose.WithTableName(VersionTable),
 		goose.WithSessionLocker(locker),
 		goose.WithDisableGlobalRegistry(true),
@@ -127,7 +133,7 @@ func NewMigrator(db *sql.DB) (*Migrator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pginbox: loading migrations: %w", err)
 	}
-	return &Migrator{db: db, provider: p}, nil
+	return &Migrator{db: db, provider: p, fsys: fsys, citus: citus}, nil
 }
 
 // Up applies every pending migration and returns the versions it applied.
@@ -141,8 +147,14 @@ func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
 // UpTo applies pending migrations up to and including version, like [Migrator.Up].
 func (m *Migrator) UpTo(ctx context.Context, version int64) ([]int64, error) {
 	pending, err := m.pending(ctx, func(s Migration) bool { return !s.Applied && s.Version <= version })
-	if err != nil || len(pending) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	if err := m.checkLine(ctx); err != nil {
+		return nil, err
+	}
+	if len(pending) == 0 {
+		return nil, nil
 	}
 	if err := m.checkRowSecurity(ctx); err != nil {
 		return nil, err
@@ -159,6 +171,9 @@ func (m *Migrator) UpTo(ctx context.Context, version int64) ([]int64, error) {
 func (m *Migrator) DownTo(ctx context.Context, version int64) ([]int64, error) {
 	steps, err := m.pending(ctx, func(s Migration) bool { return s.Applied && s.Version > version })
 	if err != nil || len(steps) == 0 {
+		return nil, err
+	}
+	if err := m.checkLine(ctx); err != nil {
 		return nil, err
 	}
 	if err := m.checkRowSecurity(ctx); err != nil {

@@ -17,7 +17,7 @@ import (
 
 var migrateCmd = &command{
 	Name:    "migrate",
-	Args:    "up|down|status [--to VERSION] [--yes]",
+	Args:    "up|down|status [--to VERSION] [--yes] [--citus [--colocate-with TABLE]]",
 	Summary: "apply, roll back or show pginbox's schema migrations",
 	Help: `
 up applies every pending migration (or up to --to). down rolls back the latest
@@ -30,7 +30,14 @@ pginbox keeps its own goose version table (` + schema.VersionTable + `) and
 advisory lock, so it never touches your application's goose history. CI can run
 the same files with the goose CLI:
 
-  goose -dir <module dir>/schema -table ` + schema.VersionTable + ` postgres "$DATABASE_URL" up`,
+  goose -dir <module dir>/schema -table ` + schema.VersionTable + ` postgres "$DATABASE_URL" up
+
+On a Citus cluster, connect to the coordinator and add --citus: the Citus
+migration line shares versions 1 to 6 and has its own version 7, which
+distributes every pginbox table by scope ID, colocated with each other
+(docs/SCALE-OUT.md). --colocate-with TABLE puts them in the colocation group of
+an application table already distributed by a text tenant column. The two
+lines refuse each other's databases; a single server never needs --citus.`,
 }
 
 func init() {
@@ -60,6 +67,8 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	to := numberVar(fs, "to", 0, 0, schema.Version, fmt.Sprintf("target `VERSION` for up (1 to %d) or down (0 to %d)", schema.Version, schema.Version))
 	to.noun = "a migration version"
 	yes := fs.Bool("yes", false, "confirm a rollback to version 0, which drops every pginbox table and its data")
+	citus := fs.Bool("citus", false, "use the Citus migration line (connect to the Citus coordinator)")
+	colocate := fs.String("colocate-with", "", "with --citus and up: colocate pginbox's tables with `TABLE`, distributed by a text tenant column")
 	pos, err := parseFlags(e, migrateCmd, fs, args)
 	if err != nil {
 		return err
@@ -70,6 +79,9 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	action := pos[0]
 	if action != "up" && action != "down" && action != "status" {
 		return usagef("unknown action %q: want up, down or status", action)
+	}
+	if *colocate != "" && (!*citus || action != "up") {
+		return usagef("--colocate-with applies to up --citus only")
 	}
 	target := int64(-1)
 	if to.set {
@@ -104,11 +116,23 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "%s: %s\n", strings.ToLower(n.Severity), n.Message)
 		}
 	}
+	if *colocate != "" {
+		cfg.RuntimeParams[schema.CitusColocateSetting] = *colocate
+	}
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
-	m, err := schema.NewMigrator(db)
+	newMigrator := schema.NewMigrator
+	if *citus {
+		newMigrator = schema.NewCitusMigrator
+	}
+	m, err := newMigrator(db)
 	if err != nil {
 		return err
+	}
+	if *colocate != "" {
+		if err := schema.CheckColocateWith(ctx, db, *colocate); err != nil {
+			return err
+		}
 	}
 
 	res := jsonMigrateResult{Action: action, Changed: []int64{}, Expected: schema.Version}

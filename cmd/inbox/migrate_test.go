@@ -127,3 +127,44 @@ func TestMigrateDownReportsTheStepsBeforeAFailure(t *testing.T) {
 	}
 	is.True(!strings.Contains(stderr, "rolled back version 5"))
 }
+
+// TestMigrateCitus: --citus applies the Citus line on a coordinator, with
+// --colocate-with an application table's colocation group; the single-node
+// line then refuses the distributed tables and says to add --citus.
+func TestMigrateCitus(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := inboxtest.CitusEmptyDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	is.NoErr(err)
+	defer pool.Close()
+	_, err = pool.Exec(ctx, `CREATE TABLE orders (tenant_id text, id bigint, PRIMARY KEY (tenant_id, id));
+		SELECT create_distributed_table('orders', 'tenant_id')`)
+	is.NoErr(err)
+	db := map[string]string{"DATABASE_URL": dsn}
+
+	code, _, stderr := runIn(t, db, "migrate", "up", "--colocate-with", "orders")
+	is.Equal(code, exitUsage)
+	is.True(strings.Contains(stderr, "--colocate-with applies to up --citus only"))
+	code, _, stderr = runIn(t, db, "migrate", "up", "--citus", "--colocate-with", "nosuch")
+	is.Equal(code, exitError)
+	is.True(strings.Contains(stderr, `colocating with "nosuch": no distributed table of that name`))
+
+	code, stdout, stderr := runIn(t, db, "migrate", "up", "--citus", "--colocate-with", "orders")
+	is.Equal(stderr, "")
+	is.Equal(code, exitOK)
+	is.True(strings.Contains(stdout, "applied 00007_citus.sql"))
+	is.True(strings.Contains(stdout, fmt.Sprintf("schema at version %d: up to date", schema.Version)))
+	var groups int
+	is.NoErr(pool.QueryRow(ctx, `SELECT count(DISTINCT colocationid) FROM pg_dist_partition
+		WHERE logicalrelid::text IN ('orders', 'pginbox_receipts', 'pginbox_work', 'pginbox_audit', 'pginbox_outbox')`).Scan(&groups))
+	is.Equal(groups, 1)
+
+	code, stdout, _ = runIn(t, db, "migrate", "status", "--citus")
+	is.Equal(code, exitOK)
+	is.True(strings.Contains(stdout, "00007_citus.sql"))
+	code, _, stderr = runIn(t, db, "migrate", "up")
+	is.Equal(code, exitError)
+	is.True(strings.Contains(stderr, "distributed by Citus: migrate them with the Citus line"))
+}

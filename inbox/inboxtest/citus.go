@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/schema"
 )
 
 // The Citus cluster is separate from the plain one: started on the first
@@ -19,6 +20,10 @@ var (
 	citusVal  *pgcluster.Citus
 	citusErr  error
 	citusOpts pgcluster.CitusOptions // tests of the kit change it
+
+	citusTmplOnce sync.Once
+	citusTmplName string
+	citusTmplErr  error
 )
 
 func sharedCitus() (*pgcluster.Citus, error) {
@@ -47,6 +52,14 @@ func sharedCitus() (*pgcluster.Citus, error) {
 // "true" it fails instead.
 func CitusEmptyDatabase(t testing.TB) string {
 	t.Helper()
+	c := citusCluster(t)
+	return createCitusDatabase(t, c, "")
+}
+
+// citusCluster returns the shared Citus cluster, skipping the test (failing
+// it in CI) when Citus is not installed.
+func citusCluster(t testing.TB) *pgcluster.Citus {
+	t.Helper()
 	if !mainUsed.Load() {
 		hintOnce.Do(func() {
 			fmt.Fprintln(os.Stderr, "inboxtest: hint: add `func TestMain(m *testing.M) { inboxtest.Main(m) }` to this package's tests, "+
@@ -60,10 +73,23 @@ func CitusEmptyDatabase(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
+	return c
+}
+
+// createCitusDatabase creates the test's database on every node, a clone
+// of tmpl ("" for the empty template), dropped when the test ends.
+func createCitusDatabase(t testing.TB, c *pgcluster.Citus, tmpl string) string {
+	t.Helper()
 	name := databaseName(t.Name())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := c.CreateDatabase(ctx, name); err != nil {
+	var err error
+	if tmpl == "" {
+		err = c.CreateDatabase(ctx, name)
+	} else {
+		err = c.CreateDatabaseFrom(ctx, name, tmpl)
+	}
+	if err != nil {
 		t.Fatalf("inboxtest: %v", err)
 	}
 	t.Cleanup(func() {
@@ -74,6 +100,49 @@ func CitusEmptyDatabase(t testing.TB) string {
 		}
 	})
 	return c.ConnString(name)
+}
+
+// CitusDatabase is [CitusEmptyDatabase] with pginbox's schema on it: a
+// new database on the throwaway Citus cluster, private to the test,
+// migrated with the Citus line (schema.MigrateCitus with the default
+// options: pginbox's tables distributed by scope_id in Citus's default
+// colocation group for text columns) and no rows. It is a clone of a
+// template migrated once per test binary (every node's copy of it). The
+// [SetMigrate] function does not run here: a test creates and distributes
+// its own tables (create_distributed_table('orders', 'tenant_id',
+// colocate_with => 'pginbox_receipts') colocates one with pginbox).
+func CitusDatabase(t testing.TB) string {
+	t.Helper()
+	c := citusCluster(t)
+	tmpl, err := citusTemplate(c)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return createCitusDatabase(t, c, tmpl)
+}
+
+// citusTemplate migrates the Citus template database once per test binary.
+func citusTemplate(c *pgcluster.Citus) (string, error) {
+	citusTmplOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		name := "pginbox_citus_tmpl_" + randomHex(8)
+		if err := c.CreateDatabase(ctx, name); err != nil {
+			citusTmplErr = fmt.Errorf("inboxtest: %w", err)
+			return
+		}
+		if _, err := schema.MigrateCitus(ctx, c.ConnString(name), schema.CitusOptions{}); err != nil {
+			citusTmplErr = fmt.Errorf("inboxtest: applying pginbox's Citus schema to the template database %s: %w", name, err)
+		} else if err := c.CloseTemplate(ctx, name); err != nil {
+			citusTmplErr = fmt.Errorf("inboxtest: closing the Citus template database %s: %w", name, err)
+		}
+		if citusTmplErr != nil {
+			c.DropDatabase(context.WithoutCancel(ctx), name)
+			return
+		}
+		citusTmplName = name
+	})
+	return citusTmplName, citusTmplErr
 }
 
 // teardownCitus stops the Citus cluster, if it was started.

@@ -220,10 +220,19 @@ func (c *Citus) buildTemplate(ctx context.Context) error {
 // databases of the same name, so the name must not be in use on any node.
 // On failure, the copies already made are dropped again.
 func (c *Citus) CreateDatabase(ctx context.Context, name string) error {
+	return c.CreateDatabaseFrom(ctx, name, citusTemplate)
+}
+
+// CreateDatabaseFrom is [Citus.CreateDatabase] cloning database template
+// on every node instead of the empty one: a database made with
+// CreateDatabase, prepared (a schema, distributed tables) and closed with
+// [Citus.CloseTemplate]. Its shards and Citus metadata are copied with it,
+// so the clone is a distributed database of its own.
+func (c *Citus) CreateDatabaseFrom(ctx context.Context, name, template string) error {
 	nodes := c.Nodes()
 	created := make([]bool, len(nodes))
 	err := eachNode(len(nodes), func(i int) error {
-		err := execOn(ctx, nodes[i], "postgres", "CREATE DATABASE "+quoteIdent(name)+" TEMPLATE "+citusTemplate+" STRATEGY FILE_COPY")
+		err := execOn(ctx, nodes[i], "postgres", "CREATE DATABASE "+quoteIdent(name)+" TEMPLATE "+quoteIdent(template)+" STRATEGY FILE_COPY")
 		created[i] = err == nil
 		return err
 	})
@@ -236,6 +245,18 @@ func (c *Citus) CreateDatabase(ctx context.Context, name string) error {
 		return fmt.Errorf("pgcluster: creating citus database %s: %w", name, err)
 	}
 	return nil
+}
+
+// CloseTemplate makes database name clonable by [Citus.CreateDatabaseFrom]:
+// on every node it refuses new connections to it and ends the sessions in
+// it (Citus's maintenance daemon and cached connections between nodes).
+func (c *Citus) CloseTemplate(ctx context.Context, name string) error {
+	nodes := c.Nodes()
+	return eachNode(len(nodes), func(i int) error {
+		return execOn(ctx, nodes[i], "postgres",
+			"ALTER DATABASE "+quoteIdent(name)+" WITH ALLOW_CONNECTIONS false; "+
+				"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "+quoteLiteral(name))
+	})
 }
 
 // DropDatabase drops database name on every node, coordinator first,

@@ -1,0 +1,79 @@
+package queries_test
+
+// The reasons of the allow-list.
+const (
+	fanOutDiscovery = "a discovery read that locks nothing: one task per shard, then routed statements per scope"
+	fanOutAdmin     = "the operator's cross-tenant view: reads every shard"
+	coordinatorOnly = "touches no distributed table: runs on the coordinator (wake-ups, settings, sessions)"
+	listenOnly      = "LISTEN: the session listens on the coordinator, where wake-ups are sent"
+	singleNodeClaim = "the claim across scopes on one server; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead (the discovery read would cost a single server a scan of every due row per claim)"
+	// pending marks a statement not yet made to route on Citus (issue 22
+	// item 3 remains for it): the entry records what Citus does with it
+	// today, so the test fails when that changes.
+	pending = "pending: "
+)
+
+// plans is the expected Citus plan of every named query in queries/*.sql:
+// router (one task on one node) unless the entry says why not.
+var plans = map[string]expectation{
+	// Accept.
+	"ReceiptAccept":        {kind: multi, why: pending + "runs on the scope's node in steps through the coordinator (the receipt insert, then the queue row insert pulled through the coordinator from its RETURNING); to become two routed inserts"},
+	"ReceiptByIdentity":    {kind: router},
+	"ReceiptNotify":        {kind: coordinator, why: coordinatorOnly},
+	"ReceiptAcceptBatch":   {kind: multi, why: pending + "INSERT ... SELECT unnest(...) is pulled to the coordinator; to be split per scope"},
+	"ReceiptsByIdentities": {kind: multi, why: pending + "joins the identities of several scopes"},
+
+	// The worker.
+	"ReceiptClaim":         {kind: refused, why: singleNodeClaim},
+	"ReceiptDueScopes":     {kind: multi, why: fanOutDiscovery},
+	"ReceiptClaimScope":    {kind: router},
+	"ReceiptStart":         {kind: router},
+	"ReceiptFail":          {kind: router},
+	"ReceiptHeartbeat":     {kind: router},
+	"ReceiptRelease":       {kind: router},
+	"ReceiptExpiredScopes": {kind: multi, why: fanOutDiscovery},
+	"ReceiptRecover":       {kind: router},
+	"BackendTerminate":     {kind: coordinator, why: coordinatorOnly},
+	"ReceiptListen":        {kind: notPlanned, why: listenOnly},
+
+	// Scope settings.
+	"ScopeApply":      {kind: coordinator, why: coordinatorOnly},
+	"ScopeEnsure":     {kind: coordinator, why: coordinatorOnly},
+	"ScopeRestricted": {kind: coordinator, why: coordinatorOnly},
+	"ScopeReset":      {kind: coordinator, why: coordinatorOnly},
+
+	// Admin: routed for one scope, a fan-out for the operator's all-scopes view.
+	"AuditInsert":               {kind: router},
+	"AuditListByReceipt":        {kind: router, allScopes: multi, why: fanOutAdmin},
+	"ReceiptGet":                {kind: router, allScopes: multi, why: fanOutAdmin},
+	"ReceiptState":              {kind: router, allScopes: multi, why: fanOutAdmin},
+	"ReceiptListReplays":        {kind: router, allScopes: multi, why: fanOutAdmin},
+	"ReceiptList":               {kind: router, allScopes: multi, why: fanOutAdmin},
+	"ReceiptStats":              {kind: router, allScopes: multi, why: fanOutAdmin},
+	"ReceiptStatsCompleted":     {kind: router, allScopes: multi, why: fanOutAdmin},
+	"ReceiptDeadGroups":         {kind: router, allScopes: multi, why: fanOutAdmin},
+	"ReceiptPurgeCount":         {kind: router, allScopes: multi, why: fanOutAdmin},
+	"ReceiptGetForUpdate":       {kind: router, allScopes: refused, why: pending + "the all-scopes form locks across shards: to look the scope up first"},
+	"ReceiptGetForUpdateNoWait": {kind: router, allScopes: refused, why: pending + "the all-scopes form locks across shards: to look the scope up first"},
+	"ReceiptPurge":              {kind: multi, allScopes: refused, why: pending + "the update of the batch lacks the scope; the all-scopes form locks across shards"},
+	"ReceiptVersionBump":        {kind: router},
+	"ReceiptReplay":             {kind: multi, why: pending + "by ID without the scope"},
+	"ReceiptRequeue":            {kind: router},
+
+	// The outbox.
+	"OutboxEventInsert":    {kind: refused, why: pending + "takes its scope from the setting and an advisory lock for ordering: to take the scope as a parameter and a per-(scope, key) counter"},
+	"OutboxNotify":         {kind: coordinator, why: coordinatorOnly},
+	"OutboxListen":         {kind: notPlanned, why: listenOnly},
+	"OutboxClaim":          {kind: refused, why: pending + "claims across scopes: to be per scope like the worker's claim"},
+	"OutboxMarkPublished":  {kind: refused, why: pending + "zipped unnest and no scope"},
+	"OutboxFail":           {kind: refused, why: pending + "now() with column references in SET, no scope"},
+	"OutboxRelease":        {kind: refused, why: pending + "zipped unnest and no scope"},
+	"OutboxRecover":        {kind: refused, why: pending + "locks across scopes: to be per scope like lease recovery"},
+	"OutboxPurge":          {kind: refused, why: pending + "locks across scopes"},
+	"OutboxPurgeCount":     {kind: multi, why: fanOutAdmin},
+	"OutboxGet":            {kind: multi, why: pending + "by ID without the scope"},
+	"OutboxList":           {kind: multi, why: fanOutAdmin},
+	"OutboxStats":          {kind: multi, why: fanOutAdmin},
+	"OutboxStatsPublished": {kind: multi, why: fanOutAdmin},
+	"OutboxRequeue":        {kind: multi, why: pending + "by ID without the scope"},
+}
