@@ -48,7 +48,7 @@ func TestDuplicateAcceptWaitsForRunningHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	started, err := db.New(tx).ReceiptStart(ctx, db.ReceiptStartParams{Ids: []string{claimed[0].ID.UUIDString()}, Tokens: []string{tok.UUIDString()}})
+	started, err := db.New(tx).ReceiptStart(ctx, db.ReceiptStartParams{ScopeID: "s1", Ids: []string{claimed[0].ID.UUIDString()}, Tokens: []string{tok.UUIDString()}})
 	if err != nil || len(started) != 1 {
 		t.Fatalf("start: %v %v", started, err)
 	}

@@ -111,17 +111,23 @@ func (d *driver) apply(prev, next State) error {
 		d.tokens[s.Token] = tok
 		return nil
 	case "heartbeat":
-		var ids, toks []string
+		// One statement per scope held, as the worker sends them.
+		ids, toks := map[string][]string{}, map[string][]string{}
 		for _, c := range prev.Claims[s.Worker] {
-			ids = append(ids, d.ids[c.ID].UUIDString())
-			toks = append(toks, d.tokens[c.Token].UUIDString())
+			sc := prev.Receipts[key(c.ID)].Scope
+			ids[sc] = append(ids[sc], d.ids[c.ID].UUIDString())
+			toks[sc] = append(toks[sc], d.tokens[c.Token].UUIDString())
 		}
-		lost, err := d.q.ReceiptHeartbeat(d.ctx, db.ReceiptHeartbeatParams{Ids: ids, Tokens: toks, LeaseMs: leaseMs})
-		if err != nil {
-			return err
+		lost := 0
+		for sc := range ids {
+			l, err := d.q.ReceiptHeartbeat(d.ctx, db.ReceiptHeartbeatParams{ScopeID: sc, Ids: ids[sc], Tokens: toks[sc], LeaseMs: leaseMs})
+			if err != nil {
+				return err
+			}
+			lost += len(l)
 		}
-		if want := len(prev.Claims[s.Worker]) - len(next.Claims[s.Worker]); len(lost) != want {
-			return fmt.Errorf("heartbeat reported %d lost claims, the model %d", len(lost), want)
+		if want := len(prev.Claims[s.Worker]) - len(next.Claims[s.Worker]); lost != want {
+			return fmt.Errorf("heartbeat reported %d lost claims, the model %d", lost, want)
 		}
 		return nil
 	case "start":
@@ -134,7 +140,8 @@ func (d *driver) apply(prev, next State) error {
 			conn.Release()
 			return err
 		}
-		rows, err := db.New(tx).ReceiptStart(d.ctx, db.ReceiptStartParams{Ids: []string{id.UUIDString()}, Tokens: []string{d.tokens[s.Token].UUIDString()}})
+		sc := next.Receipts[key(s.ID)].Scope
+		rows, err := db.New(tx).ReceiptStart(d.ctx, db.ReceiptStartParams{ScopeID: sc, Ids: []string{id.UUIDString()}, Tokens: []string{d.tokens[s.Token].UUIDString()}})
 		if err != nil {
 			_ = tx.Rollback(d.ctx)
 			conn.Release()
@@ -145,7 +152,13 @@ func (d *driver) apply(prev, next State) error {
 			conn.Release()
 			return outcome(s, "lost")
 		}
-		d.txs[s.Worker] = &handlerTx{conn: conn, tx: tx, pid: rows[0].BackendPid}
+		var pid int32
+		if err := tx.QueryRow(d.ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			_ = tx.Rollback(d.ctx)
+			conn.Release()
+			return err
+		}
+		d.txs[s.Worker] = &handlerTx{conn: conn, tx: tx, pid: pid}
 		return outcome(s, "ok")
 	case "commit", "rollback":
 		h := d.txs[s.Worker]
@@ -168,7 +181,7 @@ func (d *driver) apply(prev, next State) error {
 		d.unlocked(s.ID)
 		return nil
 	case "recordFailure":
-		_, err := d.q.ReceiptFail(d.ctx, db.ReceiptFailParams{Dead: s.Flag, DelayMs: leaseMs, LastError: "model: handler failed", ID: id, ClaimToken: d.tokens[s.Token]})
+		_, err := d.q.ReceiptFail(d.ctx, db.ReceiptFailParams{ScopeID: next.Receipts[key(s.ID)].Scope, Dead: s.Flag, DelayMs: leaseMs, LastError: "model: handler failed", ID: id, ClaimToken: d.tokens[s.Token]})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return outcome(s, "lost")
 		}
@@ -177,18 +190,22 @@ func (d *driver) apply(prev, next State) error {
 		}
 		return outcome(s, "ok")
 	case "release":
-		n, err := d.q.ReceiptRelease(d.ctx, db.ReceiptReleaseParams{ID: id, ClaimToken: d.tokens[s.Token]})
+		n, err := d.q.ReceiptRelease(d.ctx, db.ReceiptReleaseParams{ScopeID: next.Receipts[key(s.ID)].Scope, ID: id, ClaimToken: d.tokens[s.Token]})
 		if err != nil {
 			return err
 		}
 		return outcome(s, map[int64]string{0: "lost", 1: "ok"}[n])
 	case "recover":
-		rows, err := d.q.ReceiptRecover(d.ctx, db.ReceiptRecoverParams{Consumers: allConsumers, MaxCount: 100})
-		if err != nil {
-			return err
+		n := 0
+		for _, sc := range []string{"s1", "s2"} {
+			rows, err := d.q.ReceiptRecover(d.ctx, db.ReceiptRecoverParams{ScopeID: sc, Consumers: allConsumers, MaxCount: 100})
+			if err != nil {
+				return err
+			}
+			n += len(rows)
 		}
-		if int64(len(rows)) != s.Arg {
-			return fmt.Errorf("recover returned %d receipts, the model %d", len(rows), s.Arg)
+		if int64(n) != s.Arg {
+			return fmt.Errorf("recover returned %d receipts, the model %d", n, s.Arg)
 		}
 		return nil
 	case "leaseExpires":
