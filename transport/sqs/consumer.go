@@ -65,7 +65,11 @@ func (c *Consumer) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		// Ask only for as many messages as there are free slots, so none
 		// waits hidden in a buffer while its visibility timeout runs.
-		slots <- struct{}{}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
 		free := 1
 		for free < min(c.cfg.Concurrency, 10) && len(slots) < cap(slots) {
 			slots <- struct{}{}
