@@ -1,5 +1,5 @@
 // Package brokercmd is what every transport program (kafka-inbox,
-// mqtt-inbox, nats-inbox, rabbitmq-inbox, redis-inbox, webhook-inbox)
+// mqtt-inbox, nats-inbox, rabbitmq-inbox, redis-inbox, sqs-inbox, webhook-inbox)
 // shares: the inbox flags (database, scope, identity), the start-up checks
 // (the schema is migrated), shutdown on SIGINT/SIGTERM and exit codes.
 package brokercmd

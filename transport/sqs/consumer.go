@@ -1,0 +1,127 @@
+package sqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
+)
+
+// Consumer moves messages from an SQS queue into the inbox. Create it with
+// NewConsumer and run it with Run.
+type Consumer struct {
+	runner settle.Runner // lets Close end Run
+	acc    Accepter
+	cfg    Config
+	log    *slog.Logger
+}
+
+// NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
+func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
+	if acc == nil {
+		return nil, errors.New("pginbox/sqs: NewConsumer: accepter is nil: pass an *inbox.Client")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Consumer{acc: acc, cfg: cfg, log: cfg.Logger.With("queue", cfg.QueueURL)}, nil
+}
+
+// ErrQueueNotFound is returned by Run when Config.QueueURL names no queue.
+var ErrQueueNotFound = errors.New("pginbox/sqs: queue not found")
+
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
+// Backoff between failed receives.
+const (
+	backoffStart = 100 * time.Millisecond
+	backoffMax   = 5 * time.Second
+)
+
+// Run receives and accepts messages until ctx is cancelled, then finishes
+// the messages it holds and returns nil. Failed receives are logged and
+// retried with backoff; only a queue that does not exist
+// (ErrQueueNotFound) ends Run early. Run once at a time.
+func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
+	slots := make(chan struct{}, c.cfg.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
+	failures := 0 // in a row
+	for ctx.Err() == nil {
+		// Ask only for as many messages as there are free slots, so none
+		// waits hidden in a buffer while its visibility timeout runs.
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		free := 1
+		for free < min(c.cfg.Concurrency, 10) && len(slots) < cap(slots) {
+			slots <- struct{}{}
+			free++
+		}
+		msgs, err := c.receive(ctx, free)
+		for range free - len(msgs) {
+			<-slots
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, ErrQueueNotFound) {
+			return err
+		}
+		if err != nil {
+			failures++
+			wait := backoff(failures)
+			c.log.Warn("pginbox/sqs: receiving failed; retrying", "err", err, "in", wait)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+			continue
+		}
+		failures = 0
+		for _, m := range msgs {
+			wg.Go(func() {
+				defer func() { <-slots }()
+				c.handle(ctx, m)
+			})
+		}
+	}
+	return nil
+}
+
+// receive long-polls for up to n messages.
+func (c *Consumer) receive(ctx context.Context, n int) ([]types.Message, error) {
+	out, err := c.cfg.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(c.cfg.QueueURL),
+		MaxNumberOfMessages:         int32(n),
+		VisibilityTimeout:           seconds(c.cfg.VisibilityTimeout),
+		WaitTimeSeconds:             seconds(c.cfg.WaitTime),
+		MessageAttributeNames:       []string{"All"},
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount},
+	})
+	if err != nil {
+		if queueMissing(err) {
+			return nil, fmt.Errorf("%w: %s: create it, or fix Config.QueueURL: %w", ErrQueueNotFound, c.cfg.QueueURL, err)
+		}
+		return nil, fmt.Errorf("pginbox/sqs: receiving from %s: %w", c.cfg.QueueURL, err)
+	}
+	return out.Messages, nil
+}
