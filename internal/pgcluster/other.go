@@ -5,6 +5,7 @@ package pgcluster
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // This package only runs servers on unix systems; elsewhere Start fails.
@@ -27,3 +28,6 @@ const (
 	supported             = false
 	haveParentDeathSignal = false
 )
+
+func waitGroupGone(int, time.Duration) bool { return true }
+func killGroup(int)                         {}
