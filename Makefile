@@ -35,10 +35,11 @@ test:
 check: fmt-check vet staticcheck check-generated check-deps test fuzz
 
 ## drills: the failure drills against real PostgreSQL clusters (restart,
-## failover, disk full, killed backends, connection flood, held xmin), about
-## five minutes. `make check` runs only their smoke versions. The disk-full
+## failover, disk full, killed backends, connection flood, held xmin) and a
+## Citus cluster (worker node killed or stopped, coordinator restarted, shard
+## moved), about fifteen minutes. `make check` runs only their smoke versions. The disk-full
 ## drill mounts a tmpfs: run as root.
-DRILLS_TIMEOUT ?= 20m
+DRILLS_TIMEOUT ?= 35m
 drills:
 	PGINBOX_DRILLS=1 $(GO) test -race -count=1 -v -timeout $(DRILLS_TIMEOUT) -run '^TestDrill' ./drills/
 

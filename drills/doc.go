@@ -1,7 +1,9 @@
 // Package drills holds pginbox's failure drills: tests that run accepts and a
 // worker against real PostgreSQL clusters while the server is restarted,
 // fails over to a standby, runs out of disk, loses backends, runs out of
-// connection slots or has its xmin horizon held, and then count what was
+// connection slots or has its xmin horizon held, and while a Citus cluster
+// loses a worker node (SIGKILL, or stopped a while), restarts its
+// coordinator or moves a shard, and then count what was
 // acknowledged, what the database holds, and what was lost or applied twice.
 //
 // The full drills take minutes and run with `make drills` (PGINBOX_DRILLS=1);
