@@ -82,6 +82,12 @@ func TestDrillCitusRestartCoordinator(t *testing.T) {
 // accepts fail and are redelivered until it is back, while the other
 // node's tenants keep flowing (accepts acknowledged and messages applied
 // during the outage).
+//
+// It fails today, and the counts say why: Accept of a tenant on the
+// running node contacts the stopped node (ReceiptAccept still runs in
+// steps through the coordinator), and the worker's claim round starts
+// with a discovery read of every shard (ReceiptDueScopes), which fails
+// while any node is down, so the worker claims nothing at all.
 func TestDrillCitusStopWorker(t *testing.T) {
 	requireFull(t)
 	count, rate := citusSize()
