@@ -65,20 +65,22 @@ const receiptVersionBump = `-- name: ReceiptVersionBump :one
 UPDATE pginbox_receipts
 SET version = version + 1,
     updated_at = now()
-WHERE id = $1 AND version = $2
+WHERE scope_id = $1::text AND id = $2 AND version = $3
 RETURNING version
 `
 
 type ReceiptVersionBumpParams struct {
+	ScopeID         string
 	ID              inboxtype.ID
 	ExpectedVersion int64
 }
 
 // Moves a locked receipt to the next version without changing anything else. A
 // replay bumps its original this way, so concurrent replays that read the same
-// version cannot both succeed.
+// version cannot both succeed. @scope_id (the receipt's) routes it to one
+// node on Citus.
 func (q *Queries) ReceiptVersionBump(ctx context.Context, arg ReceiptVersionBumpParams) (int64, error) {
-	row := q.db.QueryRow(ctx, receiptVersionBump, arg.ID, arg.ExpectedVersion)
+	row := q.db.QueryRow(ctx, receiptVersionBump, arg.ScopeID, arg.ID, arg.ExpectedVersion)
 	var version int64
 	err := row.Scan(&version)
 	return version, err

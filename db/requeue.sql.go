@@ -21,8 +21,9 @@ WITH requeued AS (
         lease_expires_at = NULL,
         updated_at = now(),
         version = w.version + 1
-    WHERE w.receipt_id = $1::uuid
-      AND w.version = $2::bigint
+    WHERE w.scope_id = $1::text
+      AND w.receipt_id = $2::uuid
+      AND w.version = $3::bigint
       AND (w.status IN ('DEAD', 'RETRYABLE')
            OR (w.status = 'PROCESSING' AND w.lease_expires_at < now()))
     RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.consumer, w.version
@@ -30,34 +31,39 @@ WITH requeued AS (
     UPDATE pginbox_receipts r
     SET status = 'PENDING', version = q.version, updated_at = now()
     FROM requeued q
-    WHERE r.id = q.receipt_id AND r.scope_kind = q.scope_kind AND r.scope_id = q.scope_id
+    WHERE r.scope_id = $1::text
+      AND r.id = q.receipt_id AND r.scope_kind = q.scope_kind AND r.scope_id = q.scope_id
       AND r.status = 'DEAD'
     RETURNING r.id
 )
-SELECT q.version, (pg_notify('pginbox_receipt', q.consumer) IS NOT NULL)::boolean AS notified
+SELECT q.version, q.consumer
 FROM requeued q
 `
 
 type ReceiptRequeueParams struct {
+	ScopeID         string
 	ID              inboxtype.ID
 	ExpectedVersion int64
 }
 
 type ReceiptRequeueRow struct {
 	Version  int64
-	Notified bool
+	Consumer string
 }
 
 // Gives a DEAD or RETRYABLE receipt, or a PROCESSING one whose lease expired
 // (its worker is gone), a fresh retry budget, due now. Dropping the claim
 // token fences the old worker out. The caller has locked the work row and
 // the receipt (ReceiptGetForUpdate) and checked them, and claims skip a
-// locked work row; the version and status guards stay as a fence. A DEAD receipt's retained row is marked PENDING again. The notify
-// wakes listening workers at commit, like accept's. last_error is kept until
-// the next attempt, for the record.
+// locked work row; the version and status guards stay as a fence. A DEAD
+// receipt's retained row is marked PENDING again. last_error is kept until
+// the next attempt, for the record. Every table reference carries @scope_id
+// (the receipt's), so on Citus it runs on the scope's node; the caller wakes
+// the consumer's workers with ReceiptNotify, a statement of its own that
+// runs where workers listen (the coordinator), at commit.
 func (q *Queries) ReceiptRequeue(ctx context.Context, arg ReceiptRequeueParams) (ReceiptRequeueRow, error) {
-	row := q.db.QueryRow(ctx, receiptRequeue, arg.ID, arg.ExpectedVersion)
+	row := q.db.QueryRow(ctx, receiptRequeue, arg.ScopeID, arg.ID, arg.ExpectedVersion)
 	var i ReceiptRequeueRow
-	err := row.Scan(&i.Version, &i.Notified)
+	err := row.Scan(&i.Version, &i.Consumer)
 	return i, err
 }

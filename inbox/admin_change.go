@@ -117,11 +117,15 @@ func (v *AdminView) RequeueTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePar
 	if err != nil {
 		return nil, err
 	}
-	row, err := q.ReceiptRequeue(ctx, db.ReceiptRequeueParams{ID: id, ExpectedVersion: p.ExpectedVersion})
+	row, err := q.ReceiptRequeue(ctx, db.ReceiptRequeueParams{ID: id, ExpectedVersion: p.ExpectedVersion, ScopeID: cur.ScopeID})
 	if err != nil {
 		// lock holds the work row and the receipt and checked both, and
 		// claims skip locked work rows: no claim can overtake us here.
 		return nil, dbError("requeue", err)
+	}
+	// Wakes listening workers at commit, like accept's.
+	if err := q.ReceiptNotify(ctx, []string{row.Consumer}); err != nil {
+		return nil, dbError("requeue: waking the workers", err)
 	}
 	audit, err := q.AuditInsert(ctx, db.AuditInsertParams{
 		ReceiptID:   id,
@@ -190,7 +194,7 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 		}
 		return nil, e
 	}
-	version, err := q.ReceiptVersionBump(ctx, db.ReceiptVersionBumpParams{ID: id, ExpectedVersion: p.ExpectedVersion})
+	version, err := q.ReceiptVersionBump(ctx, db.ReceiptVersionBumpParams{ID: id, ExpectedVersion: p.ExpectedVersion, ScopeID: cur.ScopeID})
 	if err != nil {
 		return nil, dbError("replay", err)
 	}

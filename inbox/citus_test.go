@@ -220,3 +220,53 @@ func TestCitusHandlerNonColocatedWriteIsTwoPhase(t *testing.T) {
 	}
 	is.True(len(ports) >= 2) // on both workers
 }
+
+// On Citus a tenant's admin view requeues a DEAD receipt with statements
+// routed to the tenant's node (ReceiptGetForUpdate, ReceiptRequeue,
+// AuditInsert), and the worker then completes it.
+func TestCitusRequeue(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := citusPool(t)
+	var fail atomic.Bool
+	fail.Store(true)
+	reg := handler.NewRegistry()
+	is.NoErr(reg.Register(handler.Key{Consumer: "c", EventType: "e", SchemaVersion: 1},
+		func(ctx context.Context, m *handler.Msg) error {
+			if fail.Load() {
+				return handler.Permanent(errors.New("not yet"))
+			}
+			return nil
+		}))
+	client, err := inbox.NewClient(pool, inbox.Config{})
+	is.NoErr(err)
+	res, err := client.Accept(ctx, inbox.Message{
+		Identity:  inbox.Identity{Scope: inbox.Tenant("tenant-q"), Source: "s", Consumer: "c", MessageID: "m"},
+		EventType: "e", SchemaVersion: 1, Payload: map[string]any{},
+	})
+	is.NoErr(err)
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{"c"}, Logger: slog.New(slog.DiscardHandler)})
+	is.NoErr(err)
+	_, err = w.Drain(ctx)
+	is.NoErr(err)
+
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{})
+	is.NoErr(err)
+	view := admin.ForTenant("tenant-q")
+	got, err := view.Get(ctx, res.ID)
+	is.NoErr(err)
+	is.Equal(got.Status, inbox.StatusDead)
+	_, err = admin.ForTenant("tenant-other").Get(ctx, res.ID)
+	is.True(err != nil) // another tenant's view does not find it
+	_, err = view.Requeue(ctx, res.ID, inbox.ChangeParams{ExpectedVersion: got.Version, Actor: "ops", Reason: "fixed"})
+	is.NoErr(err)
+	fail.Store(false)
+	n, err := w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1)
+	got, err = view.Get(ctx, res.ID)
+	is.NoErr(err)
+	is.Equal(got.Status, inbox.StatusCompleted)
+	is.Equal(len(got.Audit), 1)
+}

@@ -56,9 +56,9 @@ var plans = map[string]expectation{
 	"ReceiptGetForUpdate":       {kind: router, allScopes: refused, why: pending + "the all-scopes form locks across shards: to look the scope up first"},
 	"ReceiptGetForUpdateNoWait": {kind: router, allScopes: refused, why: pending + "the all-scopes form locks across shards: to look the scope up first"},
 	"ReceiptPurge":              {kind: multi, allScopes: refused, why: pending + "the update of the batch lacks the scope; the all-scopes form locks across shards"},
-	"ReceiptVersionBump":        {kind: multi, why: pending + "by ID without the scope"},
+	"ReceiptVersionBump":        {kind: router},
 	"ReceiptReplay":             {kind: multi, why: pending + "by ID without the scope"},
-	"ReceiptRequeue":            {kind: multi, why: pending + "by ID without the scope"},
+	"ReceiptRequeue":            {kind: router},
 
 	// The outbox.
 	"OutboxEventInsert":    {kind: refused, why: pending + "takes its scope from the setting and an advisory lock for ordering: to take the scope as a parameter and a per-(scope, key) counter"},

@@ -1,11 +1,12 @@
 -- name: ReceiptVersionBump :one
 -- Moves a locked receipt to the next version without changing anything else. A
 -- replay bumps its original this way, so concurrent replays that read the same
--- version cannot both succeed.
+-- version cannot both succeed. @scope_id (the receipt's) routes it to one
+-- node on Citus.
 UPDATE pginbox_receipts
 SET version = version + 1,
     updated_at = now()
-WHERE id = @id AND version = @expected_version
+WHERE scope_id = sqlc.arg(scope_id)::text AND id = @id AND version = @expected_version
 RETURNING version;
 
 -- name: ReceiptReplay :one
