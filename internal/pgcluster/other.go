@@ -29,5 +29,6 @@ const (
 	haveParentDeathSignal = false
 )
 
-func waitGroupGone(int, time.Duration) bool { return true }
-func killGroup(int)                         {}
+func childrenOf(int) []int               { return nil }
+func waitGone([]int, time.Duration) bool { return true }
+func killPids([]int)                     {}

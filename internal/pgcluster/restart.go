@@ -64,14 +64,17 @@ func (c *Cluster) Shutdown(mode ShutdownMode) error {
 		return fmt.Errorf("pgcluster: postgres had exited before Shutdown (%v); server log:\n%s", srv.waitErr, c.LogTail())
 	default:
 	}
+	var children []int
+	if mode == ShutdownKill {
+		children = childrenOf(srv.proc.Pid)
+	}
 	if !srv.signalAndWait(mode.signal(), time.Minute) {
 		return fmt.Errorf("pgcluster: postgres (pid %d) did not exit within a minute of a %s shutdown", srv.proc.Pid, mode)
 	}
 	if mode == ShutdownKill {
-		// The postmaster leads its process group: its orphans stay in it.
-		if !waitGroupGone(srv.proc.Pid, time.Minute) {
-			killGroup(srv.proc.Pid)
-			if !waitGroupGone(srv.proc.Pid, 10*time.Second) {
+		if !waitGone(children, time.Minute) {
+			killPids(children)
+			if !waitGone(children, 10*time.Second) {
 				return fmt.Errorf("pgcluster: the backends of postgres (pid %d) still run 70s after it was killed", srv.proc.Pid)
 			}
 		}
