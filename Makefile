@@ -58,9 +58,11 @@ model-defects:
 
 ## drills: the failure drills against real PostgreSQL clusters (restart,
 ## failover, tablespace full, WAL volume full, killed backends, connection
-## flood, held xmin), about six minutes. `make check` runs only their smoke
-## versions. The disk-full drills mount a tmpfs: run as root.
-DRILLS_TIMEOUT ?= 20m
+## flood, held xmin) and a Citus cluster (worker node killed or stopped,
+## coordinator restarted, shard moved), about fifteen minutes. `make check`
+## runs only their smoke versions. The disk-full drills mount a tmpfs: run as
+## root.
+DRILLS_TIMEOUT ?= 35m
 drills:
 	PGINBOX_DRILLS=1 $(GO) test -race -count=1 -v -timeout $(DRILLS_TIMEOUT) -run '^TestDrill' ./drills/
 

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/drillkit"
 	"github.com/pginbox/pginbox/internal/pgcluster"
@@ -121,6 +122,8 @@ type appConfig struct {
 	client inbox.Config
 	worker inbox.WorkerConfig
 	pool   func(*pgxpool.Config) // both pools
+	// registry defaults to drillkit.Registry().
+	registry *handler.Registry
 }
 
 // startApp starts a client and a running worker on dsn. The worker's lease
@@ -157,7 +160,11 @@ func startApp(t *testing.T, dsn string, cfg appConfig) *app {
 		wc.Lease = 3 * time.Second
 	}
 	wc.Logger = slog.New(a.logs)
-	a.worker, err = inbox.NewWorker(a.workerPool, drillkit.Registry(), wc)
+	reg := cfg.registry
+	if reg == nil {
+		reg = drillkit.Registry()
+	}
+	a.worker, err = inbox.NewWorker(a.workerPool, reg, wc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,11 +38,31 @@ func (t Tally) Lost() int { return t.Missing + t.Unapplied }
 // Count reads the database against acked, the message IDs whose accept was
 // acknowledged.
 func Count(ctx context.Context, db Querier, acked []string) (Tally, error) {
-	t := Tally{Acked: len(acked), Statuses: map[string]int{}}
-	rows, err := db.Query(ctx, `
+	return count(ctx, db, acked, `
 		SELECT r.message_id, r.status, coalesce(e.n, 0)
 		FROM pginbox_receipts_live r
-		LEFT JOIN (SELECT message_id, count(*) AS n FROM drill_effects GROUP BY message_id) e USING (message_id)`)
+		LEFT JOIN (SELECT message_id, count(*) AS n FROM drill_effects GROUP BY message_id) e USING (message_id)`,
+		`SELECT count(*) FROM drill_effects e
+		WHERE NOT EXISTS (SELECT 1 FROM pginbox_receipts r WHERE r.message_id = e.message_id)`)
+}
+
+// CountCitus is Count on Citus, with the business table of
+// CreateCitusEffects: every join carries the tenant (the distribution
+// column), so each runs shard by shard.
+func CountCitus(ctx context.Context, db Querier, acked []string) (Tally, error) {
+	return count(ctx, db, acked, `
+		SELECT r.message_id, r.status, coalesce(e.n, 0)
+		FROM pginbox_receipts_live r
+		LEFT JOIN (SELECT scope_id, message_id, count(*) AS n FROM drill_effects GROUP BY scope_id, message_id) e
+		  ON e.scope_id = r.scope_id AND e.message_id = r.message_id`,
+		`SELECT count(*) FROM drill_effects e
+		LEFT JOIN pginbox_receipts r ON r.scope_id = e.scope_id AND r.message_id = e.message_id
+		WHERE r.id IS NULL`)
+}
+
+func count(ctx context.Context, db Querier, acked []string, tallySQL, orphanSQL string) (Tally, error) {
+	t := Tally{Acked: len(acked), Statuses: map[string]int{}}
+	rows, err := db.Query(ctx, tallySQL)
 	if err != nil {
 		return t, fmt.Errorf("drillkit: tally: %w", err)
 	}
@@ -71,8 +91,7 @@ func Count(ctx context.Context, db Querier, acked []string) (Tally, error) {
 		return t, fmt.Errorf("drillkit: tally: %w", err)
 	}
 	var orphans int
-	err = db.QueryRow(ctx, `SELECT count(*) FROM drill_effects e
-		WHERE NOT EXISTS (SELECT 1 FROM pginbox_receipts r WHERE r.message_id = e.message_id)`).Scan(&orphans)
+	err = db.QueryRow(ctx, orphanSQL).Scan(&orphans)
 	if err != nil {
 		return t, fmt.Errorf("drillkit: tally: %w", err)
 	}

@@ -5,6 +5,7 @@ package pgcluster
 import (
 	"os"
 	"syscall"
+	"time"
 )
 
 // This package only runs servers on unix systems; elsewhere Start fails.
@@ -27,3 +28,7 @@ const (
 	supported             = false
 	haveParentDeathSignal = false
 )
+
+func childrenOf(int) []int               { return nil }
+func waitGone([]int, time.Duration) bool { return true }
+func killPids([]int)                     {}

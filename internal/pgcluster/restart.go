@@ -18,18 +18,32 @@ const (
 	// checkpoint: the next start runs crash recovery, as after a power
 	// loss of the server (not of the disk: written WAL stays).
 	ShutdownImmediate
+	// ShutdownKill sends SIGKILL to the postmaster alone, as the kernel's
+	// out-of-memory killer or an operator's kill -9 does. Its backends are
+	// left running: each exits when it next waits (PostgreSQL ends sessions
+	// whose postmaster died), and the next start runs crash recovery.
+	// Shutdown returns once none of the server's processes is left, which
+	// a new postmaster needs (it refuses shared memory still in use); after
+	// a minute it kills the stragglers.
+	ShutdownKill
 )
 
 func (m ShutdownMode) String() string {
-	if m == ShutdownImmediate {
+	switch m {
+	case ShutdownImmediate:
 		return "immediate"
+	case ShutdownKill:
+		return "kill"
 	}
 	return "fast"
 }
 
 func (m ShutdownMode) signal() os.Signal {
-	if m == ShutdownImmediate {
+	switch m {
+	case ShutdownImmediate:
 		return sigImmediate
+	case ShutdownKill:
+		return os.Kill
 	}
 	return sigFast
 }
@@ -50,8 +64,20 @@ func (c *Cluster) Shutdown(mode ShutdownMode) error {
 		return fmt.Errorf("pgcluster: postgres had exited before Shutdown (%v); server log:\n%s", srv.waitErr, c.LogTail())
 	default:
 	}
+	var children []int
+	if mode == ShutdownKill {
+		children = childrenOf(srv.proc.Pid)
+	}
 	if !srv.signalAndWait(mode.signal(), time.Minute) {
 		return fmt.Errorf("pgcluster: postgres (pid %d) did not exit within a minute of a %s shutdown", srv.proc.Pid, mode)
+	}
+	if mode == ShutdownKill {
+		if !waitGone(children, time.Minute) {
+			killPids(children)
+			if !waitGone(children, 10*time.Second) {
+				return fmt.Errorf("pgcluster: the backends of postgres (pid %d) still run 70s after it was killed", srv.proc.Pid)
+			}
+		}
 	}
 	c.log.Info("pgcluster: server shut down", "dir", c.dir, "mode", mode.String())
 	return nil
@@ -65,13 +91,28 @@ func (c *Cluster) Restart(ctx context.Context, mode ShutdownMode) error {
 	if err := c.Shutdown(mode); err != nil {
 		return err
 	}
+	return c.Start(ctx)
+}
+
+// Start starts a server stopped with [Cluster.Shutdown] again, on the same
+// data directory, socket, port and settings, and returns once it accepts
+// connections (after crash recovery, if it was not shut down cleanly).
+// Options.StartTimeout bounds that wait. On a running server it does
+// nothing.
+func (c *Cluster) Start(ctx context.Context) error {
+	c.mu.Lock()
+	down := c.down
+	c.mu.Unlock()
+	if !down {
+		return nil
+	}
 	ctx, cancel := withStartTimeout(ctx, c.opts)
 	defer cancel()
 	t0 := time.Now()
 	if err := c.startServer(ctx); err != nil {
 		return err
 	}
-	c.log.Info("pgcluster: server restarted", "dir", c.dir, "mode", mode.String(), "pid", c.Pid(), "took", time.Since(t0).Round(time.Millisecond))
+	c.log.Info("pgcluster: server started again", "dir", c.dir, "pid", c.Pid(), "took", time.Since(t0).Round(time.Millisecond))
 	return nil
 }
 

@@ -55,13 +55,15 @@ var Scenarios = []string{
 	ScenarioAcceptFresh, ScenarioAcceptRetained, ScenarioAcceptDup90,
 	ScenarioAcceptGroup, ScenarioAcceptBatch, ScenarioDrain, ScenarioDrainBatched, ScenarioRetained1M,
 	ScenarioXminHold, ScenarioRelay,
+	ScenarioCitus,
 	ScenarioJobs, ScenarioJobsBatched,
 	ScenarioIngest, ScenarioIngestBatched, ScenarioIngestAccept, ScenarioIngestAcceptBatched,
 }
 
 // DefaultScenarios are what a plain `inbox bench` runs: every scenario but
-// the job-queue and ingest ones, which take a fixed wall time each.
-var DefaultScenarios = Scenarios[:len(Scenarios)-6]
+// citus (which needs Citus installed) and the job-queue and ingest ones,
+// which take a fixed wall time each.
+var DefaultScenarios = Scenarios[:len(Scenarios)-7]
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -409,6 +411,8 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 		return []*Result{s.xminHold(ctx)}
 	case ScenarioRelay:
 		return []*Result{s.relay(ctx)}
+	case ScenarioCitus:
+		return s.citus(ctx)
 	}
 	return nil
 }

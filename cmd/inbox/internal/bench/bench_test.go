@@ -386,3 +386,36 @@ func TestBenchRLS(t *testing.T) {
 	is.NoErr(conn.QueryRow(context.Background(), "SELECT relrowsecurity FROM pg_class WHERE oid = 'pginbox_receipts'::regclass").Scan(&rls))
 	is.True(!rls)
 }
+
+// The citus scenario runs accept and batched drain on a Citus cluster
+// beside a single node, checks the counts on both, and reports Citus's
+// rate with the single node's as the comparison.
+func TestBenchCitus(t *testing.T) {
+	is := is.New(t)
+	var stdout, stderr bytes.Buffer
+	code := bench.Command(context.Background(), []string{"--quiet", "--json", "--fsync=false", "--scenarios", "citus",
+		"--rounds", "2", "--calls", "40", "--drain-messages", "60", "--drain-batched-concurrency", "3", "--drain-batch", "5"}, &stdout, &stderr)
+	if code != 0 && strings.Contains(stdout.String(), "Citus is not installed") && os.Getenv("CI") != "true" {
+		t.Skipf("bench: skipping: this test needs Citus installed in the PostgreSQL server")
+	}
+	if code != 0 {
+		t.Log(stdout.String(), stderr.String())
+	}
+	is.Equal(code, 0)
+	var got []string
+	for line := range strings.SplitSeq(strings.TrimSpace(stdout.String()), "\n") {
+		var r map[string]any
+		is.NoErr(json.Unmarshal([]byte(line), &r))
+		got = append(got, r["scenario"].(string))
+		is.Equal(r["ok"], true)
+		is.True(strings.Contains(r["description"].(string), "overhead, not its scaling"))
+		extra := r["extra"].(map[string]any)
+		is.True(extra["citus_per_sec"].(float64) > 0)
+		is.True(extra["single_per_sec"].(float64) > 0)
+		is.True(r["ratio"].(float64) > 0)
+		if r["scenario"] == "citus-drain-batched-c3" {
+			is.True(strings.Contains(r["verified"].(string), "citus: 200 receipts, 120 COMPLETED, 120 business rows")) // 2 x 40 accepted + 2 x 60 drained
+		}
+	}
+	is.Equal(got, []string{"citus-accept", "citus-drain-batched-c3"})
+}

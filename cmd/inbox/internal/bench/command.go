@@ -47,7 +47,7 @@ func CommandWithHooks(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.BoolVar(&asJSON, "json", false, "write one JSON object per scenario instead of the table")
 	fs.StringVar(&jsonFile, "json-file", "", "also write the JSON lines to this file (keeps the table on stdout)")
 	fs.BoolVar(&quiet, "quiet", false, "no progress on stderr")
-	fs.StringVar(&scenarios, "scenarios", strings.Join(DefaultScenarios, ","), "comma-separated scenarios to run (also: jobs, jobs-batched, ingest, ingest-batched, ingest-accept, ingest-accept-batched)")
+	fs.StringVar(&scenarios, "scenarios", strings.Join(DefaultScenarios, ","), "comma-separated scenarios to run (also: citus, jobs, jobs-batched, ingest, ingest-batched, ingest-accept, ingest-accept-batched)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "alternating pginbox/raw rounds per scenario")
 	fs.IntVar(&o.Calls, "calls", 2000, "accept calls per phase")
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "accept callers (accept-fresh, -retained, -dup90, -batch, retained-1m, ingest-accept)")

@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/schema"
+)
+
+// ScenarioCitus runs accept and batched drain on a three-node loopback
+// Citus cluster (a coordinator and two workers) beside a single node, in
+// the same run, and reports Citus's rate over the single node's. Every node
+// shares this machine's CPUs, so the ratio is Citus's overhead, not its
+// scaling. It starts both clusters itself (DatabaseURL does not apply) and
+// needs Citus installed in the PostgreSQL server.
+const ScenarioCitus = "citus"
+
+// citusTenants is how many tenants the citus scenario's messages spread over.
+const citusTenants = 16
+
+// citusSide is one side of the citus scenario: a cluster, its pool and a
+// client.
+type citusSide struct {
+	name   string
+	pool   *pgxpool.Pool
+	client *inbox.Client
+	stop   func()
+	sent   int // messages accepted so far (message IDs are unique per side)
+}
+
+// citus measures accept, then batched drain at each DrainBatchedConcurrency,
+// alternating the sides over the rounds.
+func (s *suite) citus(ctx context.Context) []*Result {
+	fail := func(err error) []*Result {
+		r := &Result{Scenario: "citus", Description: "Citus beside a single node", OK: true}
+		r.failf("%v", err)
+		return []*Result{r}
+	}
+	single, err := s.citusSingle(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer single.stop()
+	cit, err := s.citusCluster(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer cit.stop()
+	sides := []*citusSide{single, cit}
+
+	const shared = "All three Citus nodes and the single node run on this machine and share its CPUs: the ratio is Citus's overhead, not its scaling."
+	res := []*Result{s.citusCompare(ctx, "citus-accept", s.o.Concurrency,
+		fmt.Sprintf("Accept of fresh messages over %d tenants by %d callers, on Citus (coordinator + 2 workers, loopback) vs one node. %s", citusTenants, s.o.Concurrency, shared),
+		sides, func(ctx context.Context, side *citusSide) (sample, error) {
+			base := side.sent
+			side.sent += s.o.Calls
+			return load(ctx, s.prog, "citus-accept "+side.name, s.o.Calls, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
+				m := citusMessage(base + i)
+				m.Consumer = "bench.citus.accept" // no handler: the drains leave them
+				_, err := side.client.Accept(ctx, m)
+				return err
+			}), nil
+		})}
+	for _, c := range s.o.DrainBatchedConcurrency {
+		res = append(res, s.citusCompare(ctx, fmt.Sprintf("citus-drain-batched-c%d", c), c,
+			fmt.Sprintf("Worker drain of %d due receipts over %d tenants, %d messages per handler transaction, a business row per message in a table colocated with the receipts, on Citus vs one node. %s",
+				s.o.DrainMessages, citusTenants, s.o.DrainBatch, shared),
+			sides, func(ctx context.Context, side *citusSide) (sample, error) {
+				return s.citusDrain(ctx, side, c)
+			}))
+	}
+	return res
+}
+
+// citusCompare runs phase on each side for every round and reports the
+// Citus side (sides[1]) against the single node (sides[0]) as the "raw".
+func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc string, sides []*citusSide,
+	phase func(context.Context, *citusSide) (sample, error)) *Result {
+	r := &Result{Scenario: name, Description: desc, Concurrency: conc, Rounds: s.o.Rounds, OK: true,
+		Target: "Citus >= 0.5 x the single node on the same machine (issue 22)"}
+	samples := make([]sample, len(sides))
+	for range s.o.Rounds {
+		for i, side := range sides {
+			sm, err := phase(ctx, side)
+			if err != nil {
+				r.failf("%s: %v", side.name, err)
+				return r
+			}
+			if sm.errors > 0 {
+				r.failf("%s: %d calls failed, first: %v", side.name, sm.errors, sm.firstErr)
+			}
+			samples[i].add(sm)
+		}
+	}
+	one, cit := samples[0].measure("single node"), samples[1].measure("Citus")
+	r.Calls, r.Seconds, r.CallsPerSec = cit.Calls, cit.Seconds, cit.CallsPerSec
+	r.P50Ms, r.P95Ms, r.P99Ms, r.Errors = cit.P50Ms, cit.P95Ms, cit.P99Ms, cit.Errors
+	r.Raw = one
+	r.Raw.Description = "the raw column is the single node (same machine, same settings, same pginbox calls), not a raw SQL loop"
+	r.Ratio = ratioOf(cit.CallsPerSec, one.CallsPerSec)
+	r.MeetsTarget = r.Ratio >= 0.5
+	r.Extra = map[string]float64{"single_per_sec": one.CallsPerSec, "citus_per_sec": cit.CallsPerSec}
+	var counts []string
+	for _, side := range sides {
+		var receipts, completed, effects int
+		err := side.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pginbox_receipts),
+			(SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'), (SELECT count(*) FROM bench_citus_effects)`).Scan(&receipts, &completed, &effects)
+		if err != nil {
+			r.failf("%s: counting: %v", side.name, err)
+			continue
+		}
+		if receipts != side.sent || effects != completed || (strings.HasPrefix(name, "citus-drain") && completed != side.sent-s.o.Calls*s.o.Rounds) {
+			r.failf("%s: %d receipts for %d messages accepted, %d COMPLETED with %d business rows", side.name, receipts, side.sent, completed, effects)
+		}
+		counts = append(counts, fmt.Sprintf("%s: %d receipts, %d COMPLETED, %d business rows", side.name, receipts, completed, effects))
+	}
+	r.Verified = fmt.Sprint(counts)
+	return r
+}
+
+// citusDrain accepts DrainMessages messages (not timed), then times a
+// worker of concurrency c with MessagesPerTx DrainBatch until every one is
+// handled and the worker stopped.
+func (s *suite) citusDrain(ctx context.Context, side *citusSide, c int) (sample, error) {
+	base := side.sent
+	side.sent += s.o.DrainMessages
+	setup := load(ctx, nil, "", s.o.DrainMessages, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
+		_, err := side.client.Accept(ctx, citusMessage(base+i))
+		return err
+	})
+	if setup.errors > 0 {
+		return sample{}, fmt.Errorf("accepting the backlog: %w", setup.firstErr)
+	}
+	var handled atomic.Int64
+	reg := handler.NewRegistry()
+	err := reg.Register(handler.Key{Consumer: "bench.citus", EventType: "bench.event", SchemaVersion: 1}, func(ctx context.Context, m *handler.Msg) error {
+		_, err := m.Tx.Exec(ctx, "INSERT INTO bench_citus_effects (scope_id, message_id) VALUES ($1, $2)", m.Scope.ID, m.MessageID)
+		if err == nil {
+			handled.Add(1)
+		}
+		return err
+	})
+	if err != nil {
+		return sample{}, err
+	}
+	pool, err := newNamedPool(ctx, side.pool.Config(), c+2, "bench-citus-worker")
+	if err != nil {
+		return sample{}, err
+	}
+	defer pool.Close()
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: c, MessagesPerTx: s.o.DrainBatch, Logger: discardLogger,
+		PollInterval: 50 * time.Millisecond})
+	if err != nil {
+		return sample{}, err
+	}
+	stop := s.prog.phase(fmt.Sprintf("citus-drain-c%d %s", c, side.name), s.o.DrainMessages, func() int { return int(handled.Load()) })
+	t0 := time.Now()
+	if err := w.Start(ctx); err != nil {
+		stop()
+		return sample{}, err
+	}
+	for handled.Load() < int64(s.o.DrainMessages) && ctx.Err() == nil && time.Since(t0) < 10*time.Minute {
+		time.Sleep(5 * time.Millisecond)
+	}
+	serr := w.Stop(context.WithoutCancel(ctx))
+	elapsed := time.Since(t0)
+	stop()
+	if serr != nil {
+		return sample{}, serr
+	}
+	if n := handled.Load(); n < int64(s.o.DrainMessages) {
+		return sample{}, fmt.Errorf("handled %d of %d messages", n, s.o.DrainMessages)
+	}
+	return sample{calls: s.o.DrainMessages, elapsed: elapsed}, nil
+}
+
+// citusMessage is the citus scenario's message i.
+func citusMessage(i int) inbox.Message {
+	return inbox.Message{
+		Identity: inbox.Identity{Scope: inbox.Tenant(fmt.Sprintf("tenant-%02d", i%citusTenants)), Source: "bench",
+			Consumer: "bench.citus", MessageID: fmt.Sprint("m-", i)},
+		EventType: "bench.event", SchemaVersion: 1, Payload: map[string]any{"n": i},
+	}
+}
+
+// citusSingle starts the single-node side: a cluster with the bench's
+// settings, pginbox's schema and the business table.
+func (s *suite) citusSingle(ctx context.Context) (*citusSide, error) {
+	s.prog.note("citus: starting a single node beside the Citus cluster (fsync %s)", onOff(!s.o.NoFsync))
+	c, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: !s.o.NoFsync})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := createDatabase(ctx, c.ConnString("postgres"), "pginbox_bench"); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	dsn := c.ConnString("pginbox_bench")
+	if err := schema.UpDSN(ctx, dsn); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	side, err := s.citusOpen(ctx, "single", dsn, `CREATE TABLE bench_citus_effects (scope_id text NOT NULL, message_id text NOT NULL)`)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	side.stop = func() { side.pool.Close(); c.Stop() }
+	return side, nil
+}
+
+// citusCluster starts the Citus side: a coordinator and two workers with
+// the bench's settings, pginbox's Citus schema and the business table
+// colocated with pginbox's.
+func (s *suite) citusCluster(ctx context.Context) (*citusSide, error) {
+	s.prog.note("citus: starting a Citus cluster (coordinator + 2 workers on 127.0.0.1, fsync %s)", onOff(!s.o.NoFsync))
+	c, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{Node: pgcluster.Options{Fsync: !s.o.NoFsync}})
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := c.CreateDatabase(ctx, "pginbox_bench"); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	dsn := c.ConnString("pginbox_bench")
+	if _, err := schema.MigrateCitus(ctx, dsn, schema.CitusOptions{}); err != nil {
+		c.Stop()
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	side, err := s.citusOpen(ctx, "citus", dsn, `CREATE TABLE bench_citus_effects (scope_id text NOT NULL, message_id text NOT NULL);
+		SELECT create_distributed_table('bench_citus_effects', 'scope_id', colocate_with => 'pginbox_receipts')`)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	side.stop = func() { side.pool.Close(); c.Stop() }
+	return side, nil
+}
+
+// citusOpen opens a side's pool and client and runs ddl.
+func (s *suite) citusOpen(ctx context.Context, name, dsn, ddl string) (*citusSide, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	pool, err := newNamedPool(ctx, cfg, s.o.Concurrency+2, "bench-citus-"+name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, ddl); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("bench: %s: %w", name, err)
+	}
+	client, err := inbox.NewClient(pool, inbox.Config{Logger: discardLogger})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &citusSide{name: name, pool: pool, client: client}, nil
+}
