@@ -1,8 +1,8 @@
 package drills
 
 import (
-	"os"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
