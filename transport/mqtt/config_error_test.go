@@ -1,12 +1,11 @@
 package mqtt_test
 
 import (
-	"errors"
 	"io"
-	"strings"
 	"testing"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr/cfgerrtest"
 	pkg "github.com/pginbox/pginbox/transport/mqtt"
 )
 
@@ -16,16 +15,7 @@ func TestConfigErrors(t *testing.T) {
 	var client *inbox.Client // never used: validation refuses first
 	errs := map[string]error{}
 	_, errs["NewConsumer"] = pkg.NewConsumer(client, pkg.Config{})
-	for what, err := range errs {
-		var ce *inbox.ConfigError
-		if !errors.As(err, &ce) || !errors.Is(err, inbox.ErrInvalidConfig) {
-			t.Errorf("%s: %T %v, want an *inbox.ConfigError", what, err, err)
-			continue
-		}
-		if !strings.HasPrefix(ce.Field, "mqtt.") {
-			t.Errorf("%s: field %q, want mqtt.<field>", what, ce.Field)
-		}
-	}
+	cfgerrtest.Check(t, "mqtt", errs)
 }
 
 // Every publisher and consumer is an io.Closer.

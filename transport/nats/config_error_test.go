@@ -1,12 +1,11 @@
 package nats_test
 
 import (
-	"errors"
 	"io"
-	"strings"
 	"testing"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr/cfgerrtest"
 	pkg "github.com/pginbox/pginbox/transport/nats"
 )
 
@@ -17,16 +16,7 @@ func TestConfigErrors(t *testing.T) {
 	errs := map[string]error{}
 	_, errs["NewConsumer"] = pkg.NewConsumer(client, pkg.Config{})
 	_, errs["NewPublisher"] = pkg.NewPublisher(pkg.PublisherConfig{})
-	for what, err := range errs {
-		var ce *inbox.ConfigError
-		if !errors.As(err, &ce) || !errors.Is(err, inbox.ErrInvalidConfig) {
-			t.Errorf("%s: %T %v, want an *inbox.ConfigError", what, err, err)
-			continue
-		}
-		if !strings.HasPrefix(ce.Field, "nats.") {
-			t.Errorf("%s: field %q, want nats.<field>", what, ce.Field)
-		}
-	}
+	cfgerrtest.Check(t, "nats", errs)
 }
 
 // Every publisher and consumer is an io.Closer.

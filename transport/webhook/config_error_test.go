@@ -1,11 +1,10 @@
 package webhook_test
 
 import (
-	"errors"
-	"strings"
 	"testing"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr/cfgerrtest"
 	pkg "github.com/pginbox/pginbox/transport/webhook"
 )
 
@@ -15,14 +14,5 @@ func TestConfigErrors(t *testing.T) {
 	var client *inbox.Client // never used: validation refuses first
 	errs := map[string]error{}
 	_, errs["NewHandler"] = pkg.NewHandler(client, pkg.Config{})
-	for what, err := range errs {
-		var ce *inbox.ConfigError
-		if !errors.As(err, &ce) || !errors.Is(err, inbox.ErrInvalidConfig) {
-			t.Errorf("%s: %T %v, want an *inbox.ConfigError", what, err, err)
-			continue
-		}
-		if !strings.HasPrefix(ce.Field, "webhook.") {
-			t.Errorf("%s: field %q, want webhook.<field>", what, ce.Field)
-		}
-	}
+	cfgerrtest.Check(t, "webhook", errs)
 }
