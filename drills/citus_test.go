@@ -2,7 +2,6 @@ package drills
 
 import (
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -82,20 +81,11 @@ func TestDrillCitusRestartCoordinator(t *testing.T) {
 // TestDrillCitusStopWorker stops one worker node for a while: its tenants'
 // accepts fail and are redelivered until it is back, while the other
 // node's tenants keep flowing (accepts acknowledged and messages applied
-// during the outage).
-//
-// It fails today, and the counts say why: Accept of a tenant on the
-// running node contacts the stopped node (ReceiptAccept still runs in
-// steps through the coordinator), and the worker's claim round starts
-// with a discovery read of every shard (ReceiptDueScopes), which fails
-// while any node is down, so the worker claims nothing at all. Until both
-// are fixed it runs only on request (PGINBOX_DRILLS_KNOWN_FAILING=1), so
-// `make drills` stays a gate for the guarantees that hold.
+// during the outage): Accept runs on the scope's node alone, and the
+// worker's claim round survives its failed discovery read (every shard) by
+// claiming from the scopes it listed recently.
 func TestDrillCitusStopWorker(t *testing.T) {
 	requireFull(t)
-	if os.Getenv("PGINBOX_DRILLS_KNOWN_FAILING") != "1" {
-		t.Skip("known failing: a stopped worker node stops every tenant (Accept and the claim's discovery read need every node); set PGINBOX_DRILLS_KNOWN_FAILING=1 to run it")
-	}
 	count, rate := citusSize()
 	outage := 15 * time.Second
 	e := startCitusEnv(t, citusTenants)

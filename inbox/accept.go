@@ -32,13 +32,24 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 	}
 	defer conn.Release()
 	notify := c.wakeups.inline()
+	distributed, err := c.layout.get(ctx, conn)
+	if err != nil {
+		return AcceptResult{}, dbError("accept", err)
+	}
+	run := func(withScope bool) (AcceptResult, error) {
+		var insert func() (db.ReceiptAcceptRow, error)
+		if distributed {
+			insert = func() (db.ReceiptAcceptRow, error) { return acceptRouted(ctx, conn, d, notify, withScope) }
+		}
+		return c.accept(ctx, c.acceptQueries(conn, d.identity.Scope, withScope), d, notify, true, insert)
+	}
 	wasScoped := c.scopeAccepts.Load()
-	res, err := c.accept(ctx, c.acceptQueries(conn, d.identity.Scope, wasScoped), d, notify, true)
+	res, err := run(wasScoped)
 	if err != nil && !wasScoped && isInsufficientPrivilege(err) {
 		// Row-level security is on (WITH CHECK refuses the insert before any
 		// conflict check, so nothing was written): apply the scope from now on.
 		c.scopeAccepts.Store(true)
-		res, err = c.accept(ctx, c.acceptQueries(conn, d.identity.Scope, true), d, notify, true)
+		res, err = run(true)
 	}
 	if err == nil && res.Outcome == Accepted && !notify {
 		c.wakeups.later(d.identity.Consumer)
@@ -72,11 +83,16 @@ func (c *Client) acceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptRe
 		return AcceptResult{}, err
 	}
 	// Inside the caller's transaction: a rollback must not wake anyone.
-	return c.accept(ctx, db.New(tx), d, true, false)
+	return c.accept(ctx, db.New(tx), d, true, false, nil)
 }
 
-func (c *Client) accept(ctx context.Context, q *db.Queries, d *draft, notify, autocommit bool) (AcceptResult, error) {
-	row, err := q.ReceiptAccept(ctx, d.acceptParams(notify))
+// accept inserts d with insert (ReceiptAccept on q when nil) and reads the
+// existing receipt on q when the identity exists.
+func (c *Client) accept(ctx context.Context, q *db.Queries, d *draft, notify, autocommit bool, insert func() (db.ReceiptAcceptRow, error)) (AcceptResult, error) {
+	if insert == nil {
+		insert = func() (db.ReceiptAcceptRow, error) { return q.ReceiptAccept(ctx, d.acceptParams(notify)) }
+	}
+	row, err := insert()
 	if err == nil {
 		return AcceptResult{Outcome: Accepted, ID: row.ID, Status: Status(row.Status)}, nil
 	}

@@ -22,6 +22,9 @@ type Client struct {
 	group    *groupCommitter // nil unless Config.GroupCommit
 	wakeups  *wakeups
 	closed   atomic.Bool
+	// layout says whether the tables are distributed (Citus): Accept then
+	// routes its statements to the scope's node (acceptRouted).
+	layout layout
 	// scopeAccepts is set once pginbox's row-level security refused an
 	// unscoped Accept: from then on Accept applies the scope first. Until
 	// then a deployment without tenancy pays nothing for it.

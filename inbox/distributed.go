@@ -2,7 +2,11 @@ package inbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sort"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,14 +57,30 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 // its own, on the scope's node (ReceiptClaimScope). Scopes that filled their
 // share may have more: the round repeats over them while n has room. The
 // rows claimed before an error are returned with it: they are committed.
+//
+// A worker node down fails the discovery read (it reads every shard) and
+// the claims of that node's scopes, not the others': the round then claims
+// from the scopes discovery listed recently (recentScopes) and skips a scope
+// whose claim fails, so the tenants of the nodes still up keep flowing. Its
+// errors come back as one, logged once per round; a scope with due work
+// that was never listed waits until discovery works again.
 func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]db.ReceiptClaimRow, error) {
+	var errs []error
 	scopes, err := db.New(conn).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
 		Consumers: w.owned, MaxScopes: int32(w.cfg.ClaimScopes),
 	})
 	if err != nil {
-		return nil, err
+		scopes = w.recent.list(w.cfg.ClaimScopes)
+		if len(scopes) == 0 {
+			return nil, err
+		}
+		errs = append(errs, fmt.Errorf("listing the scopes with due work (claiming from %d scopes seen recently instead): %w", len(scopes), err))
+	} else {
+		w.recent.saw(scopes, time.Now(), w.cfg.ClaimScopes)
 	}
 	var out []db.ReceiptClaimRow
+	failed := 0
+	var claimErr error
 	for len(scopes) > 0 && len(out) < n {
 		share := max(1, (n-len(out)+len(scopes)-1)/len(scopes))
 		var more []db.ReceiptDueScopesRow
@@ -82,7 +102,15 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]
 				return err
 			})
 			if err != nil {
-				return out, err
+				if ctx.Err() != nil || conn.Conn().IsClosed() {
+					return out, errors.Join(append(errs, err)...)
+				}
+				// Most likely the scope's node is down: the others may be up.
+				failed++
+				if claimErr == nil {
+					claimErr = err
+				}
+				continue
 			}
 			for _, r := range rows {
 				out = append(out, db.ReceiptClaimRow(r))
@@ -93,5 +121,75 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]
 		}
 		scopes = more
 	}
-	return out, nil
+	if claimErr != nil {
+		errs = append(errs, fmt.Errorf("claiming from %d scopes (skipped, the others claimed): %w", failed, claimErr))
+	}
+	return out, errors.Join(errs...)
+}
+
+// recentScopes remembers the scopes the claim's discovery listed lately, for
+// the rounds whose discovery fails (a worker node down).
+type recentScopes struct {
+	mu     sync.Mutex
+	scopes map[string]recentScope // by scope kind and ID
+}
+
+type recentScope struct {
+	row  db.ReceiptDueScopesRow
+	seen time.Time
+}
+
+// recentScopesTTL is how long a scope listed by discovery stays a fallback.
+const recentScopesTTL = 10 * time.Minute
+
+// saw records rows as listed at now, keeping at most 4*limit scopes (the
+// most recently seen) and none older than recentScopesTTL.
+func (r *recentScopes) saw(rows []db.ReceiptDueScopesRow, now time.Time, limit int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.scopes == nil {
+		r.scopes = make(map[string]recentScope)
+	}
+	for _, row := range rows {
+		r.scopes[row.ScopeKind+"\x00"+row.ScopeID] = recentScope{row: row, seen: now}
+	}
+	for k, s := range r.scopes {
+		if now.Sub(s.seen) > recentScopesTTL {
+			delete(r.scopes, k)
+		}
+	}
+	if over := len(r.scopes) - 4*limit; over > 0 {
+		all := r.sorted()
+		for _, s := range all[len(all)-over:] {
+			delete(r.scopes, s.row.ScopeKind+"\x00"+s.row.ScopeID)
+		}
+	}
+}
+
+// list returns at most limit of the scopes seen recently, the most recently
+// seen first.
+func (r *recentScopes) list(limit int) []db.ReceiptDueScopesRow {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	all := r.sorted()
+	out := make([]db.ReceiptDueScopesRow, 0, min(limit, len(all)))
+	for _, s := range all[:min(limit, len(all))] {
+		out = append(out, s.row)
+	}
+	return out
+}
+
+// sorted returns the scopes, most recently seen first. r.mu is held.
+func (r *recentScopes) sorted() []recentScope {
+	all := make([]recentScope, 0, len(r.scopes))
+	for _, s := range r.scopes {
+		all = append(all, s)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].seen.Equal(all[j].seen) {
+			return all[i].seen.After(all[j].seen)
+		}
+		return all[i].row.ScopeID < all[j].row.ScopeID
+	})
+	return all
 }

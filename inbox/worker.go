@@ -52,6 +52,7 @@ type Worker struct {
 	events         eventHub
 	restriction    restrictionWatch
 	layout         layout
+	recent         recentScopes // scopes with due work seen by the claim's discovery (Citus)
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).

@@ -17,8 +17,11 @@ const (
 // router (one task on one node) unless the entry says why not.
 var plans = map[string]expectation{
 	// Accept.
-	"ReceiptAccept":        {kind: multi, why: pending + "runs on the scope's node in steps through the coordinator (the receipt insert, then the queue row insert pulled through the coordinator from its RETURNING); to become two routed inserts"},
+	"ReceiptAccept":        {kind: multi, why: "the single-server accept (one statement); on Citus Accept sends ReceiptInsertRouted, ReceiptQueueRouted, ReceiptQueuedRouted and ReceiptNotify in one pipelined transaction instead. Still used by AcceptTx: " + pending + "runs on the scope's node in steps through the coordinator"},
 	"ReceiptByIdentity":    {kind: router},
+	"ReceiptInsertRouted":  {kind: router},
+	"ReceiptQueueRouted":   {kind: router},
+	"ReceiptQueuedRouted":  {kind: router},
 	"ReceiptNotify":        {kind: coordinator, why: coordinatorOnly},
 	"ReceiptAcceptBatch":   {kind: multi, why: pending + "INSERT ... SELECT unnest(...) is pulled to the coordinator; to be split per scope"},
 	"ReceiptsByIdentities": {kind: multi, why: pending + "joins the identities of several scopes"},

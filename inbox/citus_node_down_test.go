@@ -1,0 +1,202 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/schema"
+)
+
+// On Citus, Accept runs on the scope's node alone: every command Citus
+// sends goes to that node, with a plain COMMIT (no PREPARE TRANSACTION); a
+// duplicate is still a Duplicate.
+func TestCitusAcceptRoutesToOneNode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, rc := citusPool(t)
+	client, err := inbox.NewClient(pool, inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := inbox.Message{
+		Identity:  inbox.Identity{Scope: inbox.Tenant("tenant-r"), Source: "shop", Consumer: "orders", MessageID: "m-1"},
+		EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{"n": 1},
+	}
+	if _, err := client.Accept(ctx, msg); err != nil { // the layout probe and first connections
+		t.Fatal(err)
+	}
+	rc.reset()
+	msg.MessageID = "m-2"
+	res, err := client.Accept(ctx, msg)
+	if err != nil || res.Outcome != inbox.Accepted {
+		t.Fatalf("accept: %+v, %v", res, err)
+	}
+	port := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, "pginbox_receipts", "tenant-r"))
+	var sent int
+	rc.mu.Lock()
+	lines := append([]string(nil), rc.lines...)
+	rc.mu.Unlock()
+	for _, l := range lines {
+		sent++
+		if !strings.Contains(l, port) {
+			t.Errorf("accept sent a command to another node than the scope's (%s): %s", port, l)
+		}
+		if strings.Contains(l, "PREPARE TRANSACTION") {
+			t.Errorf("accept committed in two phases: %s", l)
+		}
+	}
+	if sent == 0 {
+		t.Fatalf("no remote command was logged: the test proved nothing")
+	}
+	var queued int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pginbox_work WHERE scope_id = 'tenant-r' AND receipt_id = $1`, res.ID).Scan(&queued); err != nil || queued != 1 {
+		t.Fatalf("queue rows of the accepted receipt: %d (%v), want 1", queued, err)
+	}
+	dup, err := client.Accept(ctx, msg)
+	if err != nil || dup.Outcome != inbox.Duplicate || dup.ID != res.ID {
+		t.Fatalf("accept again: %+v, %v; want Duplicate of %v", dup, err, res.ID)
+	}
+	msg.Payload = map[string]any{"n": 2}
+	if _, err := client.Accept(ctx, msg); !errors.As(err, new(*inbox.ConflictError)) {
+		t.Fatalf("accept of another payload: %v, want a *ConflictError", err)
+	}
+}
+
+// With one Citus worker node stopped, the other node's tenants keep
+// flowing: Accept of a tenant on the running node succeeds (the stopped
+// node's fails), and a running worker still claims and handles the running
+// node's messages although its discovery read (every shard) fails.
+func TestCitusNodeDownOtherNodeFlows(t *testing.T) {
+	ctx := t.Context()
+	c, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{})
+	if errors.Is(err, pgcluster.ErrCitusNotInstalled) && os.Getenv("CI") != "true" {
+		t.Skipf("skipping: this test needs Citus: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	const dbname = "node_down"
+	if err := c.CreateDatabase(ctx, dbname); err != nil {
+		t.Fatal(err)
+	}
+	dsn := c.ConnString(dbname)
+	if _, err := schema.MigrateCitus(ctx, dsn, schema.CitusOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// One tenant on each worker node.
+	tenantOn := make([]string, len(c.Workers))
+	for i := 0; tenantOn[0] == "" || tenantOn[1] == ""; i++ {
+		tenant := fmt.Sprintf("tenant-%03d", i)
+		_, node, err := c.ShardOf(ctx, dbname, "pginbox_receipts", tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w, n := range c.Workers {
+			if n == node && tenantOn[w] == "" {
+				tenantOn[w] = tenant
+			}
+		}
+	}
+	down, up := tenantOn[0], tenantOn[1]
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	client, err := inbox.NewClient(pool, inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	handled := map[string]int{}
+	reg := handler.NewRegistry()
+	if err := reg.Register(handler.Key{Consumer: "orders", EventType: "order.created", SchemaVersion: 1},
+		func(_ context.Context, m *handler.Msg) error {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[m.Scope.ID]++
+			return nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(tenant string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return handled[tenant]
+	}
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{
+		Consumers: []string{"orders"}, PollInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	accept := func(tenant, id string) error {
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		_, err := client.Accept(actx, inbox.Message{
+			Identity:  inbox.Identity{Scope: inbox.Tenant(tenant), Source: "shop", Consumer: "orders", MessageID: id},
+			EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{},
+		})
+		return err
+	}
+	waitHandled := func(tenant string, n int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for count(tenant) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d messages handled after 30s, want %d", tenant, count(tenant), n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Both nodes up: both tenants flow.
+	for _, tenant := range tenantOn {
+		if err := accept(tenant, "before"); err != nil {
+			t.Fatal(err)
+		}
+		waitHandled(tenant, 1)
+	}
+
+	if err := c.Workers[0].Shutdown(pgcluster.ShutdownFast); err != nil {
+		t.Fatal(err)
+	}
+	if err := accept(down, "during"); err == nil {
+		t.Fatalf("accept of %s succeeded with its node stopped: was it stopped?", down)
+	}
+	for i := range 3 {
+		if err := accept(up, fmt.Sprint("during-", i)); err != nil {
+			t.Fatalf("accept of %s (its node running) with the other node stopped: %v", up, err)
+		}
+	}
+	waitHandled(up, 4)
+
+	if err := c.Workers[0].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := accept(down, "after"); err != nil {
+		t.Fatal(err)
+	}
+	waitHandled(down, 2)
+}
