@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -46,10 +47,17 @@ func TestAcceptAndProcessInEveryExecMode(t *testing.T) {
 			is.Equal(dup.Outcome, inbox.Duplicate)
 			is.Equal(dup.ID, first.ID)
 
-			var meta map[string]string
+			var (
+				mu   sync.Mutex // Drain runs handlers concurrently
+				meta map[string]string
+			)
 			w := newWorker(t, pool, registry(t, handler.Typed(handler.DecodeOptions{AllowUnknownFields: true},
 				func(ctx context.Context, m *handler.Msg, p orderCreated) error {
-					meta = m.Metadata
+					if p.OrderID == "o-1" {
+						mu.Lock()
+						meta = m.Metadata
+						mu.Unlock()
+					}
 					if _, err := outbox.Emit(ctx, m.Tx, outbox.Event{Type: "order.projected", SchemaVersion: 1, Source: "s", Destination: "d", Payload: p}); err != nil {
 						return err
 					}
@@ -62,7 +70,9 @@ func TestAcceptAndProcessInEveryExecMode(t *testing.T) {
 			is.Equal(n, 1)
 			is.Equal(businessRows(t, pool), 1)
 			is.Equal(stateOf(t, pool, first.ID).Status, "COMPLETED")
+			mu.Lock()
 			is.Equal(meta["k"], "v")
+			mu.Unlock()
 			is.Equal(len(inboxtest.Emitted(t, pool, first.ID)), 1) // linked to its receipt
 
 			batch := []inbox.Message{orderMsg("evt-2", map[string]any{"orderId": "o-2"}), orderMsg("evt-3", map[string]any{"orderId": "o-3"})}
