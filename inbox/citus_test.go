@@ -122,8 +122,22 @@ func TestCitusHandlerCommitsOnOneNode(t *testing.T) {
 			is.NoErr(err)
 		}
 	}
-	var before int
-	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pg_dist_transaction").Scan(&before))
+	// The coordinator's maintenance daemon deletes finished 2PC records at
+	// any time, so the check is "no new gid", not a count; the remote
+	// command log below is the complete proof.
+	gids := func() map[string]bool {
+		rows, err := pool.Query(ctx, "SELECT gid FROM pg_dist_transaction")
+		is.NoErr(err)
+		out := map[string]bool{}
+		for rows.Next() {
+			var gid string
+			is.NoErr(rows.Scan(&gid))
+			out[gid] = true
+		}
+		is.NoErr(rows.Err())
+		return out
+	}
+	before := gids()
 	rc.reset() // create_distributed_table commits in two phases
 	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{"orders"}, Logger: slog.New(slog.DiscardHandler)})
 	is.NoErr(err)
@@ -131,13 +145,16 @@ func TestCitusHandlerCommitsOnOneNode(t *testing.T) {
 	is.NoErr(err)
 	is.Equal(n, 12)
 
-	var orders, completed, after int
+	var orders, completed int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM orders").Scan(&orders))
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'").Scan(&completed))
-	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pg_dist_transaction").Scan(&after))
 	is.Equal(orders, 12)
 	is.Equal(completed, 12)
-	is.Equal(after, before)                                    // no two-phase commit recorded
+	for gid := range gids() {
+		if !before[gid] {
+			t.Errorf("two-phase commit recorded during the drain: %s", gid)
+		}
+	}
 	is.Equal(len(rc.matching("PREPARE TRANSACTION")), 0)       // none sent
 	is.True(len(rc.matching("INSERT INTO public.orders")) > 0) // the log did capture the handlers' writes
 	// Each tenant's business write went to the node of its receipts.
