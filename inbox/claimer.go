@@ -17,44 +17,6 @@ import (
 // a message's outcome never depends on it. It saves one disk flush per claim.
 var asyncCommit = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
 
-// readyQueue holds claimed receipts until a handler slot takes them. Pushing
-// after close hands the lease back instead of panicking on a closed channel.
-type readyQueue struct {
-	mu     sync.Mutex
-	ch     chan *lease
-	closed bool
-}
-
-func newReadyQueue(capacity int) *readyQueue {
-	return &readyQueue{ch: make(chan *lease, capacity)}
-}
-
-// push queues l; false means the queue is closed (or full) and the caller
-// still owns l.
-func (q *readyQueue) push(l *lease) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return false
-	}
-	select {
-	case q.ch <- l:
-		return true
-	default:
-		return false
-	}
-}
-
-// close ends the queue: slots drain what is left and exit.
-func (q *readyQueue) close() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.closed {
-		q.closed = true
-		close(q.ch)
-	}
-}
-
 // claimLoop keeps the ready queue topped up: it claims when there is room,
 // again at once after a full claim, and otherwise waits for a notification, a
 // freed slot or the poll interval.
@@ -81,10 +43,8 @@ func (w *Worker) claimLoop(ctx context.Context, wg *sync.WaitGroup) {
 			if err != nil && ctx.Err() == nil {
 				w.log.Error("pginbox worker: claim failed", "error", err)
 			}
-			for _, l := range leases {
-				if !w.queue.push(l) {
-					w.handBack(l) // stopping: nobody will run it
-				}
+			for _, l := range w.queue.push(leases) {
+				w.handBack(l) // stopping: nobody will run it
 			}
 			claimed = true
 			full = err == nil && len(leases) == n
