@@ -82,8 +82,9 @@ type WorkerConfig struct {
 	ClaimScopes int
 
 	// MessagesPerTx is the most messages one handler transaction carries. Above
-	// 1, a handler slot takes up to this many queued receipts and runs them in
-	// one transaction with one commit, saving a disk flush per message. When a
+	// 1, a handler slot takes up to this many queued receipts of one scope (a
+	// transaction carries one scope; scopes take turns) and runs them in one
+	// transaction with one commit, saving a disk flush per message. When a
 	// message fails, only it is charged: the others run again without it (see
 	// README, "Batched transactions"). The messages of a batch wait for each
 	// other's handlers before committing. Defaults to 1.
