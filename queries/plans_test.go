@@ -6,7 +6,7 @@ const (
 	fanOutAdmin     = "the operator's cross-tenant view: reads every shard"
 	coordinatorOnly = "touches no distributed table: runs on the coordinator (wake-ups, settings, sessions)"
 	listenOnly      = "LISTEN: the session listens on the coordinator, where wake-ups are sent"
-	singleNodeClaim = "the claim across scopes on one server; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead (the discovery read would cost a single server a scan of every due row per claim)"
+	singleNodeClaim = "the claim on one server: scopes in turns through a recursive walk of the due index, which locks rows of many scopes; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead"
 	// pending marks a statement not yet made to route on Citus (issue 22
 	// item 3 remains for it): the entry records what Citus does with it
 	// today, so the test fails when that changes.

@@ -211,7 +211,7 @@ func TestWorkerHistory(t *testing.T) {
 				tok := inboxtype.New()
 				in := wInput{Op: "claim", Receipt: i, Token: tok.String()}
 				call := now()
-				rows, err := q.ReceiptClaim(ctx, db.ReceiptClaimParams{Consumers: []string{consumers[i]}, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
+				rows, err := q.ReceiptClaim(ctx, db.ReceiptClaimParams{Consumers: []string{consumers[i]}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
 				out := wOutput{Result: "ok"}
 				switch {
 				case err != nil:
