@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,15 +110,25 @@ func (n *costNode) read(ctx context.Context, db string) (nodeCounters, error) {
 	if err := rows.Err(); err != nil {
 		return c, err
 	}
-	if c.cpu, err = serverCPU(int32(n.cluster.Pid())); err != nil {
-		return c, fmt.Errorf("%s: %w", n.name, err)
-	}
-	return c, nil
+	c.cpu, err = n.cpu()
+	return c, err
 }
+
+// cpu returns the CPU time the node's postgres processes used so far.
+func (n *costNode) cpu() (time.Duration, error) {
+	d, err := serverCPU(int32(n.cluster.Pid()))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", n.name, err)
+	}
+	return d, nil
+}
+
+// shardSuffix is a Citus shard's number at the end of a table name.
+var shardSuffix = regexp.MustCompile(`_[0-9]{6,}\b`)
 
 // statementLabel shortens a normalized statement to a one-line label.
 func statementLabel(q string) string {
-	q = strings.Join(strings.Fields(q), " ")
+	q = shardSuffix.ReplaceAllString(strings.Join(strings.Fields(q), " "), "_<shard>")
 	if len(q) > 110 {
 		q = q[:110] + "..."
 	}
@@ -125,11 +137,19 @@ func statementLabel(q string) string {
 
 // costMeter accumulates a side's per-node costs over a phase's rounds.
 type costMeter struct {
-	db    string
-	nodes []*costNode
-	start []nodeCounters
-	sum   []nodeCost
-	msgs  int
+	db      string
+	nodes   []*costNode
+	start   []nodeCounters
+	startAt time.Time
+	sum     []nodeCost
+	msgs    int
+	wall    time.Duration // of the measured parts of the phase
+
+	// The nodes' CPU time while idle (Citus's maintenance daemon and
+	// deadlock detector, autovacuum), measured while the counters settle
+	// before each measured part: the phase's figures are net of it.
+	idle     []time.Duration
+	idleWall time.Duration
 }
 
 // reset starts a new phase.
@@ -138,11 +158,28 @@ func (m *costMeter) reset() {
 	for i := range m.sum {
 		m.sum[i].byQuery = map[string]int64{}
 	}
-	m.msgs = 0
+	m.msgs, m.wall = 0, 0
+	m.idle, m.idleWall = make([]time.Duration, len(m.nodes)), 0
+}
+
+func (m *costMeter) cpus() ([]time.Duration, error) {
+	out := make([]time.Duration, len(m.nodes))
+	for i, n := range m.nodes {
+		var err error
+		if out[i], err = n.cpu(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // begin waits for the counters to settle and reads them.
 func (m *costMeter) begin(ctx context.Context) error {
+	idle0, err := m.cpus()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
 	if err := sleepCtx(ctx, citusStatsSettle); err != nil {
 		return err
 	}
@@ -153,13 +190,21 @@ func (m *costMeter) begin(ctx context.Context) error {
 			return err
 		}
 		m.start[i] = c
+		m.idle[i] += c.cpu - idle0[i]
 	}
+	m.idleWall += time.Since(t0)
+	m.startAt = time.Now()
 	return nil
 }
 
 // end waits for the counters to settle, reads them and adds the difference
 // since begin, for msgs messages, to the phase's sums.
 func (m *costMeter) end(ctx context.Context, msgs int) error {
+	cpus, err := m.cpus() // CPU times are current; only the counters need the wait
+	if err != nil {
+		return err
+	}
+	m.wall += time.Since(m.startAt)
 	if err := sleepCtx(ctx, citusStatsSettle); err != nil {
 		return err
 	}
@@ -172,7 +217,7 @@ func (m *costMeter) end(ctx context.Context, msgs int) error {
 		s.xacts += c.xacts - b.xacts
 		s.rows += c.rows - b.rows
 		s.stmts += c.stmts - b.stmts
-		s.cpu += c.cpu - b.cpu
+		s.cpu += cpus[i] - b.cpu
 		for q, calls := range c.byQuery {
 			if d := calls - b.byQuery[q]; d > 0 {
 				s.byQuery[q] += d
@@ -191,18 +236,24 @@ func (m *costMeter) report(r *Result, side string) []string {
 		return nil
 	}
 	per := func(n int64) float64 { return float64(n) / float64(m.msgs) }
+	usPer := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds()) / float64(m.msgs)) }
 	var lines []string
 	var cpuSum time.Duration
 	for i, n := range m.nodes {
 		s := m.sum[i]
 		key := side + "_" + n.name
+		idleRate := float64(m.idle[i]) / max(float64(m.idleWall), 1)
+		net := s.cpu - time.Duration(idleRate*float64(m.wall))
 		r.setExtra(key+"_xacts_per_msg", round2(per(s.xacts)))
 		r.setExtra(key+"_stmts_per_msg", round2(per(s.stmts)))
 		r.setExtra(key+"_rows_per_msg", round2(per(s.rows)))
-		r.setExtra(key+"_cpu_us_per_msg", float64(int64(float64(s.cpu.Microseconds())/float64(m.msgs)+0.5)))
-		cpuSum += s.cpu
-		lines = append(lines, fmt.Sprintf("%s %s: %d messages: %.2f xacts, %.2f statements, %.2f rows written, %.0f CPU us per message",
-			side, n.name, m.msgs, per(s.xacts), per(s.stmts), per(s.rows), float64(s.cpu.Microseconds())/float64(m.msgs)))
+		r.setExtra(key+"_cpu_us_per_msg", usPer(net))
+		r.setExtra(key+"_gross_cpu_us_per_msg", usPer(s.cpu))
+		r.setExtra(key+"_idle_cpu_ms_per_s", round2(idleRate*1000))
+		cpuSum += net
+		lines = append(lines, fmt.Sprintf("%s %s: %d messages in %.1fs: %.2f xacts, %.2f statements, %.2f rows written, "+
+			"%.0f CPU us per message net of %.1f CPU ms/s idle (%.0f gross)",
+			side, n.name, m.msgs, m.wall.Seconds(), per(s.xacts), per(s.stmts), per(s.rows), usPer(net), idleRate*1000, usPer(s.cpu)))
 		qs := slices.Collect(maps.Keys(s.byQuery))
 		slices.SortFunc(qs, func(a, b string) int { return cmp.Or(cmp.Compare(s.byQuery[b], s.byQuery[a]), cmp.Compare(a, b)) })
 		for _, q := range qs {
@@ -212,7 +263,7 @@ func (m *costMeter) report(r *Result, side string) []string {
 		}
 	}
 	if len(m.nodes) > 1 {
-		r.setExtra(side+"_all_cpu_us_per_msg", float64(int64(float64(cpuSum.Microseconds())/float64(m.msgs)+0.5)))
+		r.setExtra(side+"_all_cpu_us_per_msg", usPer(cpuSum))
 	}
 	return lines
 }
