@@ -433,3 +433,28 @@ func TestBenchCitus(t *testing.T) {
 	}
 	is.Equal(got, []string{"citus-accept", "citus-drain-batched-c3"})
 }
+
+// The fairness scenario handles every cold message exactly once in both
+// phases and reports both phases' latencies.
+func TestBenchFairnessScenario(t *testing.T) {
+	is := is.New(t)
+	dsn := inboxtest.Database(t)
+	var stdout, stderr bytes.Buffer
+	jsonPath := filepath.Join(t.TempDir(), "fairness.jsonl")
+	code := bench.Command(context.Background(), []string{"--database-url", dsn, "--quiet", "--json-file", jsonPath,
+		"--scenarios", "fairness", "--job-duration", "2s"}, &stdout, &stderr)
+	if code != 0 {
+		t.Log(stderr.String(), stdout.String())
+	}
+	is.Equal(code, 0)
+	jsonLines, err := os.ReadFile(jsonPath)
+	is.NoErr(err)
+	var r map[string]any
+	is.NoErr(json.Unmarshal(bytes.TrimSpace(jsonLines), &r))
+	is.Equal(r["scenario"], "fairness")
+	is.Equal(r["ok"], true)
+	is.True(r["calls"].(float64) >= 5) // cold messages during the flood, one per 200ms
+	extra := r["extra"].(map[string]any)
+	is.True(extra["cold_idle_p95_ms"].(float64) > 0)
+	is.True(extra["hot_completed_per_sec"].(float64) > 0)
+}
