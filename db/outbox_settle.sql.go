@@ -79,6 +79,69 @@ func (q *Queries) OutboxFail(ctx context.Context, arg OutboxFailParams) ([]Outbo
 	return items, nil
 }
 
+const outboxFailScope = `-- name: OutboxFailScope :many
+UPDATE pginbox_outbox o
+SET status = CASE WHEN ($1::boolean[])[f.n] OR o.attempts >= $2::integer
+                  THEN 'DEAD' ELSE 'PENDING' END,
+    available_at = ($3::timestamptz[])[f.n],
+    last_error = ($4::text[])[f.n],
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM unnest($7::text[]) WITH ORDINALITY AS f (id, n)
+WHERE o.scope_id = $5::text
+  AND o.id = f.id::uuid AND o.claim_token = ($6::text[])[f.n]::uuid
+RETURNING o.id, o.status, o.available_at
+`
+
+type OutboxFailScopeParams struct {
+	Dead        []bool
+	MaxAttempts int32
+	AvailableAt []time.Time
+	Errors      []string
+	ScopeID     string
+	Tokens      []string
+	Ids         []string
+}
+
+type OutboxFailScopeRow struct {
+	ID          inboxtype.ID
+	Status      string
+	AvailableAt time.Time
+}
+
+// OutboxFail for the events of one scope, @scope_id, on its node alone. The
+// retry times come computed (@available_at, the relay's clock): Citus refuses
+// a time computed from a column in a routed UPDATE.
+func (q *Queries) OutboxFailScope(ctx context.Context, arg OutboxFailScopeParams) ([]OutboxFailScopeRow, error) {
+	rows, err := q.db.Query(ctx, outboxFailScope,
+		arg.Dead,
+		arg.MaxAttempts,
+		arg.AvailableAt,
+		arg.Errors,
+		arg.ScopeID,
+		arg.Tokens,
+		arg.Ids,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OutboxFailScopeRow{}
+	for rows.Next() {
+		var i OutboxFailScopeRow
+		if err := rows.Scan(&i.ID, &i.Status, &i.AvailableAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxMarkPublished = `-- name: OutboxMarkPublished :many
 UPDATE pginbox_outbox o
 SET status = 'PUBLISHED',
@@ -127,6 +190,51 @@ func (q *Queries) OutboxMarkPublished(ctx context.Context, arg OutboxMarkPublish
 	return items, nil
 }
 
+const outboxMarkPublishedScope = `-- name: OutboxMarkPublishedScope :many
+UPDATE pginbox_outbox o
+SET status = 'PUBLISHED',
+    published_at = now(),
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    last_error = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM unnest($3::text[]) WITH ORDINALITY AS held (id, n)
+WHERE o.scope_id = $1::text
+  AND o.id = held.id::uuid AND o.claim_token = ($2::text[])[held.n]::uuid
+RETURNING o.id
+`
+
+type OutboxMarkPublishedScopeParams struct {
+	ScopeID string
+	Tokens  []string
+	Ids     []string
+}
+
+// OutboxMarkPublished for the events of one scope, @scope_id: on Citus it
+// runs on the scope's node alone. Each ID's token is the one at its position
+// (WITH ORDINALITY: Citus refuses the zipping set-returning functions of one
+// select list).
+func (q *Queries) OutboxMarkPublishedScope(ctx context.Context, arg OutboxMarkPublishedScopeParams) ([]inboxtype.ID, error) {
+	rows, err := q.db.Query(ctx, outboxMarkPublishedScope, arg.ScopeID, arg.Tokens, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []inboxtype.ID{}
+	for rows.Next() {
+		var id inboxtype.ID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxRelease = `-- name: OutboxRelease :execrows
 UPDATE pginbox_outbox o
 SET status = 'PENDING',
@@ -153,6 +261,34 @@ type OutboxReleaseParams struct {
 // back while an earlier event of their key waits for its retry.
 func (q *Queries) OutboxRelease(ctx context.Context, arg OutboxReleaseParams) (int64, error) {
 	result, err := q.db.Exec(ctx, outboxRelease, arg.Ids, arg.Tokens)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const outboxReleaseScope = `-- name: OutboxReleaseScope :execrows
+UPDATE pginbox_outbox o
+SET status = 'PENDING',
+    attempts = o.attempts - 1,
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM unnest($3::text[]) WITH ORDINALITY AS held (id, n)
+WHERE o.scope_id = $1::text
+  AND o.id = held.id::uuid AND o.claim_token = ($2::text[])[held.n]::uuid
+`
+
+type OutboxReleaseScopeParams struct {
+	ScopeID string
+	Tokens  []string
+	Ids     []string
+}
+
+// OutboxRelease for the events of one scope, @scope_id, on its node alone.
+func (q *Queries) OutboxReleaseScope(ctx context.Context, arg OutboxReleaseScopeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxReleaseScope, arg.ScopeID, arg.Tokens, arg.Ids)
 	if err != nil {
 		return 0, err
 	}
