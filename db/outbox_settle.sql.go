@@ -81,28 +81,35 @@ func (q *Queries) OutboxFail(ctx context.Context, arg OutboxFailParams) ([]Outbo
 
 const outboxFailScope = `-- name: OutboxFailScope :many
 UPDATE pginbox_outbox o
-SET status = CASE WHEN ($1::boolean[])[f.n] OR o.attempts >= $2::integer
+SET status = CASE WHEN f.dead OR o.attempts >= $1::integer
                   THEN 'DEAD' ELSE 'PENDING' END,
-    available_at = ($3::timestamptz[])[f.n],
-    last_error = ($4::text[])[f.n],
+    available_at = f.available_at,
+    last_error = f.error,
     claim_token = NULL,
     lease_expires_at = NULL,
     updated_at = now(),
     version = o.version + 1
-FROM unnest($7::text[]) WITH ORDINALITY AS f (id, n)
-WHERE o.scope_id = $5::text
-  AND o.id = f.id::uuid AND o.claim_token = ($6::text[])[f.n]::uuid
+FROM (
+    SELECT i.id, t.token, e.error, a.available_at, d.dead
+    FROM unnest($3::text[]) WITH ORDINALITY AS i (id, n)
+    JOIN unnest($4::text[]) WITH ORDINALITY AS t (token, n) ON t.n = i.n
+    JOIN unnest($5::text[]) WITH ORDINALITY AS e (error, n) ON e.n = i.n
+    JOIN unnest($6::timestamptz[]) WITH ORDINALITY AS a (available_at, n) ON a.n = i.n
+    JOIN unnest($7::boolean[]) WITH ORDINALITY AS d (dead, n) ON d.n = i.n
+) AS f
+WHERE o.scope_id = $2::text
+  AND o.id = f.id::uuid AND o.claim_token = f.token::uuid
 RETURNING o.id, o.status, o.available_at
 `
 
 type OutboxFailScopeParams struct {
-	Dead        []bool
 	MaxAttempts int32
-	AvailableAt []time.Time
-	Errors      []string
 	ScopeID     string
-	Tokens      []string
 	Ids         []string
+	Tokens      []string
+	Errors      []string
+	AvailableAt []time.Time
+	Dead        []bool
 }
 
 type OutboxFailScopeRow struct {
@@ -113,16 +120,18 @@ type OutboxFailScopeRow struct {
 
 // OutboxFail for the events of one scope, @scope_id, on its node alone. The
 // retry times come computed (@available_at, the relay's clock): Citus refuses
-// a time computed from a column in a routed UPDATE.
+// a time computed from a column in a routed UPDATE. The arrays are joined by
+// position into columns: an array subscript in SET crashes Citus 13's
+// coordinator.
 func (q *Queries) OutboxFailScope(ctx context.Context, arg OutboxFailScopeParams) ([]OutboxFailScopeRow, error) {
 	rows, err := q.db.Query(ctx, outboxFailScope,
-		arg.Dead,
 		arg.MaxAttempts,
-		arg.AvailableAt,
-		arg.Errors,
 		arg.ScopeID,
-		arg.Tokens,
 		arg.Ids,
+		arg.Tokens,
+		arg.Errors,
+		arg.AvailableAt,
+		arg.Dead,
 	)
 	if err != nil {
 		return nil, err
