@@ -385,3 +385,50 @@ func TestCitusAdminGetAndRequeue(t *testing.T) {
 	_, err = other.Requeue(ctx, ids[0], 1)
 	is.True(errors.Is(err, outbox.ErrNotFound))
 }
+
+// On Citus, lease recovery and the purge of published history run per
+// scope: expired leases of two tenants on different nodes are recovered
+// (each on its node), and Admin.Purge deletes both tenants' published events
+// with a DELETE on each tenant's node.
+func TestCitusRecoverAndPurge(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, rc := citusPool(t, inboxtest.CitusDatabase(t))
+	a, b := twoTenants(t, pool)
+	emitAs(t, pool, a, event("", 1))
+	emitAs(t, pool, b, event("", 2))
+	// Claimed by a relay that died: leases expired a minute ago.
+	_, err := pool.Exec(ctx, `UPDATE pginbox_outbox SET status = 'PUBLISHING', attempts = 1,
+		claim_token = '00000000-0000-0000-0000-000000000001', lease_expires_at = now() - interval '1 minute'`)
+	is.NoErr(err)
+
+	r := newRelay(t, pool, &recorder{}, outbox.RelayConfig{})
+	rc.reset()
+	n, err := r.RecoverExpired(ctx)
+	is.NoErr(err)
+	is.Equal(n, 2)
+	is.Equal(count(t, pool, "status = 'PENDING'"), 2)
+	for _, tenant := range []string{a, b} {
+		node := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, tenant))
+		updates := rc.matching("UPDATE public.pginbox_outbox_", "'"+tenant+"'")
+		is.Equal(len(updates), 1)
+		is.True(strings.Contains(updates[0], node))
+	}
+
+	is.Equal(drain(t, r), 2)
+	time.Sleep(10 * time.Millisecond) // published before the cutoff below
+	admin, err := outbox.NewAdmin(pool, outbox.AdminConfig{Logger: quiet})
+	is.NoErr(err)
+	rc.reset()
+	res, err := admin.Purge(ctx, outbox.PurgeParams{OlderThan: time.Millisecond})
+	is.NoErr(err)
+	is.Equal(res.Deleted, int64(2))
+	is.Equal(count(t, pool, "true"), 0)
+	for _, tenant := range []string{a, b} {
+		node := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, tenant))
+		// The DELETE carries the scope as a parameter: the node tells.
+		is.Equal(len(rc.matching("DELETE FROM public.pginbox_outbox_", node)), 1)
+	}
+	is.Equal(len(rc.matching("DELETE FROM public.pginbox_outbox_")), 2)
+}

@@ -45,7 +45,8 @@ var ErrDuplicateEvent = errors.New("pginbox: outbox event ID already emitted")
 // rules for Metadata (valid UTF-8 without U+0000, at most
 // inbox.DefaultMaxMetadataBytes as jsonb stores it). An ID the outbox
 // already holds is ErrDuplicateEvent. With an ordering key, Emit waits for
-// other open transactions that emitted for the same key to end.
+// other open transactions that emitted for the same key to end (on Citus:
+// for the same key in the same scope).
 //
 // Middleware that ctx carries (WithEmitMiddleware) wraps the call.
 func Emit(ctx context.Context, tx Tx, ev Event) (ID, error) {
