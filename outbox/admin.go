@@ -55,6 +55,19 @@ func (a *Admin) ForScope(s inbox.Scope) *Admin {
 	return &b
 }
 
+// checkScope refuses a scope no event can have.
+func (a *Admin) checkScope() error {
+	switch s := a.scope; {
+	case s == nil, s.Kind == inbox.ScopeGlobal && s.ID == "":
+		return nil
+	case s.Kind == inbox.ScopeTenant && s.ID != "":
+		return checkString("scope.id", s.ID)
+	default:
+		return &inbox.ValidationError{Field: "scope", Rule: inbox.RuleOutOfRange,
+			Detail: fmt.Sprintf("%s: a tenant with an ID (inbox.Tenant) or the global scope (inbox.Global)", *s)}
+	}
+}
+
 // getParams is the scope filter of OutboxGet.
 func (a *Admin) getParams(id ID) db.OutboxGetParams {
 	if a.scope == nil {
@@ -105,6 +118,9 @@ type EventRow struct {
 
 // Get returns one event with its payload and metadata, or ErrNotFound.
 func (a *Admin) Get(ctx context.Context, id ID) (*EventRow, error) {
+	if err := a.checkScope(); err != nil {
+		return nil, err
+	}
 	row, err := db.New(a.pool).OutboxGet(ctx, a.getParams(id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)

@@ -31,6 +31,9 @@ func (a *Admin) Requeue(ctx context.Context, id ID, expectedVersion int64) (*Req
 	if expectedVersion < 1 {
 		return nil, &inbox.ValidationError{Field: "expected_version", Rule: inbox.RuleRequired, Detail: "set it to the event's current version (EventRow.Version), which is at least 1"}
 	}
+	if err := a.checkScope(); err != nil {
+		return nil, err
+	}
 	var res *RequeueResult
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
