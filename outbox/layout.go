@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -61,13 +60,21 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 // A database is migrated to Citus with no relay or emitter running (the
 // Citus line starts from version 6), so the answer does not change while a
 // process runs.
-var emitLayouts sync.Map // string -> bool
+var emitLayouts sync.Map // dbKey -> bool
+
+// dbKey names a database: a comparable value, so the lookup allocates
+// nothing.
+type dbKey struct {
+	host     string
+	port     uint16
+	database string
+}
 
 // emitDistributed reports whether tx's database has the outbox distributed.
 // A Tx that names no connection (a custom wrapper) is probed every time.
 func emitDistributed(ctx context.Context, tx Tx) (bool, error) {
-	key := databaseKey(tx)
-	if key != "" {
+	key, ok := databaseKey(tx)
+	if ok {
 		if d, ok := emitLayouts.Load(key); ok {
 			return d.(bool), nil
 		}
@@ -76,14 +83,14 @@ func emitDistributed(ctx context.Context, tx Tx) (bool, error) {
 	if err != nil {
 		return false, dbError("outbox emit: reading the outbox's layout (Citus or one server)", err)
 	}
-	if key != "" {
+	if ok {
 		emitLayouts.Store(key, d)
 	}
 	return d, nil
 }
 
-// databaseKey names the database tx writes to, or "" when tx does not say.
-func databaseKey(tx Tx) string {
+// databaseKey names the database tx writes to; false when tx does not say.
+func databaseKey(tx Tx) (dbKey, bool) {
 	var cfg *pgx.ConnConfig
 	switch t := tx.(type) {
 	case interface{ Conn() *pgx.Conn }: // pgx.Tx, *pgxpool.Conn
@@ -96,7 +103,7 @@ func databaseKey(tx Tx) string {
 		cfg = t.Config().ConnConfig
 	}
 	if cfg == nil {
-		return ""
+		return dbKey{}, false
 	}
-	return fmt.Sprintf("%s\x00%d\x00%s", cfg.Host, cfg.Port, cfg.Database)
+	return dbKey{cfg.Host, cfg.Port, cfg.Database}, true
 }
