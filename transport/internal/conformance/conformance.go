@@ -87,6 +87,7 @@ type DeadLetter struct {
 	MessageID string // the broker's message ID of the rejected message
 	Reason    string // one of the Reason constants
 	Payload   string // the rejected message's payload
+	Receipt   string // for a conflict: the ID of the stored receipt it names
 }
 
 // skip skips t when the driver says case c cannot apply.

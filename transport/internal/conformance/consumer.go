@@ -170,7 +170,7 @@ func consumerDuplicate(t *testing.T, d ConsumerDriver) {
 	if n != 2 {
 		t.Fatalf("%d receipts of %s, want 2", n, Tenant)
 	}
-	if dl := ch.DeadLetters(t); len(dl) != 0 {
+	if dl := deadLetters(t, ch); len(dl) != 0 {
 		t.Fatalf("dead letters %v, want none", dl)
 	}
 	ledger.Report(t, "duplicate redelivery", []string{"evt-1", "evt-2"}, 3)
@@ -186,29 +186,30 @@ func consumerChanged(t *testing.T, d ConsumerDriver) {
 	start(t, ch, Setup{Accepter: newClient(t, pool), Addr: addr})
 	ch.Send(t, "evt-1", `{"orderId":"o-1","total":"10.00"}`)
 	settled(t, ch, 30*time.Second)
-	before := receiptRow(t, pool, "evt-1")
+	id, before := receiptRow(t, pool, "evt-1")
 	ch.Send(t, "evt-1", `{"orderId":"o-1","total":"99.00"}`)
-	drill.Eventually(t, 30*time.Second, "the dead letter", func() bool { return len(ch.DeadLetters(t)) == 1 })
-	dl := ch.DeadLetters(t)[0]
-	if dl.Reason != ReasonConflict || dl.MessageID != "evt-1" || !strings.Contains(dl.Payload, `"99.00"`) {
-		t.Fatalf("dead letter %+v, want the changed evt-1 with reason %s", dl, ReasonConflict)
+	drill.Eventually(t, 30*time.Second, "the dead letter", func() bool { return len(deadLetters(t, ch)) == 1 })
+	dl := deadLetters(t, ch)[0]
+	if dl.Reason != ReasonConflict || dl.MessageID != "evt-1" || dl.Receipt != id || !strings.Contains(dl.Payload, `"99.00"`) {
+		t.Fatalf("dead letter %+v, want the changed evt-1 with reason %s naming receipt %s", dl, ReasonConflict, id)
 	}
 	settled(t, ch, 30*time.Second)
-	if after := receiptRow(t, pool, "evt-1"); after != before {
+	if _, after := receiptRow(t, pool, "evt-1"); after != before {
 		t.Fatalf("receipt changed:\nbefore %s\nafter  %s", before, after)
 	}
 	ledger.Report(t, "changed redelivery", []string{"evt-1"}, 1)
 }
 
-// receiptRow is the stored receipt of message id, as text.
-func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) string {
+// receiptRow is the ID and the whole stored row, as text, of message id's
+// receipt.
+func receiptRow(t testing.TB, pool *pgxpool.Pool, id string) (receipt, row string) {
 	t.Helper()
-	var row string
-	err := pool.QueryRow(context.Background(), "SELECT to_jsonb(r)::text FROM pginbox_receipts_live r WHERE message_id = $1", id).Scan(&row)
+	var rid inbox.ID
+	err := pool.QueryRow(context.Background(), "SELECT r.id, to_jsonb(r)::text FROM pginbox_receipts_live r WHERE message_id = $1", id).Scan(&rid, &row)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return row
+	return rid.String(), row
 }
 
 // Messages the inbox can never take go to the dead-letter destination with
@@ -228,8 +229,8 @@ func consumerInvalid(t *testing.T, d ConsumerDriver) {
 	ch.Send(t, "no-payload", "")
 	ch.Send(t, "too-deep", strings.Repeat("[", 70)+strings.Repeat("]", 70))
 	ch.Send(t, "good", `{"orderId":"o-1"}`)
-	drill.Eventually(t, 30*time.Second, "three dead letters", func() bool { return len(ch.DeadLetters(t)) == 3 })
-	for _, dl := range ch.DeadLetters(t) {
+	drill.Eventually(t, 30*time.Second, "three dead letters", func() bool { return len(deadLetters(t, ch)) == 3 })
+	for _, dl := range deadLetters(t, ch) {
 		if want[dl.MessageID] != dl.Reason {
 			t.Errorf("dead letter %+v, want reason %q", dl, want[dl.MessageID])
 		}
@@ -270,7 +271,7 @@ func consumerDatabaseOutage(t *testing.T, d ConsumerDriver) {
 	if n := ledger.Receipts(t); n != half {
 		t.Fatalf("%d receipts while the database is down, want %d", n, half)
 	}
-	if dl := ch.DeadLetters(t); len(dl) != 0 {
+	if dl := deadLetters(t, ch); len(dl) != 0 {
 		t.Fatalf("dead letters during the outage: %v", dl)
 	}
 	proxy.Resume()
@@ -360,8 +361,8 @@ func consumerPoison(t *testing.T, d ConsumerDriver) {
 	for i, id := range ids("after", 5) {
 		ch.Send(t, id, payload(i+1))
 	}
-	drill.Eventually(t, 60*time.Second, "the poison message dead-lettered", func() bool { return len(ch.DeadLetters(t)) == 1 })
-	dl := ch.DeadLetters(t)[0]
+	drill.Eventually(t, 60*time.Second, "the poison message dead-lettered", func() bool { return len(deadLetters(t, ch)) == 1 })
+	dl := deadLetters(t, ch)[0]
 	if dl.MessageID != "poison" || dl.Reason != ReasonDeliveryLimit {
 		t.Fatalf("dead letter %+v, want poison with reason %s", dl, ReasonDeliveryLimit)
 	}
@@ -387,8 +388,8 @@ func consumerEmptyTenant(t *testing.T, d ConsumerDriver) {
 	}
 	defer stop()
 	ch.Send(t, "evt-1", `{"orderId":"o-1"}`)
-	drill.Eventually(t, 30*time.Second, "the dead letter", func() bool { return len(ch.DeadLetters(t)) == 1 })
-	if dl := ch.DeadLetters(t)[0]; dl.Reason != ReasonInvalid || dl.MessageID != "evt-1" {
+	drill.Eventually(t, 30*time.Second, "the dead letter", func() bool { return len(deadLetters(t, ch)) == 1 })
+	if dl := deadLetters(t, ch)[0]; dl.Reason != ReasonInvalid || dl.MessageID != "evt-1" {
 		t.Fatalf("dead letter %+v, want evt-1 with reason %s", dl, ReasonInvalid)
 	}
 	settled(t, ch, 30*time.Second)
@@ -416,4 +417,20 @@ func consumerRestart(t *testing.T, d ConsumerDriver) {
 	drill.Eventually(t, 120*time.Second, "every message received after the restart", func() bool { return ledger.Receipts(t) == n })
 	settled(t, ch, 120*time.Second)
 	ledger.Report(t, "consumer broker restart", all, n)
+}
+
+// deadLetters is what ch's dead-letter destination holds, each rejected
+// message once: dead-lettering is at least once (a dead letter whose
+// acknowledgement timed out is written again on the next delivery).
+func deadLetters(t testing.TB, ch Channel) []DeadLetter {
+	t.Helper()
+	var out []DeadLetter
+	seen := map[DeadLetter]bool{}
+	for _, dl := range ch.DeadLetters(t) {
+		if !seen[dl] {
+			seen[dl] = true
+			out = append(out, dl)
+		}
+	}
+	return out
 }
