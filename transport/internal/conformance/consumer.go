@@ -398,8 +398,8 @@ func consumerEmptyTenant(t *testing.T, d ConsumerDriver) {
 	}
 }
 
-// The broker process is killed and restarted (a broker of the test's own,
-// with durable settings) while the consumer works through a stream: nothing
+// The broker process is killed and restarted twice (a broker of the test's
+// own, with durable settings) while the consumer works through a stream: nothing
 // acknowledged is lost, and every message is applied exactly once.
 func consumerRestart(t *testing.T, d ConsumerDriver) {
 	b := d.PrivateBroker(t)
@@ -412,8 +412,10 @@ func consumerRestart(t *testing.T, d ConsumerDriver) {
 		ch.Send(t, id, payload(i))
 	}
 	start(t, ch, Setup{Accepter: newClient(t, pool), Addr: b.Addr()})
-	drill.Eventually(t, 60*time.Second, "a third received", func() bool { return ledger.Receipts(t) >= n/3 })
-	b.Restart(t)
+	for _, at := range []int{n / 3, 2 * n / 3} {
+		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return ledger.Receipts(t) >= at })
+		b.Restart(t)
+	}
 	drill.Eventually(t, 120*time.Second, "every message received after the restart", func() bool { return ledger.Receipts(t) == n })
 	settled(t, ch, 120*time.Second)
 	ledger.Report(t, "consumer broker restart", all, n)
