@@ -17,6 +17,7 @@ type Process struct {
 	name   string
 	bin    string
 	args   []string
+	env    []string
 	port   int
 	dir    string
 	cmd    *exec.Cmd
@@ -28,6 +29,13 @@ type Process struct {
 // port and data directory. Without the binary it skips the test with one
 // line, or fails it when CI=true. The process is killed at test end.
 func StartProcess(t testing.TB, name, env, fallback string, args func(port int, dir string) []string) *Process {
+	t.Helper()
+	return StartProcessEnv(t, name, env, fallback, args, nil)
+}
+
+// StartProcessEnv is StartProcess with environment variables (from
+// environ, which may be nil) added to the test's.
+func StartProcessEnv(t testing.TB, name, env, fallback string, args, environ func(port int, dir string) []string) *Process {
 	t.Helper()
 	bin := os.Getenv(env)
 	if bin == "" {
@@ -49,7 +57,12 @@ func StartProcess(t testing.TB, name, env, fallback string, args func(port int, 
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	p := &Process{name: name, bin: bin, port: port, dir: t.TempDir()}
-	p.args = args(port, p.dir)
+	if args != nil {
+		p.args = args(port, p.dir)
+	}
+	if environ != nil {
+		p.env = environ(port, p.dir)
+	}
 	p.start(t)
 	t.Cleanup(func() { p.kill(t) })
 	return p
@@ -70,12 +83,15 @@ func (p *Process) start(t testing.TB) {
 	t.Helper()
 	p.cmd = exec.Command(p.bin, p.args...)
 	p.cmd.Dir = p.dir
+	if p.env != nil {
+		p.cmd.Env = append(os.Environ(), p.env...)
+	}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("starting %s: %v", p.name, err)
 	}
 	p.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(p.cmd, p.exited)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a RabbitMQ node on a loaded machine takes its time
 	for {
 		c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
 		if err == nil {
