@@ -5,6 +5,17 @@
 // publisher, and read what the broker holds; the suite does the rest. A case
 // that cannot apply to a broker is skipped by the driver's Skip with a
 // stated reason, never silently.
+//
+// An adapter wires the suites in its test package with a type implementing
+// ConsumerDriver and PublisherDriver (see transport/redisstream, nats and
+// rabbitmq's conformance_test.go):
+//
+//	func TestConsumerConformance(t *testing.T)  { conformance.RunConsumer(t, driver{}) }
+//	func TestPublisherConformance(t *testing.T) { conformance.RunPublisher(t, driver{}) }
+//
+// The shared broker comes from brokertest (skip outside CI, fail with
+// CI=true); the restart cases start a broker process of their own on a free
+// port (StartProcess), never the shared one.
 package conformance
 
 import (
