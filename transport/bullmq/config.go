@@ -89,7 +89,9 @@ type Config struct {
 	LockDuration time.Duration
 
 	// Block is how long Run waits for a new job before it looks again (for
-	// due delayed jobs, and a cancelled context). Defaults to DefaultBlock.
+	// due delayed jobs, and a cancelled context). From a second up, Run
+	// waits on BullMQ's marker and wakes as soon as a job is added; below a
+	// second it polls every Block. Defaults to DefaultBlock.
 	Block time.Duration
 
 	// Concurrency is how many jobs are accepted at once. Defaults to

@@ -123,8 +123,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 var errTaken = errors.New("taken")
 
 // wait blocks until a producer marks the queue (BullMQ's marker sorted set)
-// or Block passes.
+// or Block passes. Redis clients block in whole seconds, so a Block under a
+// second sleeps instead.
 func (c *Consumer) wait(ctx context.Context) {
+	if c.cfg.Block < time.Second {
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.cfg.Block):
+		}
+		return
+	}
 	err := c.rdb.BZPopMin(ctx, c.cfg.Block, c.keys.marker).Err()
 	if err != nil && !errors.Is(err, redis.Nil) && ctx.Err() == nil {
 		c.log.Debug("pginbox/bullmq: waiting on the marker failed", "err", err)
