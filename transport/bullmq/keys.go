@@ -27,6 +27,3 @@ func queueKeys(prefix, queue string) keys {
 		priorityCounter: b + "pc",
 	}
 }
-
-// job is a job's hash key.
-func (k keys) job(id string) string { return k.base + id }

@@ -1,7 +1,6 @@
 package bullmq_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,15 +17,6 @@ func TestMain(m *testing.M) {
 
 // testDSN is a fresh migrated database private to the test.
 func testDSN(t testing.TB) string { return inboxtest.Database(t) }
-
-// exampleDSN is testDSN for runnable examples.
-func exampleDSN() (string, func()) {
-	dsn, drop, err := inboxtest.NewDatabase(context.Background())
-	if err != nil {
-		panic(err)
-	}
-	return dsn, drop
-}
 
 // newPool is a pool on a fresh migrated database, closed at test end.
 func newPool(t testing.TB) *pgxpool.Pool { return drill.Pool(t, testDSN(t), nil) }
