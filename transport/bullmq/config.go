@@ -84,8 +84,9 @@ type Config struct {
 
 	// LockDuration is the lock a taken job holds: a job not completed
 	// within it (a retry, or a crashed Consumer) goes back to wait when it
-	// expires. Accepts are bounded by half of it. Defaults to
-	// DefaultLockDuration.
+	// expires. An accept is bounded by half of it and the move to completed
+	// or failed after it by a quarter, so the lock outlives both. Defaults
+	// to DefaultLockDuration.
 	LockDuration time.Duration
 
 	// Block is how long Run waits for a new job before it looks again (for

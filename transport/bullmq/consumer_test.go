@@ -233,3 +233,36 @@ func TestRunStops(t *testing.T) {
 		t.Fatalf("after stop: job %+v, want waiting", s)
 	}
 }
+
+// slow accepts, then returns at the accept's deadline.
+type slow struct{ inner bullmq.Accepter }
+
+func (s slow) Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error) {
+	res, err := s.inner.Accept(ctx, msg)
+	if deadline, ok := ctx.Deadline(); ok {
+		time.Sleep(time.Until(deadline))
+	}
+	return res, err
+}
+
+// An accept that uses all its time still leaves the completion time of its
+// own: the job completes on its first attempt.
+func TestSlowAcceptStillCompletes(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	e := newEnv(t)
+	ids := e.add(t, nodeJob{Name: "order", Data: map[string]any{"orderId": "o-1"}})
+	cfg := e.config(testlog.Errors(t))
+	_ = cfg.Redis.Close()
+	// A client that applies context deadlines to its calls, as go-redis
+	// does with ContextTimeoutEnabled.
+	cfg.Redis = redis.NewClient(&redis.Options{Addr: e.addr, ContextTimeoutEnabled: true})
+	start(t, slow{newClient(t, pool)}, cfg)
+	drill.Eventually(t, 30*time.Second, "the job completed", func() bool { return e.states(t, ids...)[ids[0]].State == "completed" })
+	s := e.states(t, ids...)[ids[0]]
+	var rv struct{ Outcome string }
+	_ = json.Unmarshal(s.ReturnValue, &rv)
+	if s.AttemptsStarted != 1 || rv.Outcome != string(inbox.Accepted) {
+		t.Fatalf("job %+v: want completed as accepted on the first attempt", s)
+	}
+}

@@ -92,3 +92,32 @@ func crashChild(t *testing.T) {
 	_ = c.Run(ctx)
 	t.Fatal("the child's consumer returned without taking the job")
 }
+
+// A BullMQ Worker in Node that dies inside a job leaves it active under its
+// lock; when the lock expires the Consumer's stalled check moves it back to
+// wait and the Consumer accepts and completes it.
+func TestTakesJobsOfCrashedNodeWorker(t *testing.T) {
+	t.Parallel()
+	pool := newPool(t)
+	e := newEnv(t)
+	ids := e.add(t, nodeJob{Name: "order", Data: map[string]any{"orderId": "o-1"}})
+	cmd := exec.Command("node", "fixture.js", "crash", "redis://"+e.addr, e.queue)
+	cmd.Dir = fixtureDir
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 7 {
+		t.Fatalf("node crash: %v, want exit 7\n%s", err, out)
+	}
+	if s := e.states(t, ids...)[ids[0]]; s.State != "active" || s.AttemptsStarted != 1 {
+		t.Fatalf("after the Node worker crashed: %+v, want active after one attempt", s)
+	}
+	log, logs := testlog.Capture()
+	start(t, newClient(t, pool), e.config(log))
+	drill.Eventually(t, 30*time.Second, "the job completed", func() bool { return e.states(t, ids...)[ids[0]].State == "completed" })
+	if s := e.states(t, ids...)[ids[0]]; s.AttemptsStarted != 2 {
+		t.Fatalf("job %+v: want completed on the second attempt\n%s", s, logs)
+	}
+	if n := receipts(t, pool); n != 1 {
+		t.Fatalf("%d receipts, want 1", n)
+	}
+}

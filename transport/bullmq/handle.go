@@ -27,18 +27,19 @@ const (
 	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // taken more than DeliveryLimit times without an accept
 )
 
-// acceptTimeout bounds one accept (and one finish). It stays below
-// LockDuration, so the lock outlives the accept and no other worker takes
-// the job meanwhile.
+// acceptTimeout bounds one accept, and finishTimeout the move to completed
+// or failed after it: together they stay below LockDuration, so the lock
+// outlives both and no other worker takes the job meanwhile. The finish has
+// its own budget: a slow accept must not leave it no time.
 func (c *Consumer) acceptTimeout() time.Duration { return c.cfg.LockDuration / 2 }
+func (c *Consumer) finishTimeout() time.Duration { return c.cfg.LockDuration / 4 }
 
 // handle accepts one job and settles it: completed, nothing (retry after the
 // lock expires), or failed.
 func (c *Consumer) handle(ctx context.Context, job Job, token string) {
 	log := c.log.With("job", job.ID, "attempts_started", job.AttemptsStarted)
 	// An accept finishes even when Run is being stopped.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.acceptTimeout())
-	defer cancel()
+	ctx = context.WithoutCancel(ctx)
 	if job.AttemptsStarted > c.cfg.DeliveryLimit {
 		cause := fmt.Errorf("not accepted after %d deliveries (DeliveryLimit); last error: %s", job.AttemptsStarted-1, c.lastErr.Recall(job.ID))
 		c.fail(ctx, log, job, token, ReasonDeliveryLimit, cause)
@@ -50,7 +51,9 @@ func (c *Consumer) handle(ctx context.Context, job Job, token string) {
 		return
 	}
 	log = log.With("message_id", msg.MessageID)
-	res, err := c.acc.Accept(ctx, msg)
+	actx, cancel := context.WithTimeout(ctx, c.acceptTimeout())
+	res, err := c.acc.Accept(actx, msg)
+	cancel()
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
 		c.lastErr.Forget(job.ID)
@@ -118,6 +121,8 @@ func (c *Consumer) finish(ctx context.Context, id, token, target, field, value s
 		set, keepOpt = k.failed, "removeOnFail"
 	}
 	args := append([]any{k.base, id, token, nowMillis(), target, field, value, keepOpt}, extra...)
+	ctx, cancel := context.WithTimeout(ctx, c.finishTimeout())
+	defer cancel()
 	code, err := finishScript.Run(ctx, c.rdb, []string{k.active, set, k.events, k.stalled, k.meta}, args...).Int()
 	if err != nil {
 		return fmt.Errorf("pginbox/bullmq: moving job %s to %s: %w", id, target, err)

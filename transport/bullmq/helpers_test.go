@@ -176,7 +176,7 @@ func (e *env) config(log *slog.Logger) bullmq.Config {
 		Scope:        inbox.Tenant(testTenant),
 		Decode:       decodeOrder,
 		Worker:       "test-" + randomID(),
-		LockDuration: time.Second,
+		LockDuration: 2 * time.Second,
 		Block:        100 * time.Millisecond,
 		Logger:       log,
 	}

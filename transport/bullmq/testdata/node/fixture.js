@@ -3,6 +3,7 @@
 //   node fixture.js add   <redis-url> <queue> '<[{name, data, opts}]>'  prints the job IDs
 //   node fixture.js state <redis-url> <queue> <id>...                  prints each job's state
 //   node fixture.js work  <redis-url> <queue> <count> <timeout-ms>     a Worker takes count jobs, prints them
+//   node fixture.js crash <redis-url> <queue>                          a Worker takes a job and exits (code 7) in it
 'use strict';
 const { Queue, Worker } = require('bullmq');
 
@@ -60,6 +61,13 @@ async function work(conn, name, count, timeoutMs) {
   return got;
 }
 
+// crash leaves the job it takes active, under a one-second lock.
+async function crash(conn, name) {
+  new Worker(name, async () => { process.exit(7); }, { connection: conn, lockDuration: 1000 });
+  await new Promise((resolve) => setTimeout(resolve, 30000));
+  throw new Error('no job to crash in');
+}
+
 async function main() {
   const [cmd, url, name, ...rest] = process.argv.slice(2);
   const conn = connection(url);
@@ -67,6 +75,7 @@ async function main() {
   switch (cmd) {
     case 'add': out = await add(conn, name, JSON.parse(rest[0])); break;
     case 'state': out = await state(conn, name, rest); break;
+    case 'crash': out = await crash(conn, name); break;
     case 'work': out = await work(conn, name, Number(rest[0]), Number(rest[1])); break;
     default: throw new Error(`unknown command ${cmd}`);
   }
