@@ -1,0 +1,205 @@
+package bullmq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/settle"
+)
+
+// Consumer moves jobs from a BullMQ queue into the inbox. Create it with
+// NewConsumer and run it with Run.
+type Consumer struct {
+	runner settle.Runner // lets Close end Run
+	rdb    redis.UniversalClient
+	acc    Accepter
+	cfg    Config
+	keys   keys
+	log    *slog.Logger
+
+	// lastErr remembers why a job was last retried, for its failedReason
+	// when its deliveries run out.
+	lastErr settle.LastErrors[string]
+}
+
+// NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
+func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
+	if acc == nil {
+		return nil, errors.New("pginbox/bullmq: NewConsumer: accepter is nil: pass an *inbox.Client")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		rdb:  cfg.Redis,
+		acc:  acc,
+		cfg:  cfg,
+		keys: queueKeys(cfg.Prefix, cfg.Queue),
+		log:  cfg.Logger.With("queue", cfg.Queue, "worker", cfg.Worker),
+	}, nil
+}
+
+// Backoff after a failed Redis call.
+const (
+	backoffStart = 100 * time.Millisecond
+	backoffMax   = 5 * time.Second
+)
+
+// Close ends a Run in progress and waits for it to return (Run returns nil,
+// as after a cancel); a later Run returns at once. It returns nil.
+func (c *Consumer) Close() error { return c.runner.Close() }
+
+// Run consumes until ctx is cancelled, then finishes the jobs it holds and
+// returns nil. Redis errors are logged and retried with backoff.
+func (c *Consumer) Run(ctx context.Context) error {
+	ctx, end := c.runner.Begin(ctx)
+	defer end()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	slots := make(chan struct{}, c.cfg.Concurrency)
+	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
+	failures := 0 // in a row
+	nextStalledCheck := time.Now()
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return nil
+		}
+		err := func() error {
+			if !time.Now().Before(nextStalledCheck) {
+				if err := c.moveStalled(ctx); err != nil {
+					return err
+				}
+				nextStalledCheck = time.Now().Add(c.cfg.LockDuration / 2)
+			}
+			job, token, err := c.take(ctx)
+			if err != nil || job == nil {
+				return err
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				c.handle(ctx, *job, token)
+			}()
+			return errTaken
+		}()
+		if errors.Is(err, errTaken) {
+			failures = 0
+			continue
+		}
+		<-slots
+		if err == nil {
+			failures = 0
+			c.wait(ctx)
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		failures++
+		wait := backoff(failures)
+		c.log.Warn("pginbox/bullmq: Redis call failed; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// errTaken tells Run's loop that a job was taken and holds its slot.
+var errTaken = errors.New("taken")
+
+// wait blocks until a producer marks the queue (BullMQ's marker sorted set)
+// or Block passes. Redis clients block in whole seconds, so a Block under a
+// second sleeps instead.
+func (c *Consumer) wait(ctx context.Context) {
+	if c.cfg.Block < time.Second {
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.cfg.Block):
+		}
+		return
+	}
+	err := c.rdb.BZPopMin(ctx, c.cfg.Block, c.keys.marker).Err()
+	if err != nil && !errors.Is(err, redis.Nil) && ctx.Err() == nil {
+		c.log.Debug("pginbox/bullmq: waiting on the marker failed", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.cfg.Block):
+		}
+	}
+}
+
+// take moves the next job to active under a new lock and returns it, or nil
+// when there is none.
+func (c *Consumer) take(ctx context.Context) (*Job, string, error) {
+	token := newToken()
+	k := c.keys
+	res, err := takeScript.Run(ctx, c.rdb,
+		[]string{k.wait, k.active, k.prioritized, k.events, k.meta, k.marker, k.delay, k.priorityCounter, k.paused},
+		k.base, nowMillis(), token, c.cfg.LockDuration.Milliseconds(), c.cfg.Worker).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("pginbox/bullmq: taking a job: %w", err)
+	}
+	pair, ok := res.([]any)
+	if !ok || len(pair) != 2 {
+		return nil, "", fmt.Errorf("pginbox/bullmq: taking a job: unexpected reply %v", res)
+	}
+	id, _ := pair[0].(string)
+	flat, _ := pair[1].([]any)
+	fields := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		k, _ := flat[i].(string)
+		v, _ := flat[i+1].(string)
+		fields[k] = v
+	}
+	ats, _ := strconv.ParseInt(fields["ats"], 10, 64)
+	ts, _ := strconv.ParseInt(fields["timestamp"], 10, 64)
+	return &Job{
+		ID:              id,
+		Name:            fields["name"],
+		Data:            []byte(fields["data"]),
+		Opts:            []byte(fields["opts"]),
+		Timestamp:       time.UnixMilli(ts),
+		AttemptsStarted: ats,
+		Fields:          fields,
+	}, token, nil
+}
+
+// moveStalled moves jobs whose lock expired back to wait.
+func (c *Consumer) moveStalled(ctx context.Context) error {
+	k := c.keys
+	ids, err := stalledScript.Run(ctx, c.rdb,
+		[]string{k.active, k.wait, k.paused, k.events, k.meta, k.marker, k.stalled}, k.base).StringSlice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("pginbox/bullmq: moving stalled jobs: %w", err)
+	}
+	if len(ids) > 0 {
+		c.log.Info("pginbox/bullmq: jobs whose lock expired moved back to wait", "jobs", ids)
+	}
+	return nil
+}
+
+func newToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func nowMillis() int64 { return time.Now().UnixMilli() }

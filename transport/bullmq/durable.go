@@ -1,0 +1,35 @@
+package bullmq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotDurable means Redis does not persist what it acknowledges, so a job
+// the relay added, and marked published, can vanish in a Redis restart. A
+// job is durable when Redis runs with appendonly yes; with appendfsync
+// everysec (Redis's default) a power loss can still drop the last second,
+// appendfsync always drops nothing. RDB snapshots alone lose everything
+// since the last snapshot. Turn AOF on (CONFIG SET appendonly yes, and in
+// redis.conf), or set PublisherConfig.AllowNotDurable.
+var ErrNotDurable = errors.New("pginbox/bullmq: Redis does not persist acknowledged writes")
+
+// durableCheckTimeout bounds the start-up CONFIG GET.
+const durableCheckTimeout = 5 * time.Second
+
+// checkDurable refuses a Redis without appendonly, or one whose setting
+// cannot be read.
+func checkDurable(ctx context.Context, rdb redis.UniversalClient) error {
+	v, err := rdb.ConfigGet(ctx, "appendonly").Result()
+	if err != nil {
+		return fmt.Errorf("%w: could not read appendonly (CONFIG GET: %v); make sure AOF is on, then set PublisherConfig.AllowNotDurable", ErrNotDurable, err)
+	}
+	if v["appendonly"] != "yes" {
+		return fmt.Errorf("%w: appendonly is %q; run CONFIG SET appendonly yes (and set it in redis.conf), or set PublisherConfig.AllowNotDurable for a Redis whose loss you accept", ErrNotDurable, v["appendonly"])
+	}
+	return nil
+}

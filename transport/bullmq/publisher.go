@@ -1,0 +1,198 @@
+package bullmq
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
+)
+
+// EventData is the data of a job a Publisher adds: the event and its
+// payload. A Node worker reads it as job.data; the job's name is the event
+// type and its ID the event ID.
+type EventData struct {
+	EventID       string            `json:"eventId"`
+	EventType     string            `json:"eventType"`
+	SchemaVersion int               `json:"schemaVersion"`
+	Source        string            `json:"source"`
+	OrderingKey   string            `json:"orderingKey,omitempty"`
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	Payload       json.RawMessage   `json:"payload"`
+}
+
+// ErrWrongType is the error of a job whose queue keys hold values of other
+// types: retrying cannot help until they are renamed or deleted.
+var ErrWrongType = errors.New("pginbox/bullmq: a key of the queue holds another type")
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// Redis is the client to write through. Required.
+	Redis redis.UniversalClient
+
+	// Queue returns the BullMQ queue a message is added to. Defaults to the
+	// message's Destination.
+	Queue func(outbox.Message) string
+
+	// Prefix is the queues' key prefix (BullMQ's prefix option). Defaults to
+	// DefaultPrefix.
+	Prefix string
+
+	// JobOptions are the BullMQ job options every job gets (stored as the
+	// job's opts, read by the Node worker), e.g. {"attempts": 3,
+	// "removeOnComplete": 1000}. Options that place a job (delay, priority,
+	// lifo, jobId, parent, repeat, deduplication) are refused: the
+	// Publisher adds every job to wait with the event ID as its ID.
+	// Defaults to {"attempts": 1}.
+	JobOptions map[string]any
+
+	// AllowNotDurable lets NewPublisher start on a Redis that does not
+	// persist writes (appendonly no), or whose configuration it cannot read
+	// (CONFIG GET disabled). Defaults to false: such a Redis is refused with
+	// ErrNotDurable, because a job it acknowledged, and the relay marked
+	// published, is gone after a Redis restart. Set it only for tests, or
+	// when persistence is ensured another way.
+	AllowNotDurable bool
+}
+
+// placing are the job options a Publisher does not honour.
+var placing = []string{"delay", "priority", "lifo", "jobId", "parent", "repeat", "deduplication", "debounce"}
+
+func (c PublisherConfig) withDefaults() PublisherConfig {
+	if c.Queue == nil {
+		c.Queue = func(m outbox.Message) string { return m.Destination }
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.JobOptions == nil {
+		c.JobOptions = map[string]any{"attempts": 1}
+	}
+	return c
+}
+
+func (c PublisherConfig) validate() error {
+	if c.Redis == nil {
+		return cfgerr.New("bullmq", "PublisherConfig.Redis is nil: pass a client, e.g. redis.NewClient(...)")
+	}
+	for _, k := range placing {
+		if _, ok := c.JobOptions[k]; ok {
+			return cfgerr.New("bullmq", "PublisherConfig.JobOptions has %q: the Publisher adds every job to wait with the event ID as job ID; remove it", k)
+		}
+	}
+	if _, err := json.Marshal(c.JobOptions); err != nil {
+		return cfgerr.New("bullmq", "PublisherConfig.JobOptions is not JSON: %v", err)
+	}
+	return nil
+}
+
+// Publisher adds outbox events as BullMQ jobs for an outbox.Relay, one
+// atomic script per job in one pipeline per batch. The job ID is the event
+// ID: BullMQ keeps one job per ID, so an event published again (a relay
+// crash between adding and marking, a reply lost in a cut) while its job
+// exists is not added twice. After the job was removed (removeOnComplete)
+// it would be; the receiving inbox then drops it as a Duplicate.
+//
+// BullMQ workers run jobs concurrently and retry them out of order, so the
+// order of one ordering key holds only with a single worker of concurrency
+// 1 and no retries.
+type Publisher struct {
+	cfg  PublisherConfig
+	opts string
+}
+
+// Close returns nil: the Redis client is PublisherConfig.Redis, the
+// caller's to close.
+func (p *Publisher) Close() error { return nil }
+
+// NewPublisher returns a Publisher. Unless AllowNotDurable is set, it
+// checks that Redis persists what it acknowledges (see ErrNotDurable).
+func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if !cfg.AllowNotDurable {
+		ctx, cancel := context.WithTimeout(context.Background(), durableCheckTimeout)
+		defer cancel()
+		if err := checkDurable(ctx, cfg.Redis); err != nil {
+			return nil, err
+		}
+	}
+	opts, _ := json.Marshal(cfg.JobOptions)
+	return &Publisher{cfg: cfg, opts: string(opts)}, nil
+}
+
+// Publish adds msgs in one pipeline; see outbox.Publisher. It returns when
+// ctx ends even if the client is still waiting for Redis; jobs that
+// pipeline adds later are kept once by their ID.
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	done := make(chan []error, 1)
+	go func() { done <- p.add(ctx, msgs) }()
+	select {
+	case errs := <-done:
+		return errs
+	case <-ctx.Done():
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = fmt.Errorf("pginbox/bullmq: no reply before the publish timeout (the relay retries): %w", ctx.Err())
+		}
+		return errs
+	}
+}
+
+// add runs the pipeline and returns nil or one error per message.
+func (p *Publisher) add(ctx context.Context, msgs []outbox.Message) []error {
+	errs := make([]error, len(msgs))
+	cmds := make([]*redis.Cmd, len(msgs))
+	now := nowMillis()
+	_, _ = p.cfg.Redis.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, m := range msgs {
+			data, err := json.Marshal(EventData{
+				EventID:       m.ID.String(),
+				EventType:     m.EventType,
+				SchemaVersion: m.SchemaVersion,
+				Source:        m.Source,
+				OrderingKey:   m.OrderingKey,
+				Metadata:      m.Metadata,
+				Payload:       m.Payload,
+			})
+			if err != nil {
+				errs[i] = handler.Permanent(fmt.Errorf("pginbox/bullmq: encoding the job data: %w", err))
+				continue
+			}
+			k := queueKeys(p.cfg.Prefix, p.cfg.Queue(m))
+			// EVAL, not EVALSHA: a pipeline cannot fall back when Redis
+			// lost its script cache (a restart).
+			cmds[i] = addScript.Eval(ctx, pipe, []string{k.wait, k.paused, k.meta, k.events, k.marker},
+				k.base, m.ID.String(), m.EventType, string(data), p.opts, now)
+		}
+		return nil
+	})
+	failed := false
+	for i, c := range cmds {
+		if c != nil && c.Err() != nil {
+			errs[i] = addError(c.Err())
+		}
+		failed = failed || errs[i] != nil
+	}
+	if !failed {
+		return nil
+	}
+	return errs
+}
+
+// addError maps a failed add: a key holding another type can never take
+// the job; anything else (connection, timeout, OOM) is retried.
+func addError(err error) error {
+	if strings.Contains(err.Error(), "WRONGTYPE") {
+		return handler.Permanent(fmt.Errorf("%w: %w: use another queue name or delete the key, then requeue the event", ErrWrongType, err))
+	}
+	return fmt.Errorf("pginbox/bullmq: adding the job (the relay retries): %w", err)
+}
