@@ -6,6 +6,8 @@ const (
 	fanOutAdmin     = "the operator's cross-tenant view: reads every shard"
 	coordinatorOnly = "touches no distributed table: runs on the coordinator (wake-ups, settings, sessions)"
 	listenOnly      = "LISTEN: the session listens on the coordinator, where wake-ups are sent"
+	lockedPerScope  = "the all-scopes form locks across shards, which Citus refuses, so pginbox never sends it: an admin change reads the receipt's scope with ReceiptState (lock-free) and locks with the one-scope form"
+	purgedPerScope  = "the all-scopes form locks across shards, which Citus refuses: there the operator's purge lists the scopes with ReceiptPurgeScopes and purges each with the one-scope form"
 	singleNodeClaim = "the claim across scopes on one server; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead (the discovery read would cost a single server a scan of every due row per claim)"
 	// pending marks a statement not yet made to route on Citus (issue 22
 	// item 3 remains for it): the entry records what Citus does with it
@@ -23,7 +25,7 @@ var plans = map[string]expectation{
 	"ReceiptQueueRouted":   {kind: router},
 	"ReceiptQueuedRouted":  {kind: router},
 	"ReceiptNotify":        {kind: coordinator, why: coordinatorOnly},
-	"ReceiptAcceptBatch":   {kind: multi, why: pending + "INSERT ... SELECT unnest(...) is pulled to the coordinator; to be split per scope"},
+	"ReceiptAcceptBatch":   {kind: multi, why: singleNodeBatch},
 	"ReceiptsByIdentities": {kind: multi, why: pending + "joins the identities of several scopes"},
 
 	// The worker.
@@ -56,11 +58,13 @@ var plans = map[string]expectation{
 	"ReceiptStatsCompleted":     {kind: router, allScopes: multi, why: fanOutAdmin},
 	"ReceiptDeadGroups":         {kind: router, allScopes: multi, why: fanOutAdmin},
 	"ReceiptPurgeCount":         {kind: router, allScopes: multi, why: fanOutAdmin},
-	"ReceiptGetForUpdate":       {kind: router, allScopes: refused, why: pending + "the all-scopes form locks across shards: to look the scope up first"},
-	"ReceiptGetForUpdateNoWait": {kind: router, allScopes: refused, why: pending + "the all-scopes form locks across shards: to look the scope up first"},
-	"ReceiptPurge":              {kind: multi, allScopes: refused, why: pending + "the update of the batch lacks the scope; the all-scopes form locks across shards"},
+	"ReceiptGetForUpdate":       {kind: router, allScopes: refused, why: lockedPerScope},
+	"ReceiptGetForUpdateNoWait": {kind: router, allScopes: refused, why: lockedPerScope},
+	"ReceiptPurge":              {kind: router, allScopes: refused, why: purgedPerScope},
+	"ReceiptPurgeScopes":        {kind: multi, why: fanOutDiscovery},
 	"ReceiptVersionBump":        {kind: router},
-	"ReceiptReplay":             {kind: multi, why: pending + "by ID without the scope"},
+	"ReceiptReplay":             {kind: router},
+	"ReceiptReplayQueue":        {kind: router},
 	"ReceiptRequeue":            {kind: router},
 
 	// The outbox.

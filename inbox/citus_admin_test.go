@@ -1,0 +1,164 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// On Citus the operator's view (every scope) requeues, replays and purges:
+// the change reads the receipt's scope without a lock and then locks and
+// changes it with statements routed to the scope's node (Citus refuses a lock
+// across shards); the purge goes scope by scope. Receipts of two tenants and
+// of the global scope, which live on different shards.
+func TestCitusOperatorAdmin(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, rc := citusPool(t)
+	reg := handler.NewRegistry()
+	is.NoErr(reg.Register(handler.Key{Consumer: "c", EventType: "e", SchemaVersion: 1},
+		func(ctx context.Context, m *handler.Msg) error {
+			if strings.HasPrefix(m.MessageID, "bad") {
+				return handler.Permanent(errors.New("bad message"))
+			}
+			return nil
+		}))
+	client, err := inbox.NewClient(pool, inbox.Config{})
+	is.NoErr(err)
+	scopes := []inbox.Scope{inbox.Tenant("tenant-x"), inbox.Tenant("tenant-y"), inbox.Global()}
+	ids := map[string]inbox.ID{} // by scope and message ID
+	for _, s := range scopes {
+		for _, m := range []string{"good", "bad"} {
+			res, err := client.Accept(ctx, inbox.Message{
+				Identity:  inbox.Identity{Scope: s, Source: "s", Consumer: "c", MessageID: m},
+				EventType: "e", SchemaVersion: 1, Payload: map[string]any{"m": m},
+			})
+			is.NoErr(err)
+			ids[s.String()+"/"+m] = res.ID
+		}
+	}
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{"c"}, Logger: slog.New(slog.DiscardHandler)})
+	is.NoErr(err)
+	n, err := w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 6)
+
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: slog.New(slog.DiscardHandler)})
+	is.NoErr(err)
+	ops := admin.Operator()
+	change := func(version int64) inbox.ChangeParams {
+		return inbox.ChangeParams{ExpectedVersion: version, Actor: "ops", Reason: "test"}
+	}
+
+	for _, s := range scopes {
+		// Requeue a DEAD receipt of each scope.
+		dead := ids[s.String()+"/bad"]
+		got, err := ops.Get(ctx, dead)
+		is.NoErr(err)
+		is.Equal(got.Status, inbox.StatusDead)
+		rc.reset()
+		rq, err := ops.Requeue(ctx, dead, change(got.Version))
+		is.NoErr(err)
+		is.Equal(rq.FromStatus, inbox.StatusDead)
+		// The locks went to the scope's node alone.
+		port := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, "pginbox_receipts", s.ID))
+		locks := rc.matching("FOR UPDATE")
+		is.True(len(locks) > 0) // the log captured the lock
+		for _, l := range locks {
+			if !strings.Contains(l, port) {
+				t.Errorf("%s: a lock went to another node than the scope's (%s): %s", s, port, l)
+			}
+		}
+		// A second requeue with the old version is a conflict, not a change.
+		_, err = ops.Requeue(ctx, dead, change(got.Version))
+		var vc *inbox.VersionConflictError
+		is.True(errors.As(err, &vc))
+
+		// Replay a COMPLETED receipt of each scope.
+		done := ids[s.String()+"/good"]
+		got, err = ops.Get(ctx, done)
+		is.NoErr(err)
+		is.Equal(got.Status, inbox.StatusCompleted)
+		rp, err := ops.Replay(ctx, done, change(got.Version))
+		is.NoErr(err)
+		replay, err := ops.Get(ctx, rp.NewID)
+		is.NoErr(err)
+		is.Equal(replay.Status, inbox.StatusPending)
+		is.Equal(replay.ReplayOf, done)
+		is.Equal(replay.Scope, s) // the copy stays in the original's scope
+		_, err = ops.Replay(ctx, done, change(got.Version))
+		is.True(errors.As(err, &vc))
+	}
+	// The requeued ones fail again (the handler still refuses them); the
+	// replays complete.
+	n, err = w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 6)
+
+	// Purge every scope: the originals and their replays, 2 per scope.
+	before := time.Now()
+	count, _, err := ops.PurgeCount(ctx, inbox.PurgeParams{Before: before})
+	is.NoErr(err)
+	is.Equal(count, int64(6))
+	var progress int
+	res, err := ops.Purge(ctx, inbox.PurgeParams{Before: before, BatchSize: 1, Progress: func(inbox.PurgeResult) { progress++ }})
+	is.NoErr(err)
+	is.Equal(res.Purged, int64(6))
+	is.Equal(res.Batches, 6)
+	is.Equal(progress, 6)
+	for _, s := range scopes {
+		got, err := ops.Get(ctx, ids[s.String()+"/good"])
+		is.NoErr(err)
+		is.True(got.Purged())
+		_, err = ops.Replay(ctx, got.ID, change(got.Version))
+		var pe *inbox.PayloadPurgedError
+		is.True(errors.As(err, &pe))
+	}
+	res, err = ops.Purge(ctx, inbox.PurgeParams{Before: time.Now()})
+	is.NoErr(err)
+	is.Equal(res.Purged, int64(0)) // nothing left
+}
+
+// On Citus a tenant's view purges its own scope only, routed to its node.
+func TestCitusTenantPurge(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := citusPool(t)
+	reg := handler.NewRegistry()
+	is.NoErr(reg.Register(handler.Key{Consumer: "c", EventType: "e", SchemaVersion: 1},
+		func(ctx context.Context, m *handler.Msg) error { return nil }))
+	client, err := inbox.NewClient(pool, inbox.Config{})
+	is.NoErr(err)
+	for _, tenant := range []string{"tenant-p", "tenant-q"} {
+		for i := range 3 {
+			_, err := client.Accept(ctx, inbox.Message{
+				Identity:  inbox.Identity{Scope: inbox.Tenant(tenant), Source: "s", Consumer: "c", MessageID: fmt.Sprint(i)},
+				EventType: "e", SchemaVersion: 1, Payload: map[string]any{},
+			})
+			is.NoErr(err)
+		}
+	}
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{"c"}, Logger: slog.New(slog.DiscardHandler)})
+	is.NoErr(err)
+	_, err = w.Drain(ctx)
+	is.NoErr(err)
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: slog.New(slog.DiscardHandler)})
+	is.NoErr(err)
+	res, err := admin.ForTenant("tenant-p").Purge(ctx, inbox.PurgeParams{Before: time.Now(), BatchSize: 2})
+	is.NoErr(err)
+	is.Equal(res.Purged, int64(3))
+	left, _, err := admin.Operator().PurgeCount(ctx, inbox.PurgeParams{Before: time.Now()})
+	is.NoErr(err)
+	is.Equal(left, int64(3)) // tenant-q's
+}
