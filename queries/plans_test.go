@@ -8,6 +8,7 @@ const (
 	listenOnly      = "LISTEN: the session listens on the coordinator, where wake-ups are sent"
 	lockedPerScope  = "the all-scopes form locks across shards, which Citus refuses, so pginbox never sends it: an admin change reads the receipt's scope with ReceiptState (lock-free) and locks with the one-scope form"
 	purgedPerScope  = "the all-scopes form locks across shards, which Citus refuses: there the operator's purge lists the scopes with ReceiptPurgeScopes and purges each with the one-scope form"
+	singleNodeBatch = "the single-server batch accept (one statement for the batch of a scope); on Citus AcceptBatch and GroupCommit send, per scope, ReceiptInsertRouted per message, ReceiptQueueBatchRouted and ReceiptNotify in one pipelined transaction, and read duplicates with ReceiptsByIdentitiesRouted"
 	singleNodeClaim = "the claim across scopes on one server; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead (the discovery read would cost a single server a scan of every due row per claim)"
 	// pending marks a statement not yet made to route on Citus (issue 22
 	// item 3 remains for it): the entry records what Citus does with it
@@ -19,14 +20,16 @@ const (
 // router (one task on one node) unless the entry says why not.
 var plans = map[string]expectation{
 	// Accept.
-	"ReceiptAccept":        {kind: multi, why: "the single-server accept (one statement); on Citus Accept sends ReceiptInsertRouted, ReceiptQueueRouted, ReceiptQueuedRouted and ReceiptNotify in one pipelined transaction instead. Still used by AcceptTx: " + pending + "runs on the scope's node in steps through the coordinator"},
-	"ReceiptByIdentity":    {kind: router},
-	"ReceiptInsertRouted":  {kind: router},
-	"ReceiptQueueRouted":   {kind: router},
-	"ReceiptQueuedRouted":  {kind: router},
-	"ReceiptNotify":        {kind: coordinator, why: coordinatorOnly},
-	"ReceiptAcceptBatch":   {kind: multi, why: singleNodeBatch},
-	"ReceiptsByIdentities": {kind: multi, why: pending + "joins the identities of several scopes"},
+	"ReceiptAccept":              {kind: multi, why: "the single-server accept (one statement); on Citus Accept sends ReceiptInsertRouted, ReceiptQueueRouted, ReceiptQueuedRouted and ReceiptNotify in one pipelined transaction instead. Still used by AcceptTx: " + pending + "runs on the scope's node in steps through the coordinator"},
+	"ReceiptByIdentity":          {kind: router},
+	"ReceiptInsertRouted":        {kind: router},
+	"ReceiptQueueRouted":         {kind: router},
+	"ReceiptQueuedRouted":        {kind: router},
+	"ReceiptNotify":              {kind: coordinator, why: coordinatorOnly},
+	"ReceiptAcceptBatch":         {kind: multi, why: singleNodeBatch},
+	"ReceiptsByIdentities":       {kind: multi, why: singleNodeBatch},
+	"ReceiptQueueBatchRouted":    {kind: router},
+	"ReceiptsByIdentitiesRouted": {kind: router},
 
 	// The worker.
 	"ReceiptClaim":         {kind: refused, why: singleNodeClaim},
