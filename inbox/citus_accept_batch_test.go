@@ -125,3 +125,54 @@ func TestCitusAcceptBatchRoutesPerScope(t *testing.T) {
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_work").Scan(&queued))
 	is.Equal(queued, 48)
 }
+
+// On Citus AcceptTx sends routed statements to the scope's node in the
+// caller's transaction, and commits or rolls back with it.
+func TestCitusAcceptTxRoutes(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, rc := citusPool(t)
+	c := newClient(t, pool, inbox.Config{})
+	msg := orderMsg("tx-1", map[string]int{"n": 1})
+	msg.Scope = inbox.Tenant("tenant-tx")
+
+	rc.reset()
+	tx, err := pool.Begin(ctx)
+	is.NoErr(err)
+	res, err := c.AcceptTx(ctx, tx, msg)
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Accepted)
+	again, err := c.AcceptTx(ctx, tx, msg)
+	is.NoErr(err) // a duplicate leaves the transaction usable
+	is.Equal(again.Outcome, inbox.Duplicate)
+	is.Equal(again.ID, res.ID)
+	changed := msg
+	changed.Payload = map[string]int{"n": 2}
+	_, err = c.AcceptTx(ctx, tx, changed)
+	is.True(errors.Is(err, inbox.ErrIdentityConflict))
+	is.NoErr(tx.Commit(ctx))
+	is.Equal(countRows(t, pool, "id = $1", res.ID), 1)
+	var queued int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_work WHERE receipt_id = $1", res.ID).Scan(&queued))
+	is.Equal(queued, 1)
+
+	is.Equal(len(rc.matching("read_intermediate_result")), 0) // nothing pulled through the coordinator
+	port := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, "pginbox_receipts", "tenant-tx"))
+	inserts := rc.matching("INSERT INTO public.pginbox_")
+	is.True(len(inserts) > 0)
+	for _, l := range inserts {
+		if !strings.Contains(l, port) {
+			t.Errorf("an insert went to another node than the scope's (%s): %s", port, l)
+		}
+	}
+
+	// A rollback leaves nothing.
+	msg.MessageID = "tx-2"
+	tx, err = pool.Begin(ctx)
+	is.NoErr(err)
+	_, err = c.AcceptTx(ctx, tx, msg)
+	is.NoErr(err)
+	is.NoErr(tx.Rollback(ctx))
+	is.Equal(countRows(t, pool, "message_id = 'tx-2'"), 0)
+}

@@ -20,7 +20,7 @@ const (
 // router (one task on one node) unless the entry says why not.
 var plans = map[string]expectation{
 	// Accept.
-	"ReceiptAccept":              {kind: multi, why: "the single-server accept (one statement); on Citus Accept sends ReceiptInsertRouted, ReceiptQueueRouted, ReceiptQueuedRouted and ReceiptNotify in one pipelined transaction instead. Still used by AcceptTx: " + pending + "runs on the scope's node in steps through the coordinator"},
+	"ReceiptAccept":              {kind: multi, why: "the single-server accept (one statement); on Citus Accept sends ReceiptInsertRouted, ReceiptQueueRouted, ReceiptQueuedRouted and ReceiptNotify in one pipelined transaction instead, and AcceptTx the same statements in the caller's transaction"},
 	"ReceiptByIdentity":          {kind: router},
 	"ReceiptInsertRouted":        {kind: router},
 	"ReceiptQueueRouted":         {kind: router},
