@@ -176,3 +176,47 @@ func TestCitusAcceptTxRoutes(t *testing.T) {
 	is.NoErr(tx.Rollback(ctx))
 	is.Equal(countRows(t, pool, "message_id = 'tx-2'"), 0)
 }
+
+// On Citus, 100 concurrent copies of one message (Accept, with and without
+// group commit) store one receipt: one Accepted, the others Duplicate of it.
+func TestCitusAcceptDedupUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	pool, _ := citusPool(t)
+	for _, groupCommit := range []bool{false, true} {
+		t.Run(fmt.Sprint("group commit ", groupCommit), func(t *testing.T) {
+			is := is.New(t)
+			ctx := context.Background()
+			c := newClient(t, pool, inbox.Config{GroupCommit: groupCommit})
+			msg := orderMsg(fmt.Sprint("copy-", groupCommit), map[string]int{"n": 1})
+			msg.Scope = inbox.Tenant("tenant-dedup")
+			var (
+				wg       sync.WaitGroup
+				mu       sync.Mutex
+				outcomes = map[inbox.Outcome]int{}
+				ids      = map[inbox.ID]bool{}
+				errs     []error
+			)
+			for range 100 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := c.Accept(ctx, msg)
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil {
+						errs = append(errs, err)
+						return
+					}
+					outcomes[res.Outcome]++
+					ids[res.ID] = true
+				}()
+			}
+			wg.Wait()
+			is.Equal(errs, nil)
+			is.Equal(outcomes[inbox.Accepted], 1)
+			is.Equal(outcomes[inbox.Duplicate], 99)
+			is.Equal(len(ids), 1)
+			is.Equal(countRows(t, pool, "message_id = $1", msg.MessageID), 1)
+		})
+	}
+}
