@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,4 +162,69 @@ func TestCitusTenantPurge(t *testing.T) {
 	left, _, err := admin.Operator().PurgeCount(ctx, inbox.PurgeParams{Before: time.Now()})
 	is.NoErr(err)
 	is.Equal(left, int64(3)) // tenant-q's
+}
+
+// On Citus a retryable failure is retried on the scope's node until it
+// succeeds, or until its attempts run out (DEAD); the operator then requeues
+// it with a fresh budget.
+func TestCitusRetriesThenDead(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := citusPool(t)
+	var mu sync.Mutex
+	calls := map[string]int{}
+	reg := handler.NewRegistry()
+	is.NoErr(reg.Register(handler.Key{Consumer: "c", EventType: "e", SchemaVersion: 1},
+		func(ctx context.Context, m *handler.Msg) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls[m.MessageID]++
+			if m.MessageID == "hopeless" || calls[m.MessageID] < 2 {
+				return errors.New("try again")
+			}
+			return nil
+		}))
+	client, err := inbox.NewClient(pool, inbox.Config{MaxAttempts: 3})
+	is.NoErr(err)
+	ids := map[string]inbox.ID{}
+	for _, m := range []string{"flaky", "hopeless"} {
+		res, err := client.Accept(ctx, inbox.Message{
+			Identity:  inbox.Identity{Scope: inbox.Tenant("tenant-retry"), Source: "s", Consumer: "c", MessageID: m},
+			EventType: "e", SchemaVersion: 1, Payload: map[string]any{},
+		})
+		is.NoErr(err)
+		ids[m] = res.ID
+	}
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{"c"}, Logger: slog.New(slog.DiscardHandler),
+		Backoff: func(int) time.Duration { return time.Millisecond }})
+	is.NoErr(err)
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: slog.New(slog.DiscardHandler)})
+	is.NoErr(err)
+	ops := admin.Operator()
+	status := func(m string) *inbox.ReceiptDetails {
+		got, err := ops.Get(ctx, ids[m])
+		is.NoErr(err)
+		return got
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for status("hopeless").Status != inbox.StatusDead || status("flaky").Status != inbox.StatusCompleted {
+		if time.Now().After(deadline) {
+			t.Fatalf("not settled: flaky %s, hopeless %s", status("flaky").Status, status("hopeless").Status)
+		}
+		_, err := w.Drain(ctx)
+		is.NoErr(err)
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	is.Equal(calls["flaky"], 2)
+	is.Equal(calls["hopeless"], 3) // MaxAttempts
+	mu.Unlock()
+	got := status("hopeless")
+	is.Equal(got.Attempts, 3)
+	_, err = ops.Requeue(ctx, got.ID, inbox.ChangeParams{ExpectedVersion: got.Version, Actor: "ops", Reason: "again"})
+	is.NoErr(err)
+	got = status("hopeless")
+	is.Equal(got.Status, inbox.StatusPending)
+	is.Equal(got.Attempts, 0) // a fresh budget
 }
