@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inboxtype"
 )
 
 // On Citus the operator's view (every scope) requeues, replays and purges:
@@ -227,4 +229,33 @@ func TestCitusRetriesThenDead(t *testing.T) {
 	got = status("hopeless")
 	is.Equal(got.Status, inbox.StatusPending)
 	is.Equal(got.Attempts, 0) // a fresh budget
+}
+
+// On Citus a receipt left claimed by a crashed worker (lease expired) is
+// recovered by the per-scope lease recovery and completed by another worker,
+// which spends one more attempt.
+func TestCitusCrashRecovery(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := citusPool(t)
+	msg := orderMsg("crashed", map[string]int{"n": 1})
+	msg.Scope = inbox.Tenant("tenant-crash")
+	ids := acceptAll(t, newClient(t, pool, inbox.Config{}), msg)
+	// As a crashed worker leaves it: claimed, lease in the past (the values
+	// are parameters: Citus routes the update with them).
+	tag, err := pool.Exec(ctx, `UPDATE pginbox_work SET status = 'PROCESSING', attempts = 1, claim_token = $2,
+		lease_expires_at = $3 WHERE scope_id = 'tenant-crash' AND receipt_id = $1`,
+		ids[0], inboxtype.New(), time.Now().Add(-time.Second))
+	is.NoErr(err)
+	is.Equal(tag.RowsAffected(), int64(1))
+
+	var ran atomic.Int32
+	startWorker(t, newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		ran.Add(1)
+		return nil
+	}), inbox.WorkerConfig{Lease: time.Second, RecoverInterval: 100 * time.Millisecond}))
+	st := waitStatus(t, pool, ids[0], "COMPLETED", 20*time.Second)
+	is.Equal(st.Attempts, 2)
+	is.Equal(ran.Load(), int32(1))
 }
