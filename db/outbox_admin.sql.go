@@ -16,11 +16,27 @@ const outboxGet = `-- name: OutboxGet :one
 SELECT id, seq, source, destination, ordering_key, event_type, schema_version, payload, metadata, status, attempts, available_at, claim_token, lease_expires_at, last_error, version, created_at, updated_at, published_at, scope_kind, scope_id, receipt_id
 FROM pginbox_outbox
 WHERE id = $1
+  AND ($2::boolean
+       OR (scope_kind = $3::text AND scope_id = $4::text))
 `
 
-// One event with its payload and metadata.
-func (q *Queries) OutboxGet(ctx context.Context, id inboxtype.ID) (PginboxOutbox, error) {
-	row := q.db.QueryRow(ctx, outboxGet, id)
+type OutboxGetParams struct {
+	ID        inboxtype.ID
+	AllScopes bool
+	ScopeKind string
+	ScopeID   string
+}
+
+// One event with its payload and metadata, of the scope @scope_kind and
+// @scope_id (on Citus: on its node alone), or with @all_scopes of any scope
+// (the operator's view: on Citus it reads every shard).
+func (q *Queries) OutboxGet(ctx context.Context, arg OutboxGetParams) (PginboxOutbox, error) {
+	row := q.db.QueryRow(ctx, outboxGet,
+		arg.ID,
+		arg.AllScopes,
+		arg.ScopeKind,
+		arg.ScopeID,
+	)
 	var i PginboxOutbox
 	err := row.Scan(
 		&i.ID,
@@ -143,22 +159,26 @@ SET status = 'PENDING',
     available_at = now(),
     updated_at = now(),
     version = version + 1
-WHERE id = $1
-  AND version = $2
+WHERE scope_id = $1::text
+  AND id = $2
+  AND version = $3
   AND status = 'DEAD'
 RETURNING version
 `
 
 type OutboxRequeueParams struct {
+	ScopeID         string
 	ID              inboxtype.ID
 	ExpectedVersion int64
 }
 
 // Sends a DEAD event back to PENDING with a fresh retry budget, due now, if
 // it is still at @expected_version. No row means the caller reads the event
-// again to say why (not found, other version, other status).
+// again to say why (not found, other version, other status). The event's
+// scope, @scope_id, is given (Admin reads it first when it has none), so on
+// Citus the statement runs on the scope's node alone.
 func (q *Queries) OutboxRequeue(ctx context.Context, arg OutboxRequeueParams) (int64, error) {
-	row := q.db.QueryRow(ctx, outboxRequeue, arg.ID, arg.ExpectedVersion)
+	row := q.db.QueryRow(ctx, outboxRequeue, arg.ScopeID, arg.ID, arg.ExpectedVersion)
 	var version int64
 	err := row.Scan(&version)
 	return version, err

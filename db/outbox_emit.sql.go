@@ -11,6 +11,21 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 )
 
+const outboxEmitScope = `-- name: OutboxEmitScope :one
+SELECT coalesce(current_setting('pginbox.tenant', true), '')::text AS tenant
+`
+
+// Emit on Citus, step 1: the scope of the caller's transaction (the setting
+// OutboxEventInsert's column defaults read: ” for the global scope). Runs
+// on the coordinator; the statements after it carry the scope, so they run
+// on its node.
+func (q *Queries) OutboxEmitScope(ctx context.Context) (string, error) {
+	row := q.db.QueryRow(ctx, outboxEmitScope)
+	var tenant string
+	err := row.Scan(&tenant)
+	return tenant, err
+}
+
 const outboxEventInsert = `-- name: OutboxEventInsert :one
 INSERT INTO pginbox_outbox (
     id, source, destination, ordering_key, event_type, schema_version, payload, metadata, receipt_id
@@ -73,6 +88,93 @@ func (q *Queries) OutboxEventInsert(ctx context.Context, arg OutboxEventInsertPa
 	var id inboxtype.ID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const outboxEventInsertScope = `-- name: OutboxEventInsertScope :one
+INSERT INTO pginbox_outbox (
+    id, scope_kind, scope_id, source, destination, ordering_key, event_type,
+    schema_version, payload, metadata, receipt_id
+)
+VALUES ($1::uuid,
+    $2::text,
+    $3::text,
+    $4::text,
+    $5::text,
+    $6::text,
+    $7::text,
+    $8::integer,
+    $9::text::json,
+    $10::text::jsonb,
+    $11::uuid)
+ON CONFLICT DO NOTHING
+RETURNING id
+`
+
+type OutboxEventInsertScopeParams struct {
+	ID            inboxtype.ID
+	ScopeKind     string
+	ScopeID       string
+	Source        string
+	Destination   string
+	OrderingKey   string
+	EventType     string
+	SchemaVersion int32
+	Payload       string
+	Metadata      string
+	ReceiptID     inboxtype.ID
+}
+
+// Emit on Citus, step 3: OutboxEventInsert with the scope given (@scope_kind,
+// @scope_id, as read by OutboxEmitScope) and the receipt link decided by the
+// caller: a VALUES insert with the distribution column a parameter runs on
+// the scope's node. seq comes from the coordinator's sequence, after the key
+// lock: per (scope, key), seq is the commit order.
+func (q *Queries) OutboxEventInsertScope(ctx context.Context, arg OutboxEventInsertScopeParams) (inboxtype.ID, error) {
+	row := q.db.QueryRow(ctx, outboxEventInsertScope,
+		arg.ID,
+		arg.ScopeKind,
+		arg.ScopeID,
+		arg.Source,
+		arg.Destination,
+		arg.OrderingKey,
+		arg.EventType,
+		arg.SchemaVersion,
+		arg.Payload,
+		arg.Metadata,
+		arg.ReceiptID,
+	)
+	var id inboxtype.ID
+	err := row.Scan(&id)
+	return id, err
+}
+
+const outboxKeyLockScope = `-- name: OutboxKeyLockScope :one
+SELECT (pg_advisory_xact_lock(1885825378,
+        hashtext($1::text || '/' || $2::text)) IS NOT NULL)::boolean AS locked
+FROM (
+    SELECT count(*)
+    FROM pginbox_outbox o
+    WHERE o.scope_id = $1::text
+      AND o.id = '00000000-0000-0000-0000-000000000000'
+) AS one_row
+`
+
+type OutboxKeyLockScopeParams struct {
+	ScopeID     string
+	OrderingKey string
+}
+
+// Emit on Citus, step 2 for an event with an ordering key: OutboxEventInsert's
+// key lock, taken on the node of the scope @scope_id. The one-row read of an
+// ID that never exists carries the scope, so Citus routes the statement there
+// and the lock is held by the transaction's connection to that node until it
+// commits; the lock function alone would run on the coordinator. Keyed by
+// (scope, key): on Citus an ordering key orders one scope's events.
+func (q *Queries) OutboxKeyLockScope(ctx context.Context, arg OutboxKeyLockScopeParams) (bool, error) {
+	row := q.db.QueryRow(ctx, outboxKeyLockScope, arg.ScopeID, arg.OrderingKey)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
 }
 
 const outboxListen = `-- name: OutboxListen :exec

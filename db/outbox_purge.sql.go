@@ -57,3 +57,74 @@ func (q *Queries) OutboxPurgeCount(ctx context.Context, cutoff time.Time) (int64
 	err := row.Scan(&count)
 	return count, err
 }
+
+const outboxPurgeScope = `-- name: OutboxPurgeScope :execrows
+WITH batch AS (
+    SELECT p.id
+    FROM pginbox_outbox p
+    WHERE p.scope_id = $1::text
+      AND p.status = 'PUBLISHED'
+      AND p.published_at < $2::timestamptz
+    ORDER BY p.published_at
+    LIMIT $3::integer
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM pginbox_outbox o
+USING batch
+WHERE o.scope_id = $1::text
+  AND o.id = batch.id
+`
+
+type OutboxPurgeScopeParams struct {
+	ScopeID  string
+	Cutoff   time.Time
+	MaxCount int32
+}
+
+// Purge on Citus, step 2: OutboxPurge for one scope, @scope_id, on its node
+// alone.
+func (q *Queries) OutboxPurgeScope(ctx context.Context, arg OutboxPurgeScopeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxPurgeScope, arg.ScopeID, arg.Cutoff, arg.MaxCount)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const outboxPurgeScopes = `-- name: OutboxPurgeScopes :many
+SELECT p.scope_id
+FROM pginbox_outbox p
+WHERE p.status = 'PUBLISHED'
+  AND p.published_at < $1::timestamptz
+GROUP BY p.scope_id
+ORDER BY min(p.published_at), p.scope_id
+LIMIT $2::integer
+`
+
+type OutboxPurgeScopesParams struct {
+	Cutoff    time.Time
+	MaxScopes int32
+}
+
+// Purge on Citus, step 1: the scopes with events published before @cutoff,
+// at most @max_scopes. A lock-free read of every shard; each scope is then
+// purged by OutboxPurgeScope on its node.
+func (q *Queries) OutboxPurgeScopes(ctx context.Context, arg OutboxPurgeScopesParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, outboxPurgeScopes, arg.Cutoff, arg.MaxScopes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var scope_id string
+		if err := rows.Scan(&scope_id); err != nil {
+			return nil, err
+		}
+		items = append(items, scope_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

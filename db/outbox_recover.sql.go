@@ -11,6 +11,39 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 )
 
+const outboxExpiredScopes = `-- name: OutboxExpiredScopes :many
+SELECT e.scope_id
+FROM pginbox_outbox e
+WHERE e.status = 'PUBLISHING'
+  AND e.lease_expires_at < now()
+GROUP BY e.scope_id
+ORDER BY min(e.lease_expires_at), e.scope_id
+LIMIT $1::integer
+`
+
+// Lease recovery on Citus, step 1: the scopes with expired leases, at most
+// @max_scopes. A lock-free read of every shard (on the lease index); each
+// scope is then recovered by OutboxRecoverScope on its node.
+func (q *Queries) OutboxExpiredScopes(ctx context.Context, maxScopes int32) ([]string, error) {
+	rows, err := q.db.Query(ctx, outboxExpiredScopes, maxScopes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var scope_id string
+		if err := rows.Scan(&scope_id); err != nil {
+			return nil, err
+		}
+		items = append(items, scope_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxRecover = `-- name: OutboxRecover :many
 WITH expired AS (
     SELECT e.id
@@ -56,6 +89,64 @@ func (q *Queries) OutboxRecover(ctx context.Context, arg OutboxRecoverParams) ([
 	items := []OutboxRecoverRow{}
 	for rows.Next() {
 		var i OutboxRecoverRow
+		if err := rows.Scan(&i.ID, &i.Status); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const outboxRecoverScope = `-- name: OutboxRecoverScope :many
+WITH expired AS (
+    SELECT e.id
+    FROM pginbox_outbox e
+    WHERE e.scope_id = $2::text
+      AND e.status = 'PUBLISHING'
+      AND e.lease_expires_at < now()
+    ORDER BY e.lease_expires_at
+    LIMIT $3::integer
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pginbox_outbox o
+SET status = CASE WHEN o.attempts >= $1::integer THEN 'DEAD' ELSE 'PENDING' END,
+    last_error = 'lease expired: the relay stopped between claiming and marking the event (crash, network loss, or a publish that outlived its lease); it may have been published',
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    available_at = now(),
+    updated_at = now(),
+    version = o.version + 1
+FROM expired
+WHERE o.scope_id = $2::text
+  AND o.id = expired.id
+RETURNING o.id, o.status
+`
+
+type OutboxRecoverScopeParams struct {
+	MaxAttempts int32
+	ScopeID     string
+	MaxCount    int32
+}
+
+type OutboxRecoverScopeRow struct {
+	ID     inboxtype.ID
+	Status string
+}
+
+// Lease recovery on Citus, step 2: OutboxRecover for one scope, @scope_id,
+// on its node alone.
+func (q *Queries) OutboxRecoverScope(ctx context.Context, arg OutboxRecoverScopeParams) ([]OutboxRecoverScopeRow, error) {
+	rows, err := q.db.Query(ctx, outboxRecoverScope, arg.MaxAttempts, arg.ScopeID, arg.MaxCount)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OutboxRecoverScopeRow{}
+	for rows.Next() {
+		var i OutboxRecoverScopeRow
 		if err := rows.Scan(&i.ID, &i.Status); err != nil {
 			return nil, err
 		}

@@ -79,6 +79,78 @@ func (q *Queries) OutboxFail(ctx context.Context, arg OutboxFailParams) ([]Outbo
 	return items, nil
 }
 
+const outboxFailScope = `-- name: OutboxFailScope :many
+UPDATE pginbox_outbox o
+SET status = CASE WHEN f.dead OR o.attempts >= $1::integer
+                  THEN 'DEAD' ELSE 'PENDING' END,
+    available_at = f.available_at,
+    last_error = f.error,
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM (
+    SELECT i.id, t.token, e.error, a.available_at, d.dead
+    FROM unnest($3::text[]) WITH ORDINALITY AS i (id, n)
+    JOIN unnest($4::text[]) WITH ORDINALITY AS t (token, n) ON t.n = i.n
+    JOIN unnest($5::text[]) WITH ORDINALITY AS e (error, n) ON e.n = i.n
+    JOIN unnest($6::timestamptz[]) WITH ORDINALITY AS a (available_at, n) ON a.n = i.n
+    JOIN unnest($7::boolean[]) WITH ORDINALITY AS d (dead, n) ON d.n = i.n
+) AS f
+WHERE o.scope_id = $2::text
+  AND o.id = f.id::uuid AND o.claim_token = f.token::uuid
+RETURNING o.id, o.status, o.available_at
+`
+
+type OutboxFailScopeParams struct {
+	MaxAttempts int32
+	ScopeID     string
+	Ids         []string
+	Tokens      []string
+	Errors      []string
+	AvailableAt []time.Time
+	Dead        []bool
+}
+
+type OutboxFailScopeRow struct {
+	ID          inboxtype.ID
+	Status      string
+	AvailableAt time.Time
+}
+
+// OutboxFail for the events of one scope, @scope_id, on its node alone. The
+// retry times come computed (@available_at, the relay's clock): Citus refuses
+// a time computed from a column in a routed UPDATE. The arrays are joined by
+// position into columns: an array subscript in SET crashes Citus 13's
+// coordinator.
+func (q *Queries) OutboxFailScope(ctx context.Context, arg OutboxFailScopeParams) ([]OutboxFailScopeRow, error) {
+	rows, err := q.db.Query(ctx, outboxFailScope,
+		arg.MaxAttempts,
+		arg.ScopeID,
+		arg.Ids,
+		arg.Tokens,
+		arg.Errors,
+		arg.AvailableAt,
+		arg.Dead,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []OutboxFailScopeRow{}
+	for rows.Next() {
+		var i OutboxFailScopeRow
+		if err := rows.Scan(&i.ID, &i.Status, &i.AvailableAt); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxMarkPublished = `-- name: OutboxMarkPublished :many
 UPDATE pginbox_outbox o
 SET status = 'PUBLISHED',
@@ -127,6 +199,51 @@ func (q *Queries) OutboxMarkPublished(ctx context.Context, arg OutboxMarkPublish
 	return items, nil
 }
 
+const outboxMarkPublishedScope = `-- name: OutboxMarkPublishedScope :many
+UPDATE pginbox_outbox o
+SET status = 'PUBLISHED',
+    published_at = now(),
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    last_error = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM unnest($3::text[]) WITH ORDINALITY AS held (id, n)
+WHERE o.scope_id = $1::text
+  AND o.id = held.id::uuid AND o.claim_token = ($2::text[])[held.n]::uuid
+RETURNING o.id
+`
+
+type OutboxMarkPublishedScopeParams struct {
+	ScopeID string
+	Tokens  []string
+	Ids     []string
+}
+
+// OutboxMarkPublished for the events of one scope, @scope_id: on Citus it
+// runs on the scope's node alone. Each ID's token is the one at its position
+// (WITH ORDINALITY: Citus refuses the zipping set-returning functions of one
+// select list).
+func (q *Queries) OutboxMarkPublishedScope(ctx context.Context, arg OutboxMarkPublishedScopeParams) ([]inboxtype.ID, error) {
+	rows, err := q.db.Query(ctx, outboxMarkPublishedScope, arg.ScopeID, arg.Tokens, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []inboxtype.ID{}
+	for rows.Next() {
+		var id inboxtype.ID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const outboxRelease = `-- name: OutboxRelease :execrows
 UPDATE pginbox_outbox o
 SET status = 'PENDING',
@@ -153,6 +270,34 @@ type OutboxReleaseParams struct {
 // back while an earlier event of their key waits for its retry.
 func (q *Queries) OutboxRelease(ctx context.Context, arg OutboxReleaseParams) (int64, error) {
 	result, err := q.db.Exec(ctx, outboxRelease, arg.Ids, arg.Tokens)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const outboxReleaseScope = `-- name: OutboxReleaseScope :execrows
+UPDATE pginbox_outbox o
+SET status = 'PENDING',
+    attempts = o.attempts - 1,
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM unnest($3::text[]) WITH ORDINALITY AS held (id, n)
+WHERE o.scope_id = $1::text
+  AND o.id = held.id::uuid AND o.claim_token = ($2::text[])[held.n]::uuid
+`
+
+type OutboxReleaseScopeParams struct {
+	ScopeID string
+	Tokens  []string
+	Ids     []string
+}
+
+// OutboxRelease for the events of one scope, @scope_id, on its node alone.
+func (q *Queries) OutboxReleaseScope(ctx context.Context, arg OutboxReleaseScopeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, outboxReleaseScope, arg.ScopeID, arg.Tokens, arg.Ids)
 	if err != nil {
 		return 0, err
 	}

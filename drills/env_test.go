@@ -202,12 +202,20 @@ func waitAcked(t *testing.T, r *drillkit.Running, n int) {
 func firstAckAfter(t *testing.T, r *drillkit.Running, after time.Time) time.Time {
 	t.Helper()
 	var at time.Time
-	eventually(t, time.Minute, "an accept acknowledged after the fault", func() bool {
+	t0 := time.Now()
+	for {
+		s := r.Snapshot()
 		var ok bool
-		at, ok = r.Snapshot().FirstAckAfter(after)
-		return ok
-	})
-	return at
+		if at, ok = s.FirstAckAfter(after); ok {
+			return at
+		}
+		if time.Since(t0) > time.Minute {
+			// Say what the load saw, so a failure can be told apart from a slow machine.
+			t.Fatalf("timed out after 1m0s waiting for an accept acknowledged after the fault: sent=%d acked=%d gave_up=%d attempts=%d codes=%v errors=%v",
+				s.Sent, len(s.Acked), len(s.GaveUp), s.Attempts, s.Codes, s.Errors)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // eventually polls cond every 20ms until it holds, failing after timeout.
@@ -240,19 +248,25 @@ func finish(t *testing.T, drill string, db drillkit.Querier, r *drillkit.Running
 // boundary.
 func settle(t *testing.T, drill string, db drillkit.Querier, r *drillkit.Running, recovery time.Duration, more ...string) drillkit.Tally {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	wctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	out, err := r.Wait(ctx)
+	out, err := r.Wait(wctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Each check gets its own deadline: a slow load must not use up the
+	// settling's time (on a loaded machine the load can take minutes).
 	eventually(t, 2*time.Minute, "the worker to settle every receipt", func() bool {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
 		ok, err := drillkit.Settled(ctx, db)
 		if err != nil {
 			t.Logf("checking receipts: %v", err)
 		}
 		return ok
 	})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	tally, err := drillkit.Count(ctx, db, out.Acked)
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pginbox/pginbox/db"
-	"github.com/pginbox/pginbox/inboxtype"
 )
 
 // asyncCommit runs bookkeeping transactions (claims) without waiting for their
@@ -16,44 +15,6 @@ import (
 // state, and the handler's durable commit flushes the claim before it anyway, so
 // a message's outcome never depends on it. It saves one disk flush per claim.
 var asyncCommit = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
-
-// readyQueue holds claimed receipts until a handler slot takes them. Pushing
-// after close hands the lease back instead of panicking on a closed channel.
-type readyQueue struct {
-	mu     sync.Mutex
-	ch     chan *lease
-	closed bool
-}
-
-func newReadyQueue(capacity int) *readyQueue {
-	return &readyQueue{ch: make(chan *lease, capacity)}
-}
-
-// push queues l; false means the queue is closed (or full) and the caller
-// still owns l.
-func (q *readyQueue) push(l *lease) bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return false
-	}
-	select {
-	case q.ch <- l:
-		return true
-	default:
-		return false
-	}
-}
-
-// close ends the queue: slots drain what is left and exit.
-func (q *readyQueue) close() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if !q.closed {
-		q.closed = true
-		close(q.ch)
-	}
-}
 
 // claimLoop keeps the ready queue topped up: it claims when there is room,
 // again at once after a full claim, and otherwise waits for a notification, a
@@ -77,17 +38,15 @@ func (w *Worker) claimLoop(ctx context.Context, wg *sync.WaitGroup) {
 		// for a claim and claims stay batched.
 		if free > 0 && queued <= w.cfg.ClaimBatch/2 {
 			n := min(free, w.cfg.ClaimBatch)
-			leases, err := w.claim(ctx, n)
+			leases, more, err := w.claim(ctx, n)
 			if err != nil && ctx.Err() == nil {
 				w.log.Error("pginbox worker: claim failed", "error", err)
 			}
-			for _, l := range leases {
-				if !w.queue.push(l) {
-					w.handBack(l) // stopping: nobody will run it
-				}
+			for _, l := range w.queue.push(leases) {
+				w.handBack(l) // stopping: nobody will run it
 			}
 			claimed = true
-			full = err == nil && len(leases) == n
+			full = more
 			if err == nil && len(leases) == 0 {
 				w.watchRestriction(ctx)
 			}
@@ -112,47 +71,41 @@ func (w *Worker) claimLoop(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// claim claims up to n due receipts. Once sent, it is not interrupted by ctx: a
+// claim claims up to n due receipts and reports whether more are probably
+// due (a share of the claim came back full). Once sent, it is not interrupted by ctx: a
 // claim that committed unseen would leave receipts PROCESSING until their
 // leases expire.
-func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
+func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
 	if ctx.Err() != nil {
-		return nil, nil
+		return nil, false, nil
 	}
 	// Waiting for a connection may end with ctx; nothing was sent yet.
 	conn, err := w.sys.Acquire(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, nil
+			return nil, false, nil
 		}
-		return nil, dbError("claim", err)
+		return nil, false, dbError("claim", err)
 	}
 	defer conn.Release()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
 	defer cancel()
 	distributed, err := w.layout.get(cctx, conn)
 	if err != nil {
-		return nil, dbError("claim", err)
+		return nil, false, dbError("claim", err)
 	}
-	var rows []db.ReceiptClaimRow
+	var rows []db.ReceiptClaimScopeRow
+	more := false
 	if distributed {
 		rows, err = w.claimScopes(cctx, conn, n)
+		more = len(rows) == n
 	} else {
-		err = pgx.BeginTxFunc(cctx, conn, asyncCommit, func(tx pgx.Tx) error {
-			var err error
-			rows, err = db.New(tx).ReceiptClaim(cctx, db.ReceiptClaimParams{
-				ClaimToken: inboxtype.New(), // fences together with each receipt's ID
-				LeaseMs:    w.cfg.Lease.Milliseconds(),
-				Consumers:  w.owned,
-				MaxCount:   int32(n),
-			})
-			return err
-		})
+		rows, more, err = w.claimTurns(cctx, conn, n)
 	}
 	if err != nil {
 		err = dbError("claim", err)
 		if len(rows) == 0 {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	batch := make([]claimed, len(rows))
@@ -168,5 +121,5 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, error) {
 	if w.hooks.afterClaim != nil && len(rows) > 0 {
 		w.hooks.afterClaim(len(rows))
 	}
-	return leases, err
+	return leases, more && err == nil, err
 }

@@ -64,7 +64,7 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 // whose claim fails, so the tenants of the nodes still up keep flowing. Its
 // errors come back as one, logged once per round; a scope with due work
 // that was never listed waits until discovery works again.
-func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]db.ReceiptClaimRow, error) {
+func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]db.ReceiptClaimScopeRow, error) {
 	var errs []error
 	scopes, err := db.New(conn).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
 		Consumers: w.owned, MaxScopes: int32(w.cfg.ClaimScopes),
@@ -78,7 +78,7 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]
 	} else {
 		w.recent.saw(scopes, time.Now(), w.cfg.ClaimScopes)
 	}
-	var out []db.ReceiptClaimRow
+	var out []db.ReceiptClaimScopeRow
 	failed := 0
 	var claimErr error
 	for len(scopes) > 0 && len(out) < n {
@@ -112,9 +112,7 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]
 				}
 				continue
 			}
-			for _, r := range rows {
-				out = append(out, db.ReceiptClaimRow(r))
-			}
+			out = append(out, rows...)
 			if len(rows) == k {
 				more = append(more, s)
 			}

@@ -26,23 +26,14 @@ import (
 // statement and idle timeouts are HandlerTimeout plus one second).
 const HungHandlerGrace = 5 * time.Second
 
-// slot is one handler slot: it runs queued receipts, up to MessagesPerTx per
-// transaction, until the queue is closed.
+// slot is one handler slot: it runs queued receipts, up to MessagesPerTx of
+// one scope per transaction, until the queue is closed and empty.
 func (w *Worker) slot(wg *sync.WaitGroup) {
 	defer wg.Done()
-	for l := range w.queue.ch {
-		batch := []*lease{l}
-	fill:
-		for len(batch) < w.cfg.MessagesPerTx {
-			select {
-			case next, ok := <-w.queue.ch:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, next)
-			default:
-				break fill
-			}
+	for {
+		batch := w.queue.take(w.cfg.MessagesPerTx)
+		if batch == nil {
+			return
 		}
 		w.running.Add(int64(len(batch)))
 		signal(w.slotFreed) // the queue shrank
@@ -529,16 +520,8 @@ func (w *Worker) handBack(l *lease) {
 
 // releaseQueued hands back every receipt waiting in the queue.
 func (w *Worker) releaseQueued() {
-	for {
-		select {
-		case l, ok := <-w.queue.ch:
-			if !ok {
-				return
-			}
-			w.handBack(l)
-		default:
-			return
-		}
+	for _, l := range w.queue.takeAll() {
+		w.handBack(l)
 	}
 }
 

@@ -137,3 +137,36 @@ func TestBatchSurvivesOneMessageTimingOutMidStatement(t *testing.T) {
 	is.Equal(attempts("evt-1"), 1) // released, not charged
 	is.Equal(attempts("evt-3"), 1)
 }
+
+// A transaction carries one scope, so a slot takes up to MessagesPerTx
+// receipts of one scope: receipts of interleaved tenants still commit ten to
+// a transaction, not one transaction per tenant per batch.
+func TestBatchedTransactionsGroupInterleavedTenants(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	c := newClient(t, pool, inbox.Config{})
+
+	const tenants, perTenant = 4, 10
+	for i := range tenants * perTenant {
+		m := orderMsg(fmt.Sprintf("evt-%02d", i), map[string]int{"n": i})
+		m.Scope = inbox.Tenant(fmt.Sprintf("tenant-%d", i%tenants)) // accepted interleaved
+		_, err := c.Accept(ctx, m)
+		is.NoErr(err)
+	}
+	reg := registry(t, func(context.Context, *handler.Msg) error { return nil })
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: perTenant, ClaimBatch: tenants * perTenant})
+	is.NoErr(w.Start(ctx))
+	eventually(t, 20*time.Second, "every receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == tenants*perTenant })
+	is.NoErr(w.Stop(ctx))
+
+	// completed_at is the transaction's start time: one value per transaction.
+	var txs, mixed int
+	is.NoErr(pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE scopes > 1) FROM (
+		SELECT count(DISTINCT scope_id) AS scopes FROM pginbox_receipts_live GROUP BY completed_at) t`).Scan(&txs, &mixed))
+	is.Equal(mixed, 0) // never two scopes in one transaction
+	if txs != tenants {
+		t.Fatalf("%d receipts of %d interleaved tenants committed in %d transactions, want %d (one per tenant)", tenants*perTenant, tenants, txs, tenants)
+	}
+}

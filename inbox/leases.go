@@ -22,7 +22,7 @@ type claimed struct {
 	CreatedAt     time.Time
 }
 
-func claimedFromRow(r db.ReceiptClaimRow) claimed {
+func claimedFromRow(r db.ReceiptClaimScopeRow) claimed {
 	return claimed{
 		ID:            r.ID,
 		Token:         r.ClaimToken,
@@ -32,6 +32,15 @@ func claimedFromRow(r db.ReceiptClaimRow) claimed {
 		Attempt:       int(r.Attempts),
 		MaxAttempts:   int(r.MaxAttempts),
 		CreatedAt:     r.CreatedAt,
+	}
+}
+
+// scopeRow is r without its share: the columns every claim returns.
+func scopeRow(r db.ReceiptClaimRow) db.ReceiptClaimScopeRow {
+	return db.ReceiptClaimScopeRow{
+		ID: r.ID, ClaimToken: r.ClaimToken, ScopeKind: r.ScopeKind, ScopeID: r.ScopeID,
+		Source: r.Source, Consumer: r.Consumer, MessageID: r.MessageID, EventType: r.EventType,
+		SchemaVersion: r.SchemaVersion, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, CreatedAt: r.CreatedAt,
 	}
 }
 

@@ -53,6 +53,7 @@ type Worker struct {
 	restriction    restrictionWatch
 	layout         layout
 	recent         recentScopes // scopes with due work seen by the claim's discovery (Citus)
+	cursor         claimCursor  // where the next claim on one server begins (claimTurns)
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).
@@ -309,7 +310,7 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		leases, err := w.claim(ctx, w.cfg.Concurrency)
+		leases, _, err := w.claim(ctx, w.cfg.Concurrency)
 		if err != nil {
 			return total, err
 		}

@@ -70,20 +70,23 @@ type WorkerConfig struct {
 	// DefaultClaimBatch and at most MaxClaimBatch.
 	ClaimBatch int
 
-	// ClaimScopes applies on Citus only (pginbox's tables distributed, see
-	// docs/SCALE-OUT.md): the most scopes one claim round serves. A round
-	// lists the scopes with due work of the worker's consumers, oldest due
-	// first, across every shard without locking, and claims from each in a
-	// short transaction on its node, at most its fair share of the round
-	// (ClaimBatch divided by the number of scopes listed, at least one), so a
-	// tenant with a large backlog cannot take a round from the others. A
-	// round whose shares left room claims again. Defaults to
+	// ClaimScopes is the most scopes (tenants, and the global scope) one claim
+	// serves. A claim takes the scopes with due work in turns, each with an
+	// equal share of the claim (ClaimBatch divided by the scopes served, at
+	// least one), oldest first within a scope, so a tenant with a large
+	// backlog cannot hold another tenant's messages behind it; the next claim
+	// begins after the last scope served. On one server that is one statement
+	// walking the due index scope by scope; on Citus (pginbox's tables
+	// distributed, see docs/SCALE-OUT.md) a lock-free read across the shards
+	// lists the scopes with due work, oldest due first, and each scope is
+	// claimed in a short transaction on its node. Defaults to
 	// DefaultClaimScopes, at most MaxClaimScopes.
 	ClaimScopes int
 
 	// MessagesPerTx is the most messages one handler transaction carries. Above
-	// 1, a handler slot takes up to this many queued receipts and runs them in
-	// one transaction with one commit, saving a disk flush per message. When a
+	// 1, a handler slot takes up to this many queued receipts of one scope (a
+	// transaction carries one scope; scopes take turns) and runs them in one
+	// transaction with one commit, saving a disk flush per message. When a
 	// message fails, only it is charged: the others run again without it (see
 	// README, "Batched transactions"). The messages of a batch wait for each
 	// other's handlers before committing. Defaults to 1.

@@ -38,6 +38,42 @@ type AdminConfig struct {
 type Admin struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
+	// scope, when set (ForScope), limits Get and Requeue to one scope's
+	// events: on Citus they then run on that scope's node alone.
+	scope  *inbox.Scope
+	layout *layout
+}
+
+// ForScope returns an Admin whose Get and Requeue see the events of scope s
+// only (an event of another scope is ErrNotFound). On Citus they then run
+// on the scope's node alone; without a scope, Get reads every shard, and
+// Requeue reads the event's scope first. List, Stats and Purge still cover
+// every scope.
+func (a *Admin) ForScope(s inbox.Scope) *Admin {
+	b := *a
+	b.scope = &s
+	return &b
+}
+
+// checkScope refuses a scope no event can have.
+func (a *Admin) checkScope() error {
+	switch s := a.scope; {
+	case s == nil, s.Kind == inbox.ScopeGlobal && s.ID == "":
+		return nil
+	case s.Kind == inbox.ScopeTenant && s.ID != "":
+		return checkString("scope.id", s.ID)
+	default:
+		return &inbox.ValidationError{Field: "scope", Rule: inbox.RuleOutOfRange,
+			Detail: fmt.Sprintf("%s: a tenant with an ID (inbox.Tenant) or the global scope (inbox.Global)", *s)}
+	}
+}
+
+// getParams is the scope filter of OutboxGet.
+func (a *Admin) getParams(id ID) db.OutboxGetParams {
+	if a.scope == nil {
+		return db.OutboxGetParams{ID: id, AllScopes: true}
+	}
+	return db.OutboxGetParams{ID: id, ScopeKind: string(a.scope.Kind), ScopeID: a.scope.ID}
 }
 
 // NewAdmin returns an Admin on pool. It does not touch the database; the
@@ -49,7 +85,7 @@ func NewAdmin(pool *pgxpool.Pool, cfg AdminConfig) (*Admin, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Admin{pool: pool, log: cfg.Logger}, nil
+	return &Admin{pool: pool, log: cfg.Logger, layout: &layout{}}, nil
 }
 
 // EventRow is a stored event as the admin API shows it.
@@ -82,7 +118,10 @@ type EventRow struct {
 
 // Get returns one event with its payload and metadata, or ErrNotFound.
 func (a *Admin) Get(ctx context.Context, id ID) (*EventRow, error) {
-	row, err := db.New(a.pool).OutboxGet(ctx, id)
+	if err := a.checkScope(); err != nil {
+		return nil, err
+	}
+	row, err := db.New(a.pool).OutboxGet(ctx, a.getParams(id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}

@@ -31,12 +31,28 @@ func (a *Admin) Requeue(ctx context.Context, id ID, expectedVersion int64) (*Req
 	if expectedVersion < 1 {
 		return nil, &inbox.ValidationError{Field: "expected_version", Rule: inbox.RuleRequired, Detail: "set it to the event's current version (EventRow.Version), which is at least 1"}
 	}
+	if err := a.checkScope(); err != nil {
+		return nil, err
+	}
 	var res *RequeueResult
 	err := pgx.BeginFunc(ctx, a.pool, func(tx pgx.Tx) error {
 		q := db.New(tx)
-		version, err := q.OutboxRequeue(ctx, db.OutboxRequeueParams{ID: id, ExpectedVersion: expectedVersion})
+		get := a.getParams(id)
+		scopeID := get.ScopeID
+		if a.scope == nil {
+			// The update names the scope (on Citus: routed to its node).
+			row, err := q.OutboxGet(ctx, get)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("%w: %s", ErrNotFound, id)
+			}
+			if err != nil {
+				return dbError("outbox requeue: reading the event's scope", err)
+			}
+			scopeID = row.ScopeID
+		}
+		version, err := q.OutboxRequeue(ctx, db.OutboxRequeueParams{ScopeID: scopeID, ID: id, ExpectedVersion: expectedVersion})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return explainRefusal(ctx, q, id, expectedVersion)
+			return explainRefusal(ctx, q, get, expectedVersion)
 		}
 		if err != nil {
 			return dbError("outbox requeue", err)
@@ -55,8 +71,9 @@ func (a *Admin) Requeue(ctx context.Context, id ID, expectedVersion int64) (*Req
 }
 
 // explainRefusal says why a guarded requeue changed nothing.
-func explainRefusal(ctx context.Context, q *db.Queries, id ID, expected int64) error {
-	row, err := q.OutboxGet(ctx, id)
+func explainRefusal(ctx context.Context, q *db.Queries, get db.OutboxGetParams, expected int64) error {
+	id := get.ID
+	row, err := q.OutboxGet(ctx, get)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: %s", ErrNotFound, id)

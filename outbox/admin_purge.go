@@ -55,7 +55,15 @@ func (a *Admin) Purge(ctx context.Context, p PurgeParams) (PurgeResult, error) {
 		return PurgeResult{}, err
 	}
 	start := time.Now()
-	n, err := purgePublished(ctx, db.New(a.pool), cutoff, size, p.Progress)
+	distributed, err := a.layout.get(ctx, a.pool)
+	if err != nil {
+		return PurgeResult{}, err
+	}
+	purge := purgePublished
+	if distributed {
+		purge = purgeScopes
+	}
+	n, err := purge(ctx, db.New(a.pool), cutoff, size, p.Progress)
 	res := PurgeResult{Cutoff: cutoff, Deleted: n, Elapsed: time.Since(start)}
 	if err != nil {
 		return res, err

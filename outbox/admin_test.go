@@ -180,3 +180,44 @@ func TestAdminListRejectsBadFilterBytes(t *testing.T) {
 		}
 	}
 }
+
+// An Admin for one scope (ForScope) reads and requeues that scope's events
+// only: another scope's event is ErrNotFound, and an invalid scope is a
+// validation error. On one server as on Citus (TestCitusAdminGetAndRequeue).
+func TestAdminForScope(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool := inboxtest.Pool(t)
+	id := emitAs(t, pool, "tenant-a", event("", 1))[0]
+	global := emit(t, pool, event("", 2))[0]
+	drain(t, newRelay(t, pool, &recorder{fail: func(outbox.Message) error { return handler.Permanent(errors.New("no")) }}, outbox.RelayConfig{}))
+	admin := newAdmin(t, pool)
+
+	ev, err := admin.ForScope(inbox.Tenant("tenant-a")).Get(ctx, id)
+	is.NoErr(err)
+	is.Equal(ev.Status, outbox.StatusDead)
+	_, err = admin.ForScope(inbox.Tenant("tenant-b")).Get(ctx, id)
+	is.True(errors.Is(err, outbox.ErrNotFound))
+	_, err = admin.ForScope(inbox.Global()).Get(ctx, id)
+	is.True(errors.Is(err, outbox.ErrNotFound))
+	_, err = admin.ForScope(inbox.Tenant("tenant-b")).Requeue(ctx, id, ev.Version)
+	is.True(errors.Is(err, outbox.ErrNotFound))
+	is.Equal(row(t, pool, id).status, "DEAD") // unchanged
+
+	res, err := admin.ForScope(inbox.Tenant("tenant-a")).Requeue(ctx, id, ev.Version)
+	is.NoErr(err)
+	is.Equal(res.Version, ev.Version+1)
+	is.Equal(row(t, pool, id).status, "PENDING")
+
+	g, err := admin.ForScope(inbox.Global()).Get(ctx, global)
+	is.NoErr(err)
+	_, err = admin.ForScope(inbox.Global()).Requeue(ctx, global, g.Version)
+	is.NoErr(err)
+
+	var verr *inbox.ValidationError
+	_, err = admin.ForScope(inbox.Scope{Kind: inbox.ScopeGlobal, ID: "x"}).Get(ctx, id)
+	is.True(errors.As(err, &verr))
+	_, err = admin.ForScope(inbox.Tenant("")).Requeue(ctx, id, 1)
+	is.True(errors.As(err, &verr))
+}

@@ -153,7 +153,17 @@ func TestConcurrentRelaysKeepOrderAndExclusivity(t *testing.T) {
 	for _, r := range started {
 		is.NoErr(r.Stop(ctx))
 	}
+	checkOrder(t, emitPool, checker, poison, total, maxAttempts, relays)
+}
 
+// checkOrder checks what relays published, as checker recorded it, against
+// the stored events: no key or event in two publishes at once, each event
+// PUBLISHED once or DEAD after maxAttempts, and per key every attempt after
+// the earlier events (in seq order) were published or went DEAD.
+func checkOrder(t *testing.T, emitPool pgxPool, checker *orderChecker, poison map[outbox.ID]bool, total, maxAttempts, relays int) {
+	t.Helper()
+	is := is.New(t)
+	ctx := context.Background()
 	checker.mu.Lock()
 	defer checker.mu.Unlock()
 	for _, v := range checker.violations {

@@ -43,6 +43,12 @@
 //     published after the events of its key that went out while it was DEAD.
 //     The promise assumes Publishers return when their context ends
 //     (RelayConfig.PublishTimeout, which is shorter than the lease).
+//   - On Citus (pginbox's tables distributed by scope, docs/SCALE-OUT.md)
+//     an ordering key orders the events of one scope: the key lock is taken
+//     on the scope's node, so emits of one key in two scopes do not wait for
+//     each other, and their events have no order among them. Emit there
+//     sends one statement more (the transaction's scope, read on the
+//     coordinator) and the relay claims scope by scope.
 //
 // # Context carried over
 //

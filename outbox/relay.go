@@ -37,6 +37,9 @@ type Relay struct {
 	cfg   RelayConfig
 	log   *slog.Logger
 	hooks testHooks
+	// layout says whether the outbox is distributed by Citus (claims,
+	// settling, recovery and purge then run per scope).
+	layout layout
 
 	wake chan struct{} // new events may be due
 

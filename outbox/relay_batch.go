@@ -105,17 +105,12 @@ func (r *Relay) batch(ctx, pubCtx context.Context) (batchResult, error) {
 // claim takes up to BatchSize due events (see OutboxClaim for the ordering
 // rules) and returns them in emit order.
 func (r *Relay) claim(ctx context.Context) ([]*job, error) {
-	var rows []db.OutboxClaimRow
-	err := pgx.BeginTxFunc(ctx, r.pool, asyncCommit, func(tx pgx.Tx) error {
-		var err error
-		rows, err = db.New(tx).OutboxClaim(ctx, db.OutboxClaimParams{
-			LeaseMs:  r.cfg.Lease.Milliseconds(),
-			MaxCount: int32(r.cfg.BatchSize),
-		})
-		return err
-	})
-	if err != nil {
-		return nil, dbError("outbox claim", err)
+	rows, claimErr := r.claimRows(ctx)
+	if claimErr != nil && len(rows) == 0 {
+		return nil, claimErr
+	}
+	if claimErr != nil { // on Citus: some scopes failed, the others' claims are committed
+		r.log.Error("pginbox relay: claiming from some scopes failed; publishing the others", "error", claimErr)
 	}
 	jobs := make([]*job, len(rows))
 	for i, row := range rows {
@@ -232,6 +227,12 @@ func (r *Relay) call(ctx context.Context, jobs []*job) (errs []error) {
 func (r *Relay) settle(jobs []*job) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
+	// The claim read the layout: known by now.
+	if distributed, err := r.layout.get(ctx, r.pool); err != nil {
+		return 0, err
+	} else if distributed {
+		return r.settleScopes(ctx, jobs)
+	}
 	q := db.New(r.pool)
 	var published, released settleArgs
 	var failed db.OutboxFailParams

@@ -41,6 +41,20 @@ func (r *Relay) maintainLoop(ctx context.Context, wg *sync.WaitGroup) {
 // their attempts are spent) and reports how many. Every running relay does
 // this periodically; no leader is needed.
 func (r *Relay) RecoverExpired(ctx context.Context) (int, error) {
+	distributed, err := r.layout.get(ctx, r.pool)
+	if err != nil {
+		return 0, err
+	}
+	if distributed {
+		rows, err := r.recoverScopes(ctx)
+		for _, row := range rows {
+			r.log.Warn("pginbox relay: recovered an expired lease; the event will be published again", "event_id", row.ID, "status", row.Status)
+		}
+		if len(rows) > 0 {
+			signal(r.wake)
+		}
+		return len(rows), err
+	}
 	total := 0
 	for {
 		rows, err := db.New(r.pool).OutboxRecover(ctx, db.OutboxRecoverParams{MaxAttempts: int32(r.cfg.MaxAttempts), MaxCount: recoverBatch})
@@ -62,6 +76,13 @@ func (r *Relay) RecoverExpired(ctx context.Context) (int, error) {
 
 // purge deletes events published before cutoff, in batches.
 func (r *Relay) purge(ctx context.Context, cutoff time.Time) (int64, error) {
+	distributed, err := r.layout.get(ctx, r.pool)
+	if err != nil {
+		return 0, err
+	}
+	if distributed {
+		return purgeScopes(ctx, db.New(r.pool), cutoff, purgeBatch, nil)
+	}
 	return purgePublished(ctx, db.New(r.pool), cutoff, purgeBatch, nil)
 }
 

@@ -1,29 +1,72 @@
 -- name: ReceiptClaim :many
--- Claims up to @max_count due receipts of the given consumers, oldest due first.
--- SKIP LOCKED lets any number of workers claim at once without waiting on each
--- other. Only the queue rows change: @claim_token (made by the worker, one per
--- claim) fences the completion and failure updates, together with the ID.
--- Payloads are not returned: the handler's transaction loads them
--- (ReceiptStart), so a payload the server cannot produce fails that receipt's
--- attempt alone instead of every claim of its consumer. With several
--- consumers a few extra rows may be locked until commit.
-WITH due AS (
-    -- One ordered index scan per consumer: "consumer = ANY(...) ORDER BY
-    -- available_at" would read and sort the whole backlog on every claim.
-    SELECT d.receipt_id
+-- Claims up to @max_count due receipts of the given consumers, serving the
+-- scopes with due work in turns, so one tenant's backlog cannot hold another
+-- tenant's messages behind it. SKIP LOCKED lets any number of workers claim
+-- at once without waiting on each other. Only the queue rows change:
+-- @claim_token (made by the worker, one per claim) fences the completion and
+-- failure updates, together with the ID. Payloads are not returned: the
+-- handler's transaction loads them (ReceiptStart), so a payload the server
+-- cannot produce fails that receipt's attempt alone.
+--
+-- The turns: per consumer, the walk visits the scopes after the cursor
+-- (@after_scope_kind, @after_scope_id; the worker passes the last scope it
+-- was served, '' to start over) in index order, one descent of the due index
+-- per scope, at most @max_walk per consumer. The first index entry of a
+-- scope holds its oldest available_at, so the walk sees whether the scope
+-- has due work without reading its rows. The first @max_scopes scopes with
+-- due work each get an equal share of @max_count (returned as share: a scope
+-- that filled its share may have more), oldest first within the scope.
+WITH RECURSIVE walk AS (
+    SELECT c.name AS consumer, f.scope_kind, f.scope_id, f.available_at, 1 AS depth
     FROM unnest(sqlc.arg(consumers)::text[]) AS c (name)
     CROSS JOIN LATERAL (
-        SELECT w.receipt_id, w.available_at
+        SELECT w.scope_kind, w.scope_id, w.available_at
         FROM pginbox_work w
         WHERE w.consumer = c.name
           AND w.status IN ('PENDING', 'RETRYABLE')
+          AND (w.scope_kind, w.scope_id) > (sqlc.arg(after_scope_kind)::text, sqlc.arg(after_scope_id)::text)
+        ORDER BY w.scope_kind, w.scope_id, w.available_at
+        LIMIT 1
+    ) f
+    UNION ALL
+    SELECT s.consumer, n.scope_kind, n.scope_id, n.available_at, s.depth + 1
+    FROM walk s
+    CROSS JOIN LATERAL (
+        SELECT w.scope_kind, w.scope_id, w.available_at
+        FROM pginbox_work w
+        WHERE w.consumer = s.consumer
+          AND w.status IN ('PENDING', 'RETRYABLE')
+          AND (w.scope_kind, w.scope_id) > (s.scope_kind, s.scope_id)
+        ORDER BY w.scope_kind, w.scope_id, w.available_at
+        LIMIT 1
+    ) n
+    WHERE s.depth < sqlc.arg(max_walk)::integer
+), served AS (
+    SELECT s.consumer, s.scope_kind, s.scope_id
+    FROM walk s
+    WHERE s.available_at <= now()
+    LIMIT sqlc.arg(max_scopes)::integer
+), share AS (
+    SELECT greatest(1, ceil(sqlc.arg(max_count)::integer::numeric / greatest(count(*), 1)))::integer AS n
+    FROM served
+), due AS (
+    SELECT d.receipt_id, d.available_at
+    FROM served s
+    CROSS JOIN share
+    CROSS JOIN LATERAL (
+        SELECT w.receipt_id, w.available_at
+        FROM pginbox_work w
+        WHERE w.consumer = s.consumer
+          AND w.scope_kind = s.scope_kind
+          AND w.scope_id = s.scope_id
+          AND w.status IN ('PENDING', 'RETRYABLE')
           AND w.available_at <= now()
         ORDER BY w.available_at
-        LIMIT sqlc.arg(max_count)
+        LIMIT share.n
         FOR UPDATE SKIP LOCKED
     ) d
     ORDER BY d.available_at
-    LIMIT sqlc.arg(max_count)
+    LIMIT sqlc.arg(max_count)::integer
 ), claimed AS (
     UPDATE pginbox_work w
     SET status = 'PROCESSING',
@@ -38,7 +81,7 @@ WITH due AS (
 )
 SELECT r.id, c.claim_token, r.scope_kind, r.scope_id, r.source, r.consumer,
     r.message_id, r.event_type, r.schema_version, c.attempts, c.max_attempts,
-    r.created_at
+    r.created_at, (SELECT n FROM share) AS share
 FROM claimed c
 JOIN pginbox_receipts r
   ON r.id = c.receipt_id AND r.scope_kind = c.scope_kind AND r.scope_id = c.scope_id;

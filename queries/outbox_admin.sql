@@ -1,8 +1,12 @@
 -- name: OutboxGet :one
--- One event with its payload and metadata.
+-- One event with its payload and metadata, of the scope @scope_kind and
+-- @scope_id (on Citus: on its node alone), or with @all_scopes of any scope
+-- (the operator's view: on Citus it reads every shard).
 SELECT *
 FROM pginbox_outbox
-WHERE id = @id;
+WHERE id = @id
+  AND (sqlc.arg(all_scopes)::boolean
+       OR (scope_kind = sqlc.arg(scope_kind)::text AND scope_id = sqlc.arg(scope_id)::text));
 
 -- name: OutboxList :many
 -- One page of events in ID order (creation order: IDs are ULIDs), after the
@@ -46,14 +50,17 @@ ORDER BY destination;
 -- name: OutboxRequeue :one
 -- Sends a DEAD event back to PENDING with a fresh retry budget, due now, if
 -- it is still at @expected_version. No row means the caller reads the event
--- again to say why (not found, other version, other status).
+-- again to say why (not found, other version, other status). The event's
+-- scope, @scope_id, is given (Admin reads it first when it has none), so on
+-- Citus the statement runs on the scope's node alone.
 UPDATE pginbox_outbox
 SET status = 'PENDING',
     attempts = 0,
     available_at = now(),
     updated_at = now(),
     version = version + 1
-WHERE id = @id
+WHERE scope_id = sqlc.arg(scope_id)::text
+  AND id = @id
   AND version = @expected_version
   AND status = 'DEAD'
 RETURNING version;

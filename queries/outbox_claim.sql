@@ -57,3 +57,68 @@ WHERE o.id = c.id
 RETURNING o.id, o.claim_token, o.seq, o.source, o.destination, o.ordering_key,
     o.event_type, o.schema_version, o.payload, o.metadata, o.attempts, o.created_at,
     o.scope_kind, o.scope_id;
+
+-- name: OutboxDueScopes :many
+-- The relay's claim on Citus, step 1: the scopes with due events, oldest due
+-- first, at most @max_scopes. It runs on every shard at once (one task per
+-- shard, on the due index) and locks nothing; the relay then claims from each
+-- scope with OutboxClaimScope. A fan-out by design: no statement can lock
+-- rows on several shards.
+SELECT o.scope_kind, o.scope_id, min(o.available_at)::timestamptz AS oldest_due
+FROM pginbox_outbox o
+WHERE o.status = 'PENDING'
+  AND o.available_at <= now()
+GROUP BY o.scope_kind, o.scope_id
+ORDER BY oldest_due, o.scope_id
+LIMIT sqlc.arg(max_scopes)::integer;
+
+-- name: OutboxClaimScope :many
+-- The relay's claim on Citus, step 2: OutboxClaim for one scope, @scope_id.
+-- Every table reference carries the scope, so the statement runs on the
+-- scope's node alone and SKIP LOCKED works as on one server. The claim token
+-- is a parameter (Citus refuses volatile functions in a routed UPDATE); one
+-- token for the batch fences as well as one per event, since marking matches
+-- the event ID too. The ordering tests are OutboxClaim's within the scope:
+-- on Citus an ordering key orders the events of one scope (emits of one key
+-- in different scopes take different locks, on different nodes).
+WITH candidates AS (
+    SELECT o.id
+    FROM pginbox_outbox o
+    WHERE o.scope_id = sqlc.arg(scope_id)::text
+      AND o.status = 'PENDING'
+      AND o.available_at <= now()
+      AND (o.ordering_key = '' OR NOT EXISTS (
+          SELECT 1
+          FROM pginbox_outbox p
+          WHERE p.scope_id = sqlc.arg(scope_id)::text
+            AND p.ordering_key = o.ordering_key
+            AND p.ordering_key <> ''
+            AND p.status IN ('PENDING', 'PUBLISHING')
+            AND p.seq < o.seq
+            AND (p.status = 'PUBLISHING' OR p.available_at > o.available_at)))
+    ORDER BY o.available_at, o.seq
+    LIMIT sqlc.arg(max_count)::integer
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pginbox_outbox o
+SET status = 'PUBLISHING',
+    claim_token = sqlc.arg(claim_token)::uuid,
+    lease_expires_at = now() + sqlc.arg(lease_ms)::bigint * interval '1 millisecond',
+    attempts = o.attempts + 1,
+    version = o.version + 1,
+    updated_at = now()
+FROM candidates c
+WHERE o.scope_id = sqlc.arg(scope_id)::text
+  AND o.id = c.id
+  AND (o.ordering_key = '' OR NOT EXISTS (
+      SELECT 1
+      FROM pginbox_outbox p
+      WHERE p.scope_id = sqlc.arg(scope_id)::text
+        AND p.ordering_key = o.ordering_key
+        AND p.ordering_key <> ''
+        AND p.status IN ('PENDING', 'PUBLISHING')
+        AND p.seq < o.seq
+        AND p.id NOT IN (SELECT id FROM candidates)))
+RETURNING o.id, o.claim_token, o.seq, o.source, o.destination, o.ordering_key,
+    o.event_type, o.schema_version, o.payload, o.metadata, o.attempts, o.created_at,
+    o.scope_kind, o.scope_id;

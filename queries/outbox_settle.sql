@@ -61,3 +61,61 @@ FROM (
            unnest(sqlc.arg(tokens)::text[])::uuid AS token
 ) AS held
 WHERE o.id = held.id AND o.claim_token = held.token;
+
+-- name: OutboxMarkPublishedScope :many
+-- OutboxMarkPublished for the events of one scope, @scope_id: on Citus it
+-- runs on the scope's node alone. Each ID's token is the one at its position
+-- (WITH ORDINALITY: Citus refuses the zipping set-returning functions of one
+-- select list).
+UPDATE pginbox_outbox o
+SET status = 'PUBLISHED',
+    published_at = now(),
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    last_error = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM unnest(sqlc.arg(ids)::text[]) WITH ORDINALITY AS held (id, n)
+WHERE o.scope_id = sqlc.arg(scope_id)::text
+  AND o.id = held.id::uuid AND o.claim_token = (sqlc.arg(tokens)::text[])[held.n]::uuid
+RETURNING o.id;
+
+-- name: OutboxFailScope :many
+-- OutboxFail for the events of one scope, @scope_id, on its node alone. The
+-- retry times come computed (@available_at, the relay's clock): Citus refuses
+-- a time computed from a column in a routed UPDATE. The arrays are joined by
+-- position into columns: an array subscript in SET crashes Citus 13's
+-- coordinator.
+UPDATE pginbox_outbox o
+SET status = CASE WHEN f.dead OR o.attempts >= sqlc.arg(max_attempts)::integer
+                  THEN 'DEAD' ELSE 'PENDING' END,
+    available_at = f.available_at,
+    last_error = f.error,
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM (
+    SELECT i.id, t.token, e.error, a.available_at, d.dead
+    FROM unnest(sqlc.arg(ids)::text[]) WITH ORDINALITY AS i (id, n)
+    JOIN unnest(sqlc.arg(tokens)::text[]) WITH ORDINALITY AS t (token, n) ON t.n = i.n
+    JOIN unnest(sqlc.arg(errors)::text[]) WITH ORDINALITY AS e (error, n) ON e.n = i.n
+    JOIN unnest(sqlc.arg(available_at)::timestamptz[]) WITH ORDINALITY AS a (available_at, n) ON a.n = i.n
+    JOIN unnest(sqlc.arg(dead)::boolean[]) WITH ORDINALITY AS d (dead, n) ON d.n = i.n
+) AS f
+WHERE o.scope_id = sqlc.arg(scope_id)::text
+  AND o.id = f.id::uuid AND o.claim_token = f.token::uuid
+RETURNING o.id, o.status, o.available_at;
+
+-- name: OutboxReleaseScope :execrows
+-- OutboxRelease for the events of one scope, @scope_id, on its node alone.
+UPDATE pginbox_outbox o
+SET status = 'PENDING',
+    attempts = o.attempts - 1,
+    claim_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now(),
+    version = o.version + 1
+FROM unnest(sqlc.arg(ids)::text[]) WITH ORDINALITY AS held (id, n)
+WHERE o.scope_id = sqlc.arg(scope_id)::text
+  AND o.id = held.id::uuid AND o.claim_token = (sqlc.arg(tokens)::text[])[held.n]::uuid;

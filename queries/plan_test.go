@@ -128,6 +128,8 @@ func value(name string, oid uint32, allScopes bool) any {
 		return []int32{1}
 	case pgtype.Int8ArrayOID:
 		return []int64{0}
+	case pgtype.TimestamptzArrayOID:
+		return []time.Time{time.Now()}
 	case pgtype.BoolArrayOID:
 		return []bool{false}
 	case pgtype.ByteaArrayOID:

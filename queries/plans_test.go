@@ -2,14 +2,16 @@ package queries_test
 
 // The reasons of the allow-list.
 const (
-	fanOutDiscovery = "a discovery read that locks nothing: one task per shard, then routed statements per scope"
-	fanOutAdmin     = "the operator's cross-tenant view: reads every shard"
-	coordinatorOnly = "touches no distributed table: runs on the coordinator (wake-ups, settings, sessions)"
-	listenOnly      = "LISTEN: the session listens on the coordinator, where wake-ups are sent"
-	lockedPerScope  = "the all-scopes form locks across shards, which Citus refuses, so pginbox never sends it: an admin change reads the receipt's scope with ReceiptState (lock-free) and locks with the one-scope form"
-	purgedPerScope  = "the all-scopes form locks across shards, which Citus refuses: there the operator's purge lists the scopes with ReceiptPurgeScopes and purges each with the one-scope form"
-	singleNodeBatch = "the single-server batch accept (one statement for the batch of a scope); on Citus AcceptBatch and GroupCommit send, per scope, ReceiptInsertRouted per message, ReceiptQueueBatchRouted and ReceiptNotify in one pipelined transaction, and read duplicates with ReceiptsByIdentitiesRouted"
-	singleNodeClaim = "the claim across scopes on one server; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead (the discovery read would cost a single server a scan of every due row per claim)"
+	fanOutDiscovery  = "a discovery read that locks nothing: one task per shard, then routed statements per scope"
+	fanOutAdmin      = "the operator's cross-tenant view: reads every shard"
+	coordinatorOnly  = "touches no distributed table: runs on the coordinator (wake-ups, settings, sessions)"
+	listenOnly       = "LISTEN: the session listens on the coordinator, where wake-ups are sent"
+	singleNodeClaim  = "the claim on one server: scopes in turns through a recursive walk of the due index, which locks rows of many scopes; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead"
+	singleNodeOutbox = "the relay's statement across scopes on one server; on Citus the relay runs the per-scope variant (...Scope) after a lock-free discovery read instead"
+	singleNodeEmit   = "the single-server emit (scope from the setting, advisory lock in the insert); on Citus Emit sends OutboxEmitScope, OutboxKeyLockScope and OutboxEventInsertScope instead"
+	lockedPerScope   = "the all-scopes form locks across shards, which Citus refuses, so pginbox never sends it: an admin change reads the receipt's scope with ReceiptState (lock-free) and locks with the one-scope form"
+	purgedPerScope   = "the all-scopes form locks across shards, which Citus refuses: there the operator's purge lists the scopes with ReceiptPurgeScopes and purges each with the one-scope form"
+	singleNodeBatch  = "the single-server batch accept (one statement for the batch of a scope); on Citus AcceptBatch and GroupCommit send, per scope, ReceiptInsertRouted per message, ReceiptQueueBatchRouted and ReceiptNotify in one pipelined transaction, and read duplicates with ReceiptsByIdentitiesRouted"
 	// pending marks a statement not yet made to route on Citus (issue 22
 	// item 3 remains for it): the entry records what Citus does with it
 	// today, so the test fails when that changes.
@@ -70,20 +72,34 @@ var plans = map[string]expectation{
 	"ReceiptReplayQueue":        {kind: router},
 	"ReceiptRequeue":            {kind: router},
 
-	// The outbox.
-	"OutboxEventInsert":    {kind: refused, why: pending + "takes its scope from the setting and an advisory lock for ordering: to take the scope as a parameter and a per-(scope, key) counter"},
-	"OutboxNotify":         {kind: coordinator, why: coordinatorOnly},
-	"OutboxListen":         {kind: notPlanned, why: listenOnly},
-	"OutboxClaim":          {kind: refused, why: pending + "claims across scopes: to be per scope like the worker's claim"},
-	"OutboxMarkPublished":  {kind: refused, why: pending + "zipped unnest and no scope"},
-	"OutboxFail":           {kind: refused, why: pending + "now() with column references in SET, no scope"},
-	"OutboxRelease":        {kind: refused, why: pending + "zipped unnest and no scope"},
-	"OutboxRecover":        {kind: refused, why: pending + "locks across scopes: to be per scope like lease recovery"},
-	"OutboxPurge":          {kind: refused, why: pending + "locks across scopes"},
-	"OutboxPurgeCount":     {kind: multi, why: fanOutAdmin},
-	"OutboxGet":            {kind: multi, why: pending + "by ID without the scope"},
-	"OutboxList":           {kind: multi, why: fanOutAdmin},
-	"OutboxStats":          {kind: multi, why: fanOutAdmin},
-	"OutboxStatsPublished": {kind: multi, why: fanOutAdmin},
-	"OutboxRequeue":        {kind: multi, why: pending + "by ID without the scope"},
+	// The outbox. On Citus Emit sends OutboxEmitScope, OutboxKeyLockScope (an
+	// ordering key) and OutboxEventInsertScope; the relay claims, settles,
+	// recovers and purges per scope.
+	"OutboxEventInsert":        {kind: refused, why: singleNodeEmit},
+	"OutboxEmitScope":          {kind: coordinator, why: coordinatorOnly},
+	"OutboxKeyLockScope":       {kind: router},
+	"OutboxEventInsertScope":   {kind: router},
+	"OutboxNotify":             {kind: coordinator, why: coordinatorOnly},
+	"OutboxListen":             {kind: notPlanned, why: listenOnly},
+	"OutboxClaim":              {kind: refused, why: singleNodeOutbox},
+	"OutboxDueScopes":          {kind: multi, why: fanOutDiscovery},
+	"OutboxClaimScope":         {kind: router},
+	"OutboxMarkPublished":      {kind: refused, why: singleNodeOutbox},
+	"OutboxMarkPublishedScope": {kind: router},
+	"OutboxFail":               {kind: refused, why: singleNodeOutbox},
+	"OutboxFailScope":          {kind: router},
+	"OutboxRelease":            {kind: refused, why: singleNodeOutbox},
+	"OutboxReleaseScope":       {kind: router},
+	"OutboxRecover":            {kind: refused, why: singleNodeOutbox},
+	"OutboxExpiredScopes":      {kind: multi, why: fanOutDiscovery},
+	"OutboxRecoverScope":       {kind: router},
+	"OutboxPurge":              {kind: refused, why: singleNodeOutbox},
+	"OutboxPurgeScopes":        {kind: multi, why: fanOutDiscovery},
+	"OutboxPurgeScope":         {kind: router},
+	"OutboxPurgeCount":         {kind: multi, why: fanOutAdmin},
+	"OutboxGet":                {kind: router, allScopes: multi, why: fanOutAdmin},
+	"OutboxList":               {kind: multi, why: fanOutAdmin},
+	"OutboxStats":              {kind: multi, why: fanOutAdmin},
+	"OutboxStatsPublished":     {kind: multi, why: fanOutAdmin},
+	"OutboxRequeue":            {kind: router},
 }

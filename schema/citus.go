@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +24,8 @@ import (
 var citusMigrations embed.FS
 
 // CitusFS returns the migration files of the Citus line: the single-node
-// files of versions 1 to 6, then citus/00007_citus.sql.
+// files of versions 1 to 6, citus/00007_citus.sql, then the single-node
+// files of version 8 on (their DDL runs on Citus as it is).
 func CitusFS() fs.FS { return citusLine{} }
 
 // citusLine overlays the Citus twins on the single-node files.
@@ -60,7 +62,14 @@ func (citusLine) Glob(pattern string) ([]string, error) {
 		}
 		out = append(out, f)
 	}
-	return append(out, twins...), nil
+	out = append(out, twins...)
+	// In version order, as goose applies them.
+	sort.SliceStable(out, func(i, j int) bool {
+		vi, _ := goose.NumericComponent(path.Base(out[i]))
+		vj, _ := goose.NumericComponent(path.Base(out[j]))
+		return vi < vj
+	})
+	return out, nil
 }
 
 // CitusColocateSetting is the connection setting the Citus line's version 7

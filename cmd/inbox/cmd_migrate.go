@@ -33,8 +33,8 @@ the same files with the goose CLI:
   goose -dir <module dir>/schema -table ` + schema.VersionTable + ` postgres "$DATABASE_URL" up
 
 On a Citus cluster, connect to the coordinator and add --citus: the Citus
-migration line shares versions 1 to 6 and has its own version 7, which
-distributes every pginbox table by scope ID, colocated with each other
+migration line shares versions 1 to 6 and 8 on, and has its own version 7,
+which distributes every pginbox table by scope ID, colocated with each other
 (docs/SCALE-OUT.md). --colocate-with TABLE puts them in the colocation group of
 an application table already distributed by a text tenant column. The two
 lines refuse each other's databases; a single server never needs --citus.`,

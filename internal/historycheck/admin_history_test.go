@@ -2,7 +2,6 @@ package historycheck
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -16,10 +15,8 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
-	"github.com/pginbox/pginbox/inboxtype"
 )
 
 func TestMain(m *testing.M) { inboxtest.Main(m) }
@@ -154,31 +151,14 @@ func versionsModel(initial []int64) porcupine.Model {
 // HISTORY_DIR keeps a failing history's visualization (default: a temporary
 // directory, printed).
 func TestAdminHistory(t *testing.T) {
-	seconds := 5
-	if s := os.Getenv("HISTORY_SECONDS"); s != "" {
-		fmt.Sscan(s, &seconds)
-	}
+	seconds := historySeconds()
 	const receipts, clients = 3, 6
 	pool := inboxtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = clients + 2 })
 	ctx := t.Context()
-	ids := make([]inbox.ID, receipts)
-	payload := `{"n":1}`
-	for i := range ids {
-		ids[i] = inboxtype.New()
-		fp := sha256.Sum256([]byte{byte(i)})
-		if _, err := db.New(pool).ReceiptAccept(ctx, db.ReceiptAcceptParams{
-			ID: ids[i], ScopeKind: "global", Source: "history", Consumer: "c", MessageID: fmt.Sprint(i),
-			EventType: "e", SchemaVersion: 1, Fingerprint: fp[:], Payload: &payload, Metadata: "{}", MaxAttempts: 3,
-		}); err != nil {
-			t.Fatal(err)
-		}
-		inboxtest.SetState(t, pool, ids[i], "status = 'COMPLETED', completed_at = now()")
+	ids, view := seedReceipts(t, ctx, pool, []string{"c", "c", "c"}, 3)
+	for _, id := range ids {
+		inboxtest.SetState(t, pool, id, "status = 'COMPLETED', completed_at = now()")
 	}
-	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	view := admin.Operator()
 	initial := make([]int64, receipts)
 	for i, id := range ids {
 		r, err := view.Get(ctx, id)

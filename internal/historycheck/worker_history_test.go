@@ -2,7 +2,6 @@ package historycheck
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -164,32 +163,16 @@ func workerModel(initial wState) porcupine.Model {
 // token and the expected versions hold under faults. HISTORY_SECONDS sets the
 // run's length (default 5).
 func TestWorkerHistory(t *testing.T) {
-	seconds := 5
-	if s := os.Getenv("HISTORY_SECONDS"); s != "" {
-		fmt.Sscan(s, &seconds)
-	}
+	seconds := historySeconds()
 	const receipts, workers, operators = 3, 3, 3
 	pool := inboxtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = workers + operators + 3 })
 	ctx := t.Context()
 	q := db.New(pool)
-	ids := make([]inbox.ID, receipts)
 	consumers := make([]string, receipts)
-	payload := `{"n":1}`
-	for i := range ids {
-		ids[i], consumers[i] = inboxtype.New(), fmt.Sprintf("c%d", i)
-		fp := sha256.Sum256([]byte{byte(i)})
-		if _, err := q.ReceiptAccept(ctx, db.ReceiptAcceptParams{
-			ID: ids[i], ScopeKind: "global", Source: "history", Consumer: consumers[i], MessageID: fmt.Sprint(i),
-			EventType: "e", SchemaVersion: 1, Fingerprint: fp[:], Payload: &payload, Metadata: "{}", MaxAttempts: 1_000_000,
-		}); err != nil {
-			t.Fatal(err)
-		}
+	for i := range consumers {
+		consumers[i] = fmt.Sprintf("c%d", i)
 	}
-	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	view := admin.Operator()
+	ids, view := seedReceipts(t, ctx, pool, consumers, 1_000_000)
 	initial := make(wState, receipts)
 	for i, id := range ids {
 		r, err := view.Get(ctx, id)
@@ -228,7 +211,7 @@ func TestWorkerHistory(t *testing.T) {
 				tok := inboxtype.New()
 				in := wInput{Op: "claim", Receipt: i, Token: tok.String()}
 				call := now()
-				rows, err := q.ReceiptClaim(ctx, db.ReceiptClaimParams{Consumers: []string{consumers[i]}, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
+				rows, err := q.ReceiptClaim(ctx, db.ReceiptClaimParams{Consumers: []string{consumers[i]}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
 				out := wOutput{Result: "ok"}
 				switch {
 				case err != nil:

@@ -39,7 +39,7 @@ func TestDuplicateAcceptWaitsForRunningHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	tok := inboxtype.New()
-	claimed, err := q.ReceiptClaim(ctx, db.ReceiptClaimParams{Consumers: []string{"c"}, MaxCount: 1, ClaimToken: tok, LeaseMs: 60_000})
+	claimed, err := q.ReceiptClaim(ctx, db.ReceiptClaimParams{Consumers: []string{"c"}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 60_000})
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}

@@ -101,7 +101,7 @@ func (d *driver) apply(prev, next State) error {
 		d.exec(`UPDATE pginbox_work SET available_at = now() - interval '1 day' - $2 * interval '1 second' WHERE receipt_id = $1`, id, d.claims)
 		tok := inboxtype.New()
 		rc := next.Receipts[key(s.ID)]
-		rows, err := d.q.ReceiptClaim(d.ctx, db.ReceiptClaimParams{Consumers: []string{consumer(rc.Scope, rc.Msg)}, MaxCount: 1, ClaimToken: tok, LeaseMs: leaseMs})
+		rows, err := d.q.ReceiptClaim(d.ctx, db.ReceiptClaimParams{Consumers: []string{consumer(rc.Scope, rc.Msg)}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: leaseMs})
 		if err != nil {
 			return err
 		}

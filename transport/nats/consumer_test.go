@@ -78,37 +78,6 @@ func TestRunFailsFast(t *testing.T) {
 	}
 }
 
-// Accepted and duplicate deliveries are acked; the receipt exists once,
-// in the configured scope.
-func TestAcceptThenAck(t *testing.T) {
-	t.Parallel()
-	url := natsURL(t)
-	pool := newPool(t)
-	e := newEnv(t, url, true)
-	cfg := e.config(url, testlog.Errors(t))
-	cfg.Decode = decodeByEventID // the same event published twice with different Nats-Msg-Ids
-	start(t, newClient(t, pool), cfg)
-
-	e.publish(t, "pub-1", `{"eventId":"evt-1","orderId":"o-1"}`)
-	e.publish(t, "pub-2", `{"eventId":"evt-2","orderId":"o-2"}`)
-	e.publish(t, "pub-3", `{"orderId":"o-1","eventId":"evt-1"}`) // redelivery by the producer, keys reordered
-	drill.Eventually(t, 20*time.Second, "all messages acked", func() bool { return e.unsettled(t) == 0 })
-
-	var receipts int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts_live WHERE scope_id = $1`, testTenant).Scan(&receipts); err != nil {
-		t.Fatal(err)
-	}
-	if receipts != 2 {
-		t.Fatalf("%d receipts of %s, want 2", receipts, testTenant)
-	}
-	if info := e.consumerInfo(t); info.AckFloor.Stream != 3 {
-		t.Fatalf("ack floor %d, want 3", info.AckFloor.Stream)
-	}
-	if dl := e.deadLetters(t); len(dl) != 0 {
-		t.Fatalf("%d dead letters, want none", len(dl))
-	}
-}
-
 // Messages that can never be accepted are stored under the dead-letter
 // subject with their reason and terminated; nothing reaches the inbox.
 func TestRejectToDeadLetter(t *testing.T) {
@@ -166,26 +135,4 @@ func TestRejectWaitsForDeadLetterStream(t *testing.T) {
 	e.captureDead(t)
 	drill.Eventually(t, 20*time.Second, "the dead letter", func() bool { return len(e.deadLetters(t)) == 1 })
 	drill.Eventually(t, 10*time.Second, "the message terminated", func() bool { return e.unsettled(t) == 0 })
-}
-
-// Shutdown: Run returns nil after cancel, and a stopped consumer takes
-// nothing.
-func TestRunStops(t *testing.T) {
-	t.Parallel()
-	url := natsURL(t)
-	pool := newPool(t)
-	e := newEnv(t, url, true)
-	stop := start(t, newClient(t, pool), e.config(url, testlog.Errors(t)))
-	e.publish(t, "m-1", `{"orderId":"o-1"}`)
-	drill.Eventually(t, 20*time.Second, "the message acked", func() bool { return e.unsettled(t) == 0 })
-	stop() // fails the test if Run returned an error or hung
-
-	e.publish(t, "m-2", `{"orderId":"o-2"}`)
-	time.Sleep(300 * time.Millisecond)
-	if e.unsettled(t) != 1 {
-		t.Fatal("a stopped consumer settled a message")
-	}
-	if n := receipts(t, pool); n != 1 {
-		t.Fatalf("%d receipts after stop, want 1", n)
-	}
 }

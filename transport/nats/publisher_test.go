@@ -13,9 +13,6 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/outbox"
-	"github.com/pginbox/pginbox/transport/internal/drill"
-	"github.com/pginbox/pginbox/transport/internal/relaytest"
-	"github.com/pginbox/pginbox/transport/internal/testlog"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
 )
 
@@ -84,43 +81,6 @@ func (e *env) streamLen(t testing.TB) uint64 {
 		t.Fatal(err)
 	}
 	return s.CachedInfo().State.Msgs
-}
-
-// received decodes msgs with DecodeEvent, checks the fields every test
-// event carries and records the IDs.
-func received(t testing.TB, e relaytest.Emitted, msgs []jetstream.Msg) *relaytest.Received {
-	t.Helper()
-	var got relaytest.Received
-	decode := pgnats.DecodeEvent(testConsumer)
-	for _, m := range msgs {
-		im, err := decode(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := m.Headers().Get(jetstream.MsgIDHeader)
-		key, known := e.Keys[id]
-		if !known || m.Headers().Get(pgnats.HeaderOrderingKey) != key || im.Source != relaytest.Source ||
-			im.EventType != relaytest.EventType || im.SchemaVersion != relaytest.Version ||
-			im.Metadata[relaytest.MetadataKey] != relaytest.MetadataVal {
-			t.Fatalf("message %v (%+v) does not carry its event's fields", m.Headers(), im)
-		}
-		got.Add(id)
-	}
-	return &got
-}
-
-// Events emitted in transactions reach the stream through the relay, with
-// Nats-Msg-Id = event ID and the event's fields in headers, in emit order
-// per ordering key.
-func TestPublisherRelayEndToEnd(t *testing.T) {
-	t.Parallel()
-	url := natsURL(t)
-	e := newEnv(t, url, false)
-	pool := relaytest.Pool(t, testDSN(t))
-	ev := relaytest.Emit(t, pool, e.subject, 100)
-	drill.Run(t, relaytest.Relay(t, pool, newPublisher(t, url), testlog.Errors(t)).Run)
-	drill.Eventually(t, 30*time.Second, "every event marked PUBLISHED", func() bool { return relaytest.Published(t, pool) == len(ev.IDs) })
-	received(t, ev, e.streamMsgs(t, len(ev.IDs))).Report(t, "nats relay", ev, relaytest.Published(t, pool), false)
 }
 
 // A re-publish of an event is acknowledged as a duplicate, which is

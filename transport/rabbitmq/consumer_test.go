@@ -12,34 +12,6 @@ import (
 	"github.com/pginbox/pginbox/transport/rabbitmq"
 )
 
-// Every delivery is acked only after Accept; the producer's own repeats are
-// duplicates, applied once.
-func TestAckAfterAccept(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	pool := drill.Pool(t, testDSN(t), nil)
-	ledger := drill.NewLedger(t, pool, testConsumer)
-	var sent []string
-	for i := range 20 {
-		id := fmt.Sprintf("evt-%03d", i)
-		sent = append(sent, id)
-		r.publish(t, id, fmt.Sprintf(`{"n":%d}`, i))
-		r.publish(t, id, fmt.Sprintf(`{"n":%d}`, i)) // the producer sent it twice
-	}
-	c, err := rabbitmq.NewConsumer(newClient(t, pool), r.config(t, r.url))
-	must(t, err)
-	stop := run(t, c)
-	drill.Eventually(t, 30*time.Second, "40 acks", func() bool { return c.Stats().Acked == 40 })
-	stop()
-	if n := r.depth(t, r.queue); n != 0 {
-		t.Fatalf("%d messages left in the queue after every ack", n)
-	}
-	if s := c.Stats(); s.Requeued != 0 || s.DeadLettered != 0 || ledger.Receipts(t) != 20 {
-		t.Fatalf("stats %+v, %d receipts; want no retries, no dead letters, 20 receipts", s, ledger.Receipts(t))
-	}
-	ledger.Report(t, "rabbitmq ack-after-accept", sent, c.Stats().Acked)
-}
-
 // The changed-redelivery drill: the same message ID with different content,
 // an invalid payload and an undecodable delivery each end in the dead-letter
 // exchange with the reason in headers; the stored receipt does not change.

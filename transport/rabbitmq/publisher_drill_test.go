@@ -9,8 +9,6 @@ import (
 	"github.com/pginbox/pginbox/internal/faultproxy"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/internal/drill"
-	"github.com/pginbox/pginbox/transport/internal/relaytest"
-	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/rabbitmq"
 )
 
@@ -24,42 +22,6 @@ func (r *rig) proxied(t testing.TB) (*faultproxy.Proxy, string) {
 	t.Cleanup(func() { proxy.Close() })
 	u.Host = proxy.Addr()
 	return proxy, u.String()
-}
-
-// The publisher's connection is cut twice while the relay streams events,
-// once with reconnects refused for a while (relaytest.CutDrill): the publisher reconnects and
-// every event reaches the queue, none lost (a message whose confirm the cut
-// swallowed is sent again: a duplicate the receiving inbox drops).
-func TestPublisherDrillConnectionCut(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	proxy, via := r.proxied(t)
-	pool := relaytest.Pool(t, testDSN(t))
-	p := newPublisher(t, via, rabbitmq.PublisherConfig{Logger: testlog.Errors(t)})
-	relay := relaytest.Relay(t, pool, p, testlog.Errors(t))
-
-	// The receiving side: the transport's consumer into an inbox.
-	dbPool := drill.Pool(t, testDSN(t), nil)
-	ledger := drill.NewLedger(t, dbPool, testConsumer)
-	cfg := r.config(t, r.url)
-	cfg.Decode = rabbitmq.DecodeEvent(testConsumer)
-	c, err := rabbitmq.NewConsumer(newClient(t, dbPool), cfg)
-	must(t, err)
-	stopConsumer := run(t, c)
-	stopRelay := drill.Run(t, relay.Run)
-
-	e := relaytest.CutDrill(t, pool, proxy, r.queue)
-	n := len(e.IDs)
-	stopRelay()
-	drill.Eventually(t, 60*time.Second, "every event stored", func() bool { return ledger.Receipts(t) == n })
-	drill.Eventually(t, 30*time.Second, "an empty queue", func() bool { return r.depth(t, r.queue) == 0 })
-	stopConsumer()
-	if p.Connects() < 3 {
-		t.Fatalf("%d connects, want at least 3 (two cuts)", p.Connects())
-	}
-	t.Logf("rabbitmq publisher connection-cut: sent=%d published=%d connects=%d received=%d (acked by the consumer)",
-		n, relaytest.Published(t, pool), p.Connects(), c.Stats().Acked)
-	ledger.Report(t, "rabbitmq publisher connection-cut", e.IDs, c.Stats().Acked)
 }
 
 // Publish returns when its context ends, even when the broker stopped

@@ -13,7 +13,6 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/internal/drill"
-	"github.com/pginbox/pginbox/transport/internal/relaytest"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/rabbitmq"
 )
@@ -54,44 +53,6 @@ func message(destination string, body string) outbox.Message {
 		ID: inboxtype.New(), Source: testSource, Destination: destination, EventType: drill.EventType,
 		SchemaVersion: 1, Payload: []byte(body), EmittedAt: time.Now(), Attempt: 1,
 	}
-}
-
-// Events emitted in transactions reach the queue through the relay, each
-// with its event ID, type, version, source, ordering key and metadata, in
-// emit order per ordering key.
-func TestPublisherRelayEndToEnd(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	pool := relaytest.Pool(t, testDSN(t))
-	e := relaytest.Emit(t, pool, r.queue, 100)
-	relay := relaytest.Relay(t, pool, newPublisher(t, r.url, rabbitmq.PublisherConfig{}), testlog.Errors(t))
-	drill.Run(t, relay.Run)
-
-	ch, err := r.conn.Channel()
-	must(t, err)
-	deliveries, err := ch.Consume(r.queue, "", true, false, false, false, nil)
-	must(t, err)
-	var got relaytest.Received
-	decode := rabbitmq.DecodeEvent(testConsumer)
-	for got.Len() < len(e.IDs) {
-		select {
-		case d := <-deliveries:
-			m, err := decode(d)
-			must(t, err)
-			key, _ := d.Headers[rabbitmq.HeaderOrderingKey].(string)
-			if _, ok := e.Keys[m.MessageID]; !ok || key != e.Keys[m.MessageID] || m.Source != relaytest.Source ||
-				m.EventType != relaytest.EventType || m.SchemaVersion != relaytest.Version ||
-				m.Metadata[relaytest.MetadataKey] != relaytest.MetadataVal || d.ContentType != "application/json" ||
-				d.DeliveryMode != amqp.Persistent || d.Timestamp.IsZero() {
-				t.Fatalf("delivery %+v (ordering key %q) does not carry its event's fields", d, key)
-			}
-			got.Add(m.MessageID)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("received %d of %d events", got.Len(), len(e.IDs))
-		}
-	}
-	drill.Eventually(t, 30*time.Second, "every event marked PUBLISHED", func() bool { return relaytest.Published(t, pool) == len(e.IDs) })
-	got.Report(t, "rabbitmq relay", e, relaytest.Published(t, pool), false)
 }
 
 // A message no queue is bound for is returned (it is published mandatory):

@@ -37,7 +37,12 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	url := brokertest.Require(t, brokertest.RabbitMQ)
+	return newRigAt(t, brokertest.Require(t, brokertest.RabbitMQ))
+}
+
+// newRigAt is newRig on the broker at url.
+func newRigAt(t testing.TB, url string) *rig {
+	t.Helper()
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		t.Fatal(err)

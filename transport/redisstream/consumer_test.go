@@ -50,34 +50,6 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 	}
 }
 
-// Accepted and duplicate entries are acknowledged; the receipt exists once,
-// in the configured scope. Entries added before the group existed are
-// consumed too.
-func TestAcceptThenAck(t *testing.T) {
-	t.Parallel()
-	addr := redisAddr(t)
-	pool := newPool(t)
-	e := newEnv(t, addr)
-	e.add(t, "", `{"eventId":"evt-1","orderId":"o-1"}`) // before the group exists
-	cfg := e.config(newRedis(t, addr), testlog.Errors(t))
-	cfg.Decode = decodeByEventID
-	start(t, newClient(t, pool), cfg)
-
-	e.add(t, "", `{"eventId":"evt-2","orderId":"o-2"}`)
-	e.add(t, "", `{"orderId":"o-1","eventId":"evt-1"}`) // redelivery by the producer: a new entry, keys reordered
-	drill.Eventually(t, 20*time.Second, "all entries acknowledged", func() bool { return e.unsettled(t) == 0 })
-	var n int
-	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pginbox_receipts_live WHERE scope_id = $1`, testTenant).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 2 {
-		t.Fatalf("%d receipts of %s, want 2", n, testTenant)
-	}
-	if dl := e.deadLetters(t); len(dl) != 0 {
-		t.Fatalf("%d dead letters, want none", len(dl))
-	}
-}
-
 // Entries that can never be accepted go to the dead-letter stream with their
 // reason and are acknowledged; nothing reaches the inbox.
 func TestRejectToDeadLetter(t *testing.T) {
@@ -142,26 +114,5 @@ func TestClaimsEntriesOfCrashedConsumer(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "delivered=2") {
 		t.Fatalf("claimed entries were not logged as second deliveries:\n%s", logs)
-	}
-}
-
-// Shutdown: Run returns nil after cancel, and a stopped consumer takes
-// nothing.
-func TestRunStops(t *testing.T) {
-	t.Parallel()
-	addr := redisAddr(t)
-	pool := newPool(t)
-	e := newEnv(t, addr)
-	stop := start(t, newClient(t, pool), e.config(newRedis(t, addr), testlog.Errors(t)))
-	e.add(t, "m-1", `{"orderId":"o-1"}`)
-	drill.Eventually(t, 20*time.Second, "the entry acknowledged", func() bool { return e.unsettled(t) == 0 })
-	stop()
-	e.add(t, "m-2", `{"orderId":"o-2"}`)
-	time.Sleep(300 * time.Millisecond)
-	if n := e.unsettled(t); n != 1 {
-		t.Fatalf("%d unsettled after stop, want 1", n)
-	}
-	if n := receipts(t, pool); n != 1 {
-		t.Fatalf("%d receipts after stop, want 1", n)
 	}
 }

@@ -108,22 +108,6 @@ func decodeOrder(m redis.XMessage) (inbox.Message, error) {
 	}, nil
 }
 
-// decodeByEventID takes the message ID from the payload's eventId.
-func decodeByEventID(m redis.XMessage) (inbox.Message, error) {
-	msg, err := decodeOrder(m)
-	if err != nil {
-		return msg, err
-	}
-	var p struct {
-		EventID string `json:"eventId"`
-	}
-	if err := json.Unmarshal(msg.Payload.(json.RawMessage), &p); err != nil {
-		return msg, err
-	}
-	msg.MessageID = p.EventID
-	return msg, nil
-}
-
 // unsettled is how many entries the group has not acknowledged: pending plus
 // not yet delivered; -1 while the group does not exist.
 func (e *env) unsettled(t testing.TB) int {

@@ -5,16 +5,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/outbox"
-	"github.com/pginbox/pginbox/transport/internal/drill"
-	"github.com/pginbox/pginbox/transport/internal/relaytest"
-	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
@@ -52,34 +48,6 @@ func (e *env) entries(t testing.TB) []redis.XMessage {
 		t.Fatal(err)
 	}
 	return msgs
-}
-
-// Events emitted in transactions reach the stream through the relay, with
-// the event ID in the message_id field and the event's fields, in emit
-// order per ordering key.
-func TestPublisherRelayEndToEnd(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, redisAddr(t))
-	pool := relaytest.Pool(t, testDSN(t))
-	ev := relaytest.Emit(t, pool, e.stream, 100)
-	drill.Run(t, relaytest.Relay(t, pool, newPublisher(t, e.rdb), testlog.Errors(t)).Run)
-	drill.Eventually(t, 30*time.Second, "every event marked PUBLISHED", func() bool { return relaytest.Published(t, pool) == len(ev.IDs) })
-	var got relaytest.Received
-	decode := redisstream.DecodeEvent(testConsumer)
-	for _, m := range e.entries(t) {
-		im, err := decode(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, _ := m.Values[redisstream.DefaultIDField].(string)
-		key, _ := m.Values[redisstream.FieldOrderingKey].(string)
-		if want, ok := ev.Keys[id]; !ok || key != want || im.Source != relaytest.Source || im.EventType != relaytest.EventType ||
-			im.SchemaVersion != relaytest.Version || im.Metadata[relaytest.MetadataKey] != relaytest.MetadataVal {
-			t.Fatalf("entry %v (%+v) does not carry its event's fields", m.Values, im)
-		}
-		got.Add(id)
-	}
-	got.Report(t, "redis relay", ev, relaytest.Published(t, pool), false)
 }
 
 // A stream key holding another type fails that message permanently; the

@@ -47,7 +47,10 @@ const (
 	ScenarioIngestAccept        = "ingest-accept"
 	ScenarioIngestAcceptBatched = "ingest-accept-batched"
 	ScenarioXminHold            = "xmin-hold"
-	ScenarioRelay               = "relay"
+	// Fairness: cold tenants' pickup latency alone and under a hot tenant's
+	// flood.
+	ScenarioFairness = "fairness"
+	ScenarioRelay    = "relay"
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.
@@ -58,12 +61,13 @@ var Scenarios = []string{
 	ScenarioCitus,
 	ScenarioJobs, ScenarioJobsBatched,
 	ScenarioIngest, ScenarioIngestBatched, ScenarioIngestAccept, ScenarioIngestAcceptBatched,
+	ScenarioFairness,
 }
 
 // DefaultScenarios are what a plain `inbox bench` runs: every scenario but
-// citus (which needs Citus installed) and the job-queue and ingest ones,
-// which take a fixed wall time each.
-var DefaultScenarios = Scenarios[:len(Scenarios)-7]
+// citus (which needs Citus installed) and the job-queue, ingest and
+// fairness ones, which take a fixed wall time each.
+var DefaultScenarios = Scenarios[:len(Scenarios)-8]
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -413,6 +417,8 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 		return []*Result{s.relay(ctx)}
 	case ScenarioCitus:
 		return s.citus(ctx)
+	case ScenarioFairness:
+		return []*Result{s.fairness(ctx)}
 	}
 	return nil
 }

@@ -392,6 +392,9 @@ func TestBenchRLS(t *testing.T) {
 // rate with the single node's as the comparison.
 func TestBenchCitus(t *testing.T) {
 	is := is.New(t)
+	// No wait for pg_stat_database: the checks below read statement counts,
+	// which pg_stat_statements has at once.
+	bench.SetCitusStatsSettle(t, 0)
 	var stdout, stderr bytes.Buffer
 	code := bench.Command(context.Background(), []string{"--quiet", "--json", "--fsync=false", "--scenarios", "citus",
 		"--rounds", "2", "--calls", "40", "--drain-messages", "60", "--drain-batched-concurrency", "3", "--drain-batch", "5"}, &stdout, &stderr)
@@ -413,9 +416,45 @@ func TestBenchCitus(t *testing.T) {
 		is.True(extra["citus_per_sec"].(float64) > 0)
 		is.True(extra["single_per_sec"].(float64) > 0)
 		is.True(r["ratio"].(float64) > 0)
+		if r["scenario"] == "citus-accept" {
+			// The cost account: an accept is 3 routed statements on the
+			// coordinator and, on the scope's node, BEGIN,
+			// assign_distributed_transaction_id, the 3 shard statements and
+			// COMMIT; one statement on the single node.
+			is.True(extra["citus_coordinator_stmts_per_msg"].(float64) >= 3)
+			is.True(extra["citus_worker1_stmts_per_msg"].(float64)+extra["citus_worker2_stmts_per_msg"].(float64) >= 6)
+			is.True(extra["single_node_stmts_per_msg"].(float64) >= 1)
+			is.True(extra["single_node_stmts_per_msg"].(float64) < 2)
+		}
 		if r["scenario"] == "citus-drain-batched-c3" {
 			is.True(strings.Contains(r["verified"].(string), "citus: 200 receipts, 120 COMPLETED, 120 business rows")) // 2 x 40 accepted + 2 x 60 drained
+			is.True(extra["citus_coordinator_stmts_per_msg"].(float64) >= 1)                                           // at least the business insert
 		}
 	}
 	is.Equal(got, []string{"citus-accept", "citus-drain-batched-c3"})
+}
+
+// The fairness scenario handles every cold message exactly once in both
+// phases and reports both phases' latencies.
+func TestBenchFairnessScenario(t *testing.T) {
+	is := is.New(t)
+	dsn := inboxtest.Database(t)
+	var stdout, stderr bytes.Buffer
+	jsonPath := filepath.Join(t.TempDir(), "fairness.jsonl")
+	code := bench.Command(context.Background(), []string{"--database-url", dsn, "--quiet", "--json-file", jsonPath,
+		"--scenarios", "fairness", "--job-duration", "2s"}, &stdout, &stderr)
+	if code != 0 {
+		t.Log(stderr.String(), stdout.String())
+	}
+	is.Equal(code, 0)
+	jsonLines, err := os.ReadFile(jsonPath)
+	is.NoErr(err)
+	var r map[string]any
+	is.NoErr(json.Unmarshal(bytes.TrimSpace(jsonLines), &r))
+	is.Equal(r["scenario"], "fairness")
+	is.Equal(r["ok"], true)
+	is.True(r["calls"].(float64) >= 5) // cold messages during the flood, one per 200ms
+	extra := r["extra"].(map[string]any)
+	is.True(extra["cold_idle_p95_ms"].(float64) > 0)
+	is.True(extra["hot_completed_per_sec"].(float64) > 0)
 }

@@ -19,8 +19,10 @@ import (
 // Citus cluster (a coordinator and two workers) beside a single node, in
 // the same run, and reports Citus's rate over the single node's. Every node
 // shares this machine's CPUs, so the ratio is Citus's overhead, not its
-// scaling. It starts both clusters itself (DatabaseURL does not apply) and
-// needs Citus installed in the PostgreSQL server.
+// scaling. Each phase also reports, per node, transactions, statements,
+// rows written and CPU time per message (citus_costs.go). It starts both
+// clusters itself (DatabaseURL does not apply) and needs Citus installed in
+// the PostgreSQL server.
 const ScenarioCitus = "citus"
 
 // citusTenants is how many tenants the citus scenario's messages spread over.
@@ -34,6 +36,7 @@ type citusSide struct {
 	client *inbox.Client
 	stop   func()
 	sent   int // messages accepted so far (message IDs are unique per side)
+	meter  *costMeter
 }
 
 // citus measures accept, then batched drain at each DrainBatchedConcurrency,
@@ -62,12 +65,16 @@ func (s *suite) citus(ctx context.Context) []*Result {
 		sides, func(ctx context.Context, side *citusSide) (sample, error) {
 			base := side.sent
 			side.sent += s.o.Calls
-			return load(ctx, s.prog, "citus-accept "+side.name, s.o.Calls, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
+			if err := side.meter.begin(ctx); err != nil {
+				return sample{}, err
+			}
+			sm := load(ctx, s.prog, "citus-accept "+side.name, s.o.Calls, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
 				m := citusMessage(base + i)
 				m.Consumer = "bench.citus.accept" // no handler: the drains leave them
 				_, err := side.client.Accept(ctx, m)
 				return err
-			}), nil
+			})
+			return sm, side.meter.end(ctx, s.o.Calls)
 		})}
 	for _, c := range s.o.DrainBatchedConcurrency {
 		res = append(res, s.citusCompare(ctx, fmt.Sprintf("citus-drain-batched-c%d", c), c,
@@ -87,6 +94,9 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 	r := &Result{Scenario: name, Description: desc, Concurrency: conc, Rounds: s.o.Rounds, OK: true,
 		Target: "Citus >= 0.5 x the single node on the same machine (issue 22)"}
 	samples := make([]sample, len(sides))
+	for _, side := range sides {
+		side.meter.reset()
+	}
 	for range s.o.Rounds {
 		for i, side := range sides {
 			sm, err := phase(ctx, side)
@@ -108,6 +118,11 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 	r.Ratio = ratioOf(cit.CallsPerSec, one.CallsPerSec)
 	r.MeetsTarget = r.Ratio >= 0.5
 	r.Extra = map[string]float64{"single_per_sec": one.CallsPerSec, "citus_per_sec": cit.CallsPerSec}
+	for _, side := range sides {
+		for _, line := range side.meter.report(r, side.name) {
+			s.prog.note("%s cost: %s", name, line)
+		}
+	}
 	var counts []string
 	for _, side := range sides {
 		var receipts, completed, effects int
@@ -161,6 +176,9 @@ func (s *suite) citusDrain(ctx context.Context, side *citusSide, c int) (sample,
 	if err != nil {
 		return sample{}, err
 	}
+	if err := side.meter.begin(ctx); err != nil {
+		return sample{}, err
+	}
 	stop := s.prog.phase(fmt.Sprintf("citus-drain-c%d %s", c, side.name), s.o.DrainMessages, func() int { return int(handled.Load()) })
 	t0 := time.Now()
 	if err := w.Start(ctx); err != nil {
@@ -179,7 +197,8 @@ func (s *suite) citusDrain(ctx context.Context, side *citusSide, c int) (sample,
 	if n := handled.Load(); n < int64(s.o.DrainMessages) {
 		return sample{}, fmt.Errorf("handled %d of %d messages", n, s.o.DrainMessages)
 	}
-	return sample{calls: s.o.DrainMessages, elapsed: elapsed}, nil
+	pool.Close() // the worker's sessions flush their statistics as they end
+	return sample{calls: s.o.DrainMessages, elapsed: elapsed}, side.meter.end(ctx, s.o.DrainMessages)
 }
 
 // citusMessage is the citus scenario's message i.
@@ -195,7 +214,7 @@ func citusMessage(i int) inbox.Message {
 // settings, pginbox's schema and the business table.
 func (s *suite) citusSingle(ctx context.Context) (*citusSide, error) {
 	s.prog.note("citus: starting a single node beside the Citus cluster (fsync %s)", onOff(!s.o.NoFsync))
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: !s.o.NoFsync})
+	c, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: !s.o.NoFsync, Settings: citusStatsSettings("pg_stat_statements")})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -213,7 +232,14 @@ func (s *suite) citusSingle(ctx context.Context) (*citusSide, error) {
 		c.Stop()
 		return nil, err
 	}
-	side.stop = func() { side.pool.Close(); c.Stop() }
+	nodes, err := openCostNodes(ctx, []string{"node"}, []*pgcluster.Cluster{c})
+	if err != nil {
+		side.pool.Close()
+		c.Stop()
+		return nil, err
+	}
+	side.meter = &costMeter{db: "pginbox_bench", nodes: nodes}
+	side.stop = func() { side.pool.Close(); closeCostNodes(nodes); c.Stop() }
 	return side, nil
 }
 
@@ -222,7 +248,8 @@ func (s *suite) citusSingle(ctx context.Context) (*citusSide, error) {
 // colocated with pginbox's.
 func (s *suite) citusCluster(ctx context.Context) (*citusSide, error) {
 	s.prog.note("citus: starting a Citus cluster (coordinator + 2 workers on 127.0.0.1, fsync %s)", onOff(!s.o.NoFsync))
-	c, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{Node: pgcluster.Options{Fsync: !s.o.NoFsync}})
+	c, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{Node: pgcluster.Options{Fsync: !s.o.NoFsync,
+		Settings: citusStatsSettings("citus,pg_stat_statements")}})
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
@@ -241,7 +268,18 @@ func (s *suite) citusCluster(ctx context.Context) (*citusSide, error) {
 		c.Stop()
 		return nil, err
 	}
-	side.stop = func() { side.pool.Close(); c.Stop() }
+	names := []string{"coordinator"}
+	for i := range c.Workers {
+		names = append(names, fmt.Sprintf("worker%d", i+1))
+	}
+	nodes, err := openCostNodes(ctx, names, c.Nodes())
+	if err != nil {
+		side.pool.Close()
+		c.Stop()
+		return nil, err
+	}
+	side.meter = &costMeter{db: "pginbox_bench", nodes: nodes}
+	side.stop = func() { side.pool.Close(); closeCostNodes(nodes); c.Stop() }
 	return side, nil
 }
 

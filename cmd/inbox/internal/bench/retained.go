@@ -211,7 +211,7 @@ func (s *suite) claimAll(ctx context.Context, want int) ([]time.Duration, error)
 				return err
 			}
 			t0 := time.Now()
-			rows, err := db.New(tx).ReceiptClaim(ctx, db.ReceiptClaimParams{ClaimToken: inboxtype.New(), LeaseMs: 30_000, Consumers: []string{benchConsumer}, MaxCount: 10})
+			rows, err := db.New(tx).ReceiptClaim(ctx, db.ReceiptClaimParams{ClaimToken: inboxtype.New(), LeaseMs: 30_000, Consumers: []string{benchConsumer}, MaxCount: 10, MaxWalk: 1, MaxScopes: 1})
 			d, n = time.Since(t0), len(rows)
 			return err
 		})

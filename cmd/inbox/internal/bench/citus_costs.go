@@ -1,0 +1,345 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pginbox/pginbox/internal/pgcluster"
+)
+
+// The citus scenario's cost account: per node (the single node; the Citus
+// coordinator and each worker), what a phase cost in transactions committed,
+// statements executed, rows written and CPU time of the node's postgres
+// processes, for the per-node cost model in docs/SCALE-OUT.md.
+
+// citusStatsSettle is how long the cost account waits before reading a
+// node's counters: a backend flushes its pg_stat_database counts when it
+// goes idle, at most once a second, and an idle one only after 10 s. (A
+// variable: the scenario's test shortens it and checks statements only,
+// which pg_stat_statements counts at once.)
+var citusStatsSettle = 11 * time.Second
+
+// citusStatsSettings load pg_stat_statements in the scenario's nodes
+// (statements executed per node; utility statements such as BEGIN, COMMIT
+// and PREPARE TRANSACTION included).
+func citusStatsSettings(preload string) map[string]string {
+	return map[string]string{"shared_preload_libraries": preload, "pg_stat_statements.track_utility": "on"}
+}
+
+// costNode is one node of a side, read through its postgres database (so
+// the reads do not count in the bench database's figures).
+type costNode struct {
+	name    string
+	cluster *pgcluster.Cluster
+	conn    *pgx.Conn
+}
+
+// nodeCounters are a node's cumulative counters for the bench database.
+type nodeCounters struct {
+	xacts, rows, stmts int64
+	byQuery            map[string]int64
+	cpu                time.Duration
+}
+
+// nodeCost is what a node did over the measured part of a phase, summed
+// over the rounds.
+type nodeCost struct {
+	xacts, rows, stmts int64
+	byQuery            map[string]int64
+	cpu                time.Duration
+}
+
+// openCostNodes connects to each node's postgres database and creates
+// pg_stat_statements there.
+func openCostNodes(ctx context.Context, names []string, clusters []*pgcluster.Cluster) ([]*costNode, error) {
+	var nodes []*costNode
+	for i, c := range clusters {
+		conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+		if err != nil {
+			closeCostNodes(nodes)
+			return nil, fmt.Errorf("bench: cost account: %s: %w", names[i], err)
+		}
+		nodes = append(nodes, &costNode{name: names[i], cluster: c, conn: conn})
+		if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+			closeCostNodes(nodes)
+			return nil, fmt.Errorf("bench: cost account: %s: %w", names[i], err)
+		}
+	}
+	return nodes, nil
+}
+
+func closeCostNodes(nodes []*costNode) {
+	for _, n := range nodes {
+		n.conn.Close(context.Background())
+	}
+}
+
+// read returns the node's counters for database db now.
+func (n *costNode) read(ctx context.Context, db string) (nodeCounters, error) {
+	c := nodeCounters{byQuery: map[string]int64{}}
+	err := n.conn.QueryRow(ctx, `SELECT xact_commit, tup_inserted + tup_updated + tup_deleted
+		FROM pg_stat_database WHERE datname = $1`, db).Scan(&c.xacts, &c.rows)
+	if err != nil {
+		return c, fmt.Errorf("%s: pg_stat_database: %w", n.name, err)
+	}
+	rows, err := n.conn.Query(ctx, `SELECT s.query, sum(s.calls)::bigint FROM pg_stat_statements s
+		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 GROUP BY s.query`, db)
+	if err != nil {
+		return c, fmt.Errorf("%s: pg_stat_statements: %w", n.name, err)
+	}
+	for rows.Next() {
+		var q string
+		var calls int64
+		if err := rows.Scan(&q, &calls); err != nil {
+			rows.Close()
+			return c, err
+		}
+		q = statementLabel(q)
+		c.byQuery[q] += calls
+		c.stmts += calls
+	}
+	if err := rows.Err(); err != nil {
+		return c, err
+	}
+	c.cpu, err = n.cpu()
+	return c, err
+}
+
+// cpu returns the CPU time the node's postgres processes used so far.
+func (n *costNode) cpu() (time.Duration, error) {
+	d, err := serverCPU(int32(n.cluster.Pid()))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", n.name, err)
+	}
+	return d, nil
+}
+
+// shardSuffix is a Citus shard's number at the end of a table name.
+var shardSuffix = regexp.MustCompile(`_[0-9]{6,}\b`)
+
+// statementLabel shortens a normalized statement to a one-line label.
+func statementLabel(q string) string {
+	q = shardSuffix.ReplaceAllString(strings.Join(strings.Fields(q), " "), "_<shard>")
+	if len(q) > 110 {
+		q = q[:110] + "..."
+	}
+	return q
+}
+
+// costMeter accumulates a side's per-node costs over a phase's rounds.
+type costMeter struct {
+	db      string
+	nodes   []*costNode
+	start   []nodeCounters
+	startAt time.Time
+	sum     []nodeCost
+	msgs    int
+	wall    time.Duration // of the measured parts of the phase
+
+	// The nodes' CPU time while idle (Citus's maintenance daemon and
+	// deadlock detector, autovacuum), measured while the counters settle
+	// before each measured part: the phase's figures are net of it.
+	idle     []time.Duration
+	idleWall time.Duration
+}
+
+// reset starts a new phase.
+func (m *costMeter) reset() {
+	m.sum = make([]nodeCost, len(m.nodes))
+	for i := range m.sum {
+		m.sum[i].byQuery = map[string]int64{}
+	}
+	m.msgs, m.wall = 0, 0
+	m.idle, m.idleWall = make([]time.Duration, len(m.nodes)), 0
+}
+
+func (m *costMeter) cpus() ([]time.Duration, error) {
+	out := make([]time.Duration, len(m.nodes))
+	for i, n := range m.nodes {
+		var err error
+		if out[i], err = n.cpu(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// begin waits for the counters to settle and reads them.
+func (m *costMeter) begin(ctx context.Context) error {
+	idle0, err := m.cpus()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	if err := sleepCtx(ctx, citusStatsSettle); err != nil {
+		return err
+	}
+	m.start = make([]nodeCounters, len(m.nodes))
+	for i, n := range m.nodes {
+		c, err := n.read(ctx, m.db)
+		if err != nil {
+			return err
+		}
+		m.start[i] = c
+		m.idle[i] += c.cpu - idle0[i]
+	}
+	m.idleWall += time.Since(t0)
+	m.startAt = time.Now()
+	return nil
+}
+
+// end waits for the counters to settle, reads them and adds the difference
+// since begin, for msgs messages, to the phase's sums.
+func (m *costMeter) end(ctx context.Context, msgs int) error {
+	cpus, err := m.cpus() // CPU times are current; only the counters need the wait
+	if err != nil {
+		return err
+	}
+	m.wall += time.Since(m.startAt)
+	if err := sleepCtx(ctx, citusStatsSettle); err != nil {
+		return err
+	}
+	for i, n := range m.nodes {
+		c, err := n.read(ctx, m.db)
+		if err != nil {
+			return err
+		}
+		b, s := m.start[i], &m.sum[i]
+		s.xacts += c.xacts - b.xacts
+		s.rows += c.rows - b.rows
+		s.stmts += c.stmts - b.stmts
+		s.cpu += cpus[i] - b.cpu
+		for q, calls := range c.byQuery {
+			if d := calls - b.byQuery[q]; d > 0 {
+				s.byQuery[q] += d
+			}
+		}
+	}
+	m.msgs += msgs
+	return nil
+}
+
+// report adds the phase's per-message figures to r.Extra, keyed
+// <side>_<node>_<figure>_per_msg, and returns the per-statement breakdown
+// as lines (each node's statements by calls per message).
+func (m *costMeter) report(r *Result, side string) []string {
+	if m.msgs == 0 {
+		return nil
+	}
+	per := func(n int64) float64 { return float64(n) / float64(m.msgs) }
+	usPer := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds()) / float64(m.msgs)) }
+	var lines []string
+	var cpuSum time.Duration
+	for i, n := range m.nodes {
+		s := m.sum[i]
+		key := side + "_" + n.name
+		idleRate := 0.0
+		if m.idleWall >= time.Second { // shorter, a single clock tick would swamp it
+			idleRate = float64(m.idle[i]) / float64(m.idleWall)
+		}
+		net := s.cpu - time.Duration(idleRate*float64(m.wall))
+		r.setExtra(key+"_xacts_per_msg", round2(per(s.xacts)))
+		r.setExtra(key+"_stmts_per_msg", round2(per(s.stmts)))
+		r.setExtra(key+"_rows_per_msg", round2(per(s.rows)))
+		r.setExtra(key+"_cpu_us_per_msg", usPer(net))
+		r.setExtra(key+"_gross_cpu_us_per_msg", usPer(s.cpu))
+		r.setExtra(key+"_idle_cpu_ms_per_s", round2(idleRate*1000))
+		cpuSum += net
+		lines = append(lines, fmt.Sprintf("%s %s: %d messages in %.1fs: %.2f xacts, %.2f statements, %.2f rows written, "+
+			"%.0f CPU us per message net of %.1f CPU ms/s idle (%.0f gross)",
+			side, n.name, m.msgs, m.wall.Seconds(), per(s.xacts), per(s.stmts), per(s.rows), usPer(net), idleRate*1000, usPer(s.cpu)))
+		qs := slices.Collect(maps.Keys(s.byQuery))
+		slices.SortFunc(qs, func(a, b string) int { return cmp.Or(cmp.Compare(s.byQuery[b], s.byQuery[a]), cmp.Compare(a, b)) })
+		for _, q := range qs {
+			if per(s.byQuery[q]) >= 0.005 {
+				lines = append(lines, fmt.Sprintf("    %7.3f  %s", per(s.byQuery[q]), q))
+			}
+		}
+	}
+	if len(m.nodes) > 1 {
+		r.setExtra(side+"_all_cpu_us_per_msg", usPer(cpuSum))
+	}
+	return lines
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// serverCPU returns the user + system CPU time of a postmaster (pid) and
+// its processes: the postmaster's own, its live children's, and that of the
+// children it has reaped (which the kernel adds to its cutime and cstime).
+func serverCPU(pid int32) (time.Duration, error) {
+	own, err := procStat(pid)
+	if err != nil {
+		return 0, fmt.Errorf("bench: CPU time of postmaster %d: %w", pid, err)
+	}
+	total := own.utime + own.stime + own.cutime + own.cstime
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("bench: CPU time of postmaster %d: %w", pid, err)
+	}
+	for _, e := range entries {
+		child, err := strconv.ParseInt(e.Name(), 10, 32)
+		if err != nil || int32(child) == pid {
+			continue
+		}
+		st, err := procStat(int32(child))
+		if err != nil || st.ppid != pid {
+			continue // gone meanwhile, or not the postmaster's
+		}
+		// Postgres backends do not fork, so grandchildren need no walk.
+		total += st.utime + st.stime
+	}
+	return total * time.Second / clockTicks, nil
+}
+
+// statFields are the fields of /proc/PID/stat that serverCPU needs, the
+// times in clock ticks.
+type statFields struct {
+	ppid                         int32
+	utime, stime, cutime, cstime time.Duration
+}
+
+func procStat(pid int32) (statFields, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return statFields{}, err
+	}
+	// The command name is in parentheses and may hold spaces: fields start after ")".
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return statFields{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 15 {
+		return statFields{}, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	// f[0] is field 3 of the file (state): ppid is field 4, utime 14,
+	// stime 15, cutime 16, cstime 17.
+	var n [5]int64
+	for j, k := range []int{1, 11, 12, 13, 14} {
+		if n[j], err = strconv.ParseInt(f[k], 10, 64); err != nil {
+			return statFields{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+	}
+	return statFields{ppid: int32(n[0]), utime: time.Duration(n[1]), stime: time.Duration(n[2]),
+		cutime: time.Duration(n[3]), cstime: time.Duration(n[4])}, nil
+}

@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// The fairness scenario's shape: cold tenants send one message every
+// fairnessEvery between them while, in the flood phase, one hot tenant's
+// backlog of fairnessHot messages (accepted before the worker starts)
+// drains: 100 hot messages for every cold one over the phase.
+const (
+	fairnessEvery       = 200 * time.Millisecond
+	fairnessColdTenants = 4
+	fairnessHot         = 20_000
+	fairnessHotTenant   = "tenant-hot"
+)
+
+// fairness measures what one tenant's burst costs the others: the pickup
+// latency of cold tenants' messages (handler start minus accept) with an
+// idle inbox, then while a hot tenant's backlog drains, with the worker's
+// defaults (Concurrency --concurrency, MessagesPerTx 1). The target: the
+// cold tenants' p95 under the flood at most 2 x their p95 without it.
+func (s *suite) fairness(ctx context.Context) *Result {
+	o := s.o
+	r := &Result{
+		Scenario: "fairness",
+		Description: fmt.Sprintf("%d cold tenants send one message every %s between them, first alone, then while one hot tenant's %s-message backlog drains; Worker Concurrency %d, defaults otherwise; handlers wait %s; %s per phase",
+			fairnessColdTenants, fairnessEvery, thousands(fairnessHot), o.Concurrency, o.JobSleep, o.JobDuration),
+		Concurrency: o.Concurrency, Rounds: 1, OK: true, Failures: []string{},
+		Target: "cold tenants' pickup p95 under the flood <= 2 x their p95 without it",
+		Raw:    Measure{Description: "none: the same cold tenants' pickup latency without the flood, in the same run"},
+	}
+	idle, err := s.fairnessPhase(ctx, "fairness idle", 0)
+	if err != nil {
+		r.failf("%v", err)
+		return r
+	}
+	flood, err := s.fairnessPhase(ctx, "fairness flood", fairnessHot)
+	if err != nil {
+		r.failf("%v", err)
+		return r
+	}
+	r.Calls, r.Seconds = len(flood.cold), round2(flood.window.Seconds())
+	r.CallsPerSec = round2(float64(flood.hotDone) / flood.window.Seconds())
+	r.P50Ms, r.P95Ms, r.P99Ms = ms(percentile(flood.cold, 50)), ms(percentile(flood.cold, 95)), ms(percentile(flood.cold, 99))
+	r.setExtra("cold_idle_p50_ms", ms(percentile(idle.cold, 50)))
+	r.setExtra("cold_idle_p95_ms", ms(percentile(idle.cold, 95)))
+	r.setExtra("cold_idle_p99_ms", ms(percentile(idle.cold, 99)))
+	r.setExtra("cold_flood_max_ms", ms(slices.Max(flood.cold)))
+	r.setExtra("hot_completed_per_sec", round2(float64(flood.hotDone)/flood.window.Seconds()))
+	r.setExtra("hot_left_at_end", float64(fairnessHot-flood.hotDone))
+	if p := percentile(idle.cold, 95); p > 0 {
+		r.Ratio = round2(float64(percentile(flood.cold, 95)) / float64(p))
+		r.MeetsTarget = r.Ratio <= 2
+	}
+	r.Verified = fmt.Sprintf("%d cold messages handled alone and %d during the flood, each once; %s hot messages completed in the %.0fs window",
+		len(idle.cold), len(flood.cold), thousands(flood.hotDone), flood.window.Seconds())
+	return r
+}
+
+// fairnessRun is what one phase saw.
+type fairnessRun struct {
+	cold    []time.Duration // pickup latency of every cold message, sorted
+	hotDone int             // hot messages handled in the window
+	window  time.Duration
+}
+
+// fairnessPhase accepts hot messages of the hot tenant, starts a worker,
+// sends cold messages for JobDuration and waits until each was handled.
+func (s *suite) fairnessPhase(ctx context.Context, label string, hot int) (fairnessRun, error) {
+	o := s.o
+	if err := s.reset(ctx, 0); err != nil {
+		return fairnessRun{}, err
+	}
+	pool, err := newNamedPool(ctx, s.base, o.Concurrency+4, appDrain)
+	if err != nil {
+		return fairnessRun{}, err
+	}
+	defer pool.Close()
+	client, err := inbox.NewClient(pool, inbox.Config{Logger: discardLogger})
+	if err != nil {
+		return fairnessRun{}, err
+	}
+	defer client.Close()
+	batch := make([]inbox.Message, 0, 500)
+	for i := range hot {
+		m := message(fmt.Sprintf("hot-%06d", i), i)
+		m.Scope = inbox.Tenant(fairnessHotTenant)
+		if batch = append(batch, m); len(batch) == cap(batch) || i == hot-1 {
+			if _, err := client.AcceptBatch(ctx, batch); err != nil {
+				return fairnessRun{}, fmt.Errorf("%s: accepting the hot backlog: %w", label, err)
+			}
+			batch = batch[:0]
+		}
+	}
+
+	var mu sync.Mutex
+	var cold []time.Duration
+	var hotDone atomic.Int64
+	seen := map[string]int{}
+	reg := handler.NewRegistry()
+	err = reg.Register(handler.Key{Consumer: benchConsumer, EventType: benchEventType, SchemaVersion: 1},
+		func(ctx context.Context, m *handler.Msg) error {
+			if m.Scope.ID == fairnessHotTenant {
+				hotDone.Add(1)
+			} else if us, err := strconv.ParseInt(m.Metadata[acceptedAtKey], 10, 64); err == nil {
+				mu.Lock()
+				cold = append(cold, time.Since(time.UnixMicro(us)))
+				seen[m.MessageID]++
+				mu.Unlock()
+			}
+			time.Sleep(o.JobSleep)
+			return nil
+		})
+	if err != nil {
+		return fairnessRun{}, err
+	}
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: o.Concurrency, Logger: discardLogger})
+	if err != nil {
+		return fairnessRun{}, err
+	}
+	if err := w.Start(ctx); err != nil {
+		return fairnessRun{}, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		w.Stop(stopCtx)
+	}()
+
+	start := time.Now()
+	sent := 0
+	tick := time.NewTicker(fairnessEvery)
+	for time.Since(start) < o.JobDuration {
+		m := message(fmt.Sprintf("cold-%06d", sent), sent)
+		m.Scope = inbox.Tenant(fmt.Sprintf("tenant-cold-%d", sent%fairnessColdTenants))
+		m.Metadata = map[string]string{acceptedAtKey: strconv.FormatInt(time.Now().UnixMicro(), 10)}
+		if _, err := client.Accept(ctx, m); err != nil {
+			return fairnessRun{}, fmt.Errorf("%s: accepting a cold message: %w", label, err)
+		}
+		sent++
+		select {
+		case <-ctx.Done():
+			return fairnessRun{}, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	tick.Stop()
+	window := time.Since(start)
+	done := int(hotDone.Load())
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		n := len(cold)
+		mu.Unlock()
+		if n >= sent {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fairnessRun{}, fmt.Errorf("%s: %d of %d cold messages handled a minute after the last was sent", label, n, sent)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range seen {
+		if n != 1 {
+			return fairnessRun{}, fmt.Errorf("%s: cold message %s handled %d times", label, id, n)
+		}
+	}
+	if len(seen) != sent {
+		return fairnessRun{}, fmt.Errorf("%s: %d distinct cold messages handled, %d sent", label, len(seen), sent)
+	}
+	slices.Sort(cold)
+	s.prog.note("  %-44s cold p95 %.1f ms, %s hot handled", label, ms(percentile(cold, 95)), thousands(done))
+	return fairnessRun{cold: cold, hotDone: done, window: window}, nil
+}
