@@ -106,6 +106,30 @@ func (q *Queries) ReceiptAcceptBatch(ctx context.Context, arg ReceiptAcceptBatch
 	return items, nil
 }
 
+const receiptQueueBatchRouted = `-- name: ReceiptQueueBatchRouted :exec
+INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
+FROM pginbox_receipts r
+WHERE r.scope_id = $1::text
+  AND r.id = ANY($2::text[]::uuid[])
+`
+
+type ReceiptQueueBatchRoutedParams struct {
+	ScopeID string
+	Ids     []string
+}
+
+// A batch accept on Citus, for one scope: the queue rows of the receipts the
+// pipelined ReceiptInsertRouted statements inserted (an ID whose insert hit
+// an existing identity is in no row, so it gets none). A colocated
+// INSERT ... SELECT filtered on the scope: it runs on the scope's node,
+// where ReceiptAcceptBatch's INSERT ... SELECT unnest(...) would be pulled
+// through the coordinator.
+func (q *Queries) ReceiptQueueBatchRouted(ctx context.Context, arg ReceiptQueueBatchRoutedParams) error {
+	_, err := q.db.Exec(ctx, receiptQueueBatchRouted, arg.ScopeID, arg.Ids)
+	return err
+}
+
 const receiptsByIdentities = `-- name: ReceiptsByIdentities :many
 SELECT r.scope_kind, r.scope_id, r.source, r.consumer, r.message_id,
     r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint
@@ -164,6 +188,77 @@ func (q *Queries) ReceiptsByIdentities(ctx context.Context, arg ReceiptsByIdenti
 	items := []ReceiptsByIdentitiesRow{}
 	for rows.Next() {
 		var i ReceiptsByIdentitiesRow
+		if err := rows.Scan(
+			&i.ScopeKind,
+			&i.ScopeID,
+			&i.Source,
+			&i.Consumer,
+			&i.MessageID,
+			&i.ID,
+			&i.Status,
+			&i.Fingerprint,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const receiptsByIdentitiesRouted = `-- name: ReceiptsByIdentitiesRouted :many
+SELECT r.scope_kind, r.scope_id, r.source, r.consumer, r.message_id,
+    r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint
+FROM pginbox_receipts r
+LEFT JOIN pginbox_work w
+  ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
+ AND w.scope_id = $1::text
+WHERE r.scope_id = $1::text
+  AND r.scope_kind = $2::text
+  AND r.replay_of IS NULL
+  AND (r.source, r.consumer, r.message_id) IN (
+      SELECT unnest($3::text[]), unnest($4::text[]),
+          unnest($5::text[]))
+`
+
+type ReceiptsByIdentitiesRoutedParams struct {
+	ScopeID    string
+	ScopeKind  string
+	Sources    []string
+	Consumers  []string
+	MessageIds []string
+}
+
+type ReceiptsByIdentitiesRoutedRow struct {
+	ScopeKind   string
+	ScopeID     string
+	Source      string
+	Consumer    string
+	MessageID   string
+	ID          inboxtype.ID
+	Status      string
+	Fingerprint []byte
+}
+
+// ReceiptsByIdentities for identities of one scope, routed to its node on
+// Citus: the batch accept there splits its batch per scope.
+func (q *Queries) ReceiptsByIdentitiesRouted(ctx context.Context, arg ReceiptsByIdentitiesRoutedParams) ([]ReceiptsByIdentitiesRoutedRow, error) {
+	rows, err := q.db.Query(ctx, receiptsByIdentitiesRouted,
+		arg.ScopeID,
+		arg.ScopeKind,
+		arg.Sources,
+		arg.Consumers,
+		arg.MessageIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReceiptsByIdentitiesRoutedRow{}
+	for rows.Next() {
+		var i ReceiptsByIdentitiesRoutedRow
 		if err := rows.Scan(
 			&i.ScopeKind,
 			&i.ScopeID,

@@ -257,7 +257,7 @@ func (q *Queries) ReceiptListReplays(ctx context.Context, arg ReceiptListReplays
 }
 
 const receiptState = `-- name: ReceiptState :one
-SELECT coalesce(w.status, r.status)::text AS status,
+SELECT r.scope_kind, r.scope_id, coalesce(w.status, r.status)::text AS status,
     coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired, w.lease_expires_at
 FROM pginbox_receipts r
 LEFT JOIN pginbox_work w
@@ -275,13 +275,17 @@ type ReceiptStateParams struct {
 }
 
 type ReceiptStateRow struct {
+	ScopeKind      string
+	ScopeID        string
 	Status         string
 	LeaseExpired   bool
 	LeaseExpiresAt *time.Time
 }
 
 // A receipt's status and lease, without a lock, so an admin action can tell a
-// receipt a worker holds from one it may change.
+// receipt a worker holds from one it may change, and its scope, which never
+// changes: the action then locks it with the scoped ReceiptGetForUpdate (on
+// Citus the all-scopes form would lock across shards, which Citus refuses).
 func (q *Queries) ReceiptState(ctx context.Context, arg ReceiptStateParams) (ReceiptStateRow, error) {
 	row := q.db.QueryRow(ctx, receiptState,
 		arg.ID,
@@ -290,6 +294,12 @@ func (q *Queries) ReceiptState(ctx context.Context, arg ReceiptStateParams) (Rec
 		arg.ScopeID,
 	)
 	var i ReceiptStateRow
-	err := row.Scan(&i.Status, &i.LeaseExpired, &i.LeaseExpiresAt)
+	err := row.Scan(
+		&i.ScopeKind,
+		&i.ScopeID,
+		&i.Status,
+		&i.LeaseExpired,
+		&i.LeaseExpiresAt,
+	)
 	return i, err
 }

@@ -12,14 +12,14 @@ import (
 
 const receiptPurge = `-- name: ReceiptPurge :execrows
 WITH batch AS (
-    SELECT p.id
+    SELECT p.id, p.scope_kind, p.scope_id
     FROM pginbox_receipts p
     WHERE p.payload IS NOT NULL
-      AND p.created_at < $1::timestamptz
+      AND p.created_at < $3::timestamptz
       AND p.status = 'COMPLETED'
-      AND p.completed_at < $1::timestamptz
-      AND ($2::boolean
-           OR (p.scope_kind = $3::text AND p.scope_id = $4::text))
+      AND p.completed_at < $3::timestamptz
+      AND ($1::boolean
+           OR (p.scope_kind = $4::text AND p.scope_id = $2::text))
     ORDER BY p.created_at
     LIMIT $5::integer
     FOR UPDATE SKIP LOCKED
@@ -30,14 +30,15 @@ SET payload = NULL,
     updated_at = now(),
     version = r.version + 1
 FROM batch
-WHERE r.id = batch.id
+WHERE r.id = batch.id AND r.scope_kind = batch.scope_kind AND r.scope_id = batch.scope_id
+  AND ($1::boolean OR r.scope_id = $2::text)
 `
 
 type ReceiptPurgeParams struct {
-	Cutoff    time.Time
 	AllScopes bool
-	ScopeKind string
 	ScopeID   string
+	Cutoff    time.Time
+	ScopeKind string
 	MaxCount  int32
 }
 
@@ -50,13 +51,16 @@ type ReceiptPurgeParams struct {
 // action or a handler holds for the next run. Identity, fingerprint and
 // lineage stay, so redeliveries still deduplicate. The candidates are picked
 // in a CTE, evaluated once: an IN (subquery) may be re-run per row and exceed
-// the limit.
+// the limit. The update repeats the scope so that on Citus the one-scope form
+// routes to the scope's node; the all-scopes form locks across shards, which
+// Citus refuses: there Purge lists the scopes with ReceiptPurgeScopes and
+// purges each with the one-scope form.
 func (q *Queries) ReceiptPurge(ctx context.Context, arg ReceiptPurgeParams) (int64, error) {
 	result, err := q.db.Exec(ctx, receiptPurge,
-		arg.Cutoff,
 		arg.AllScopes,
-		arg.ScopeKind,
 		arg.ScopeID,
+		arg.Cutoff,
+		arg.ScopeKind,
 		arg.MaxCount,
 	)
 	if err != nil {
@@ -94,4 +98,43 @@ func (q *Queries) ReceiptPurgeCount(ctx context.Context, arg ReceiptPurgeCountPa
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const receiptPurgeScopes = `-- name: ReceiptPurgeScopes :many
+SELECT p.scope_kind, p.scope_id
+FROM pginbox_receipts p
+WHERE p.payload IS NOT NULL
+  AND p.created_at < $1::timestamptz
+  AND p.status = 'COMPLETED'
+  AND p.completed_at < $1::timestamptz
+GROUP BY p.scope_kind, p.scope_id
+ORDER BY p.scope_kind, p.scope_id
+`
+
+type ReceiptPurgeScopesRow struct {
+	ScopeKind string
+	ScopeID   string
+}
+
+// The scopes with receipts a purge with @cutoff would touch now, without a
+// lock: on Citus the operator's purge runs the one-scope ReceiptPurge for
+// each (a lock across shards is refused).
+func (q *Queries) ReceiptPurgeScopes(ctx context.Context, cutoff time.Time) ([]ReceiptPurgeScopesRow, error) {
+	rows, err := q.db.Query(ctx, receiptPurgeScopes, cutoff)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReceiptPurgeScopesRow{}
+	for rows.Next() {
+		var i ReceiptPurgeScopesRow
+		if err := rows.Scan(&i.ScopeKind, &i.ScopeID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

@@ -11,54 +11,60 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 )
 
-const receiptReplay = `-- name: ReceiptReplay :one
-WITH created AS (
-    INSERT INTO pginbox_receipts (
-        id, scope_kind, scope_id, source, consumer, message_id,
-        event_type, schema_version, fingerprint, payload, metadata, max_attempts, replay_of
-    )
-    SELECT $1, o.scope_kind, o.scope_id, o.source, o.consumer, o.message_id,
-        o.event_type, o.schema_version, o.fingerprint, o.payload, o.metadata, o.max_attempts, o.id
-    FROM pginbox_receipts o
-    WHERE o.id = $2 AND o.status = 'COMPLETED' AND o.payload IS NOT NULL
-    RETURNING id, scope_kind, scope_id, consumer, max_attempts
-), queued AS (
-    INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
-    SELECT id, scope_kind, scope_id, consumer, max_attempts FROM created
-    RETURNING receipt_id, consumer, status, version
+const receiptReplay = `-- name: ReceiptReplay :execrows
+INSERT INTO pginbox_receipts (
+    id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload, metadata, max_attempts, replay_of
 )
-SELECT q.receipt_id AS id, q.status, q.version,
-    (pg_notify('pginbox_receipt', q.consumer) IS NOT NULL)::boolean AS notified
-FROM queued q
+SELECT $1, o.scope_kind, o.scope_id, o.source, o.consumer, o.message_id,
+    o.event_type, o.schema_version, o.fingerprint, o.payload, o.metadata, o.max_attempts, o.id
+FROM pginbox_receipts o
+WHERE o.scope_id = $2::text
+  AND o.id = $3 AND o.status = 'COMPLETED' AND o.payload IS NOT NULL
 `
 
 type ReceiptReplayParams struct {
 	NewID      inboxtype.ID
+	ScopeID    string
 	OriginalID inboxtype.ID
 }
 
-type ReceiptReplayRow struct {
-	ID       inboxtype.ID
-	Status   string
-	Version  int64
-	Notified bool
+// Creates a new PENDING receipt from a COMPLETED original with a payload:
+// same identity, content and fingerprint, linked by replay_of. The identity's
+// unique index covers originals only, so the copy does not collide, and a
+// redelivery of the original message is still a duplicate of the original.
+// A colocated INSERT ... SELECT filtered on @scope_id (the original's): on
+// Citus it runs on the scope's node, which refuses a RETURNING or a second
+// insert in the same statement, so ReceiptReplayQueue adds the queue row and
+// the caller wakes the workers with ReceiptNotify (pg_notify inside a routed
+// statement would run on the worker node, where no one listens).
+func (q *Queries) ReceiptReplay(ctx context.Context, arg ReceiptReplayParams) (int64, error) {
+	result, err := q.db.Exec(ctx, receiptReplay, arg.NewID, arg.ScopeID, arg.OriginalID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
-// Creates a new PENDING receipt (and its queue row) from a COMPLETED original
-// with a payload: same identity, content and fingerprint, linked by replay_of.
-// The identity's unique index covers originals only, so the copy does not
-// collide, and a redelivery of the original message is still a duplicate of the
-// original.
-func (q *Queries) ReceiptReplay(ctx context.Context, arg ReceiptReplayParams) (ReceiptReplayRow, error) {
-	row := q.db.QueryRow(ctx, receiptReplay, arg.NewID, arg.OriginalID)
-	var i ReceiptReplayRow
-	err := row.Scan(
-		&i.ID,
-		&i.Status,
-		&i.Version,
-		&i.Notified,
-	)
-	return i, err
+const receiptReplayQueue = `-- name: ReceiptReplayQueue :execrows
+INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
+FROM pginbox_receipts r
+WHERE r.scope_id = $1::text AND r.id = $2
+`
+
+type ReceiptReplayQueueParams struct {
+	ScopeID string
+	ID      inboxtype.ID
+}
+
+// The queue row of the receipt ReceiptReplay created, on the scope's node.
+func (q *Queries) ReceiptReplayQueue(ctx context.Context, arg ReceiptReplayQueueParams) (int64, error) {
+	result, err := q.db.Exec(ctx, receiptReplayQueue, arg.ScopeID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const receiptVersionBump = `-- name: ReceiptVersionBump :one

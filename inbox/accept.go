@@ -82,8 +82,17 @@ func (c *Client) acceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptRe
 	if err := ensureScope(ctx, tx, d.identity.Scope); err != nil {
 		return AcceptResult{}, err
 	}
+	distributed, err := c.layout.get(ctx, tx)
+	if err != nil {
+		return AcceptResult{}, dbError("accept", err)
+	}
+	var insert func() (db.ReceiptAcceptRow, error)
+	if distributed {
+		// ReceiptAccept would run in steps through the coordinator.
+		insert = func() (db.ReceiptAcceptRow, error) { return acceptRoutedTx(ctx, tx, d) }
+	}
 	// Inside the caller's transaction: a rollback must not wake anyone.
-	return c.accept(ctx, db.New(tx), d, true, false, nil)
+	return c.accept(ctx, db.New(tx), d, true, false, insert)
 }
 
 // accept inserts d with insert (ReceiptAccept on q when nil) and reads the

@@ -109,8 +109,9 @@ type holder struct {
 // acceptBatch inserts the distinct identities of entries in one statement, reads
 // the receipts of those that already existed in a second one, and reports every
 // entry through set. autocommit means q runs outside a transaction, so the insert
-// statement is also the commit.
-func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, entries []batchEntry, autocommit bool, set func(pos int, it BatchItem)) error {
+// statement is also the commit. With routed (Citus; the entries are then of one
+// scope) the insert is acceptBatchRouted's pipeline on routed instead.
+func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, routed batcher, entries []batchEntry, autocommit bool, set func(pos int, it BatchItem)) error {
 	// First occurrence of each identity wins; later ones resolve against it.
 	first := make(map[Identity]int, len(entries))
 	distinct := make([]int, 0, len(entries))
@@ -159,7 +160,13 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, entries []batch
 	// Inside a caller's transaction the wake-up must roll back with it; on its
 	// own, the batch's wake-up may be coalesced with other accepts'.
 	arg.Notify = !autocommit || c.wakeups.inline()
-	inserted, err := q.ReceiptAcceptBatch(ctx, arg)
+	var inserted []ID
+	var err error
+	if routed != nil {
+		inserted, err = acceptBatchRouted(ctx, routed, entries, distinct, arg, autocommit)
+	} else {
+		inserted, err = q.ReceiptAcceptBatch(ctx, arg)
+	}
 	if err != nil {
 		if autocommit && !certainlyNotCommitted(ctx, err) {
 			return fmt.Errorf("%w: %w", ErrCommitUncertain, err)
@@ -198,7 +205,21 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, entries []batch
 			ex.Consumers = append(ex.Consumers, id.Consumer)
 			ex.MessageIds = append(ex.MessageIds, id.MessageID)
 		}
-		rows, err := q.ReceiptsByIdentities(ctx, ex)
+		var rows []db.ReceiptsByIdentitiesRow
+		var err error
+		if routed != nil {
+			s := entries[0].d.identity.Scope
+			var rr []db.ReceiptsByIdentitiesRoutedRow
+			rr, err = q.ReceiptsByIdentitiesRouted(ctx, db.ReceiptsByIdentitiesRoutedParams{
+				ScopeKind: string(s.Kind), ScopeID: s.ID,
+				Sources: ex.Sources, Consumers: ex.Consumers, MessageIds: ex.MessageIds,
+			})
+			for _, r := range rr {
+				rows = append(rows, db.ReceiptsByIdentitiesRow(r))
+			}
+		} else {
+			rows, err = q.ReceiptsByIdentities(ctx, ex)
+		}
 		if err != nil {
 			return dbError("accept batch: reading the existing receipts", err)
 		}

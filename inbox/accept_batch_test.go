@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -16,21 +17,34 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
+	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/inbox/inboxtest"
 )
 
 func TestAcceptBatchResolvesEveryItem(t *testing.T) {
 	t.Parallel()
+	pool, _ := newPool(t)
+	acceptBatchResolvesEveryItem(t, pool)
+}
+
+// acceptBatchResolvesEveryItem is TestAcceptBatchResolvesEveryItem on pool
+// (one server or Citus: the outcomes must be the same).
+func acceptBatchResolvesEveryItem(t *testing.T, pool *pgxpool.Pool) {
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t)
 	c := newClient(t, pool, inbox.Config{})
 
 	done, err := c.Accept(ctx, orderMsg("evt-done", raw(`{"n":1}`)))
 	is.NoErr(err)
-	inboxtest.SetState(t, pool, done.ID, "status = 'COMPLETED', completed_at = now()")
+	// A worker completes it (inboxtest.SetState's statements do not run on Citus).
+	reg := handler.NewRegistry()
+	is.NoErr(reg.Register(handler.Key{Consumer: "orders.projection.v1", EventType: "order.created", SchemaVersion: 1},
+		func(context.Context, *handler.Msg) error { return nil }))
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{"orders.projection.v1"}, Logger: slog.New(slog.DiscardHandler)})
 	is.NoErr(err)
+	n, err := w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1)
 	kept, err := c.Accept(ctx, orderMsg("evt-kept", raw(`{"n":2}`)))
 	is.NoErr(err)
 	before := rowSnapshot(t, pool, kept.ID)
@@ -228,9 +242,15 @@ func TestAcceptBatchTxCommitsWithTheCaller(t *testing.T) {
 // deadlock, and each identity ends up with exactly one receipt.
 func TestConcurrentOverlappingBatchesConverge(t *testing.T) {
 	t.Parallel()
+	pool, _ := newPool(t)
+	concurrentOverlappingBatchesConverge(t, pool)
+}
+
+// concurrentOverlappingBatchesConverge is
+// TestConcurrentOverlappingBatchesConverge on pool (one server or Citus).
+func concurrentOverlappingBatchesConverge(t *testing.T, pool *pgxpool.Pool) {
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t)
 	c := newClient(t, pool, inbox.Config{})
 
 	const ids, batches = 200, 8

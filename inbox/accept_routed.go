@@ -25,8 +25,24 @@ import (
 //
 // It returns pgx.ErrNoRows when the identity exists, as ReceiptAccept does.
 func acceptRouted(ctx context.Context, conn *pgxpool.Conn, d *draft, notify, withScope bool) (db.ReceiptAcceptRow, error) {
+	return sendAcceptRouted(ctx, conn, conn, d, notify, withScope)
+}
+
+// acceptRoutedTx is AcceptTx's insert on Citus: acceptRouted's statements in
+// the caller's transaction tx (which has the scope), without BEGIN and
+// COMMIT. A duplicate leaves tx usable, as ReceiptAccept's does.
+func acceptRoutedTx(ctx context.Context, tx pgx.Tx, d *draft) (db.ReceiptAcceptRow, error) {
+	return sendAcceptRouted(ctx, tx, nil, d, true, false)
+}
+
+// sendAcceptRouted sends the routed accept on b: in a transaction of its
+// own on conn, or in the caller's when conn is nil.
+func sendAcceptRouted(ctx context.Context, b0 batcher, conn *pgxpool.Conn, d *draft, notify, withScope bool) (db.ReceiptAcceptRow, error) {
+	own := conn != nil
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	if own {
+		b.Queue("BEGIN")
+	}
 	if withScope {
 		queueScope(ctx, b, scopeParams(d.identity.Scope))
 	}
@@ -46,15 +62,17 @@ func acceptRouted(ctx context.Context, conn *pgxpool.Conn, d *draft, notify, wit
 	if notify {
 		_ = q.ReceiptNotify(ctx, []string{p.Consumer})
 	}
-	b.Queue("COMMIT")
+	if own {
+		b.Queue("COMMIT")
+	}
 
-	br := conn.SendBatch(ctx, b)
-	row, err := readAcceptRouted(br, withScope, notify)
+	br := b0.SendBatch(ctx, b)
+	row, err := readAcceptRouted(br, withScope, notify, own)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		if conn.Conn().PgConn().TxStatus() != 'I' {
+		if own && conn.Conn().PgConn().TxStatus() != 'I' {
 			// A failed statement left the transaction open (aborted): end it
 			// so the connection goes back to the pool clean.
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
@@ -69,8 +87,11 @@ func acceptRouted(ctx context.Context, conn *pgxpool.Conn, d *draft, notify, wit
 
 // readAcceptRouted reads acceptRouted's results in order: nil when no
 // queue row was inserted (the identity exists).
-func readAcceptRouted(br pgx.BatchResults, withScope, notify bool) (*db.ReceiptAcceptRow, error) {
-	execs := 3 // BEGIN, the receipt, its queue row
+func readAcceptRouted(br pgx.BatchResults, withScope, notify, own bool) (*db.ReceiptAcceptRow, error) {
+	execs := 2 // the receipt, its queue row
+	if own {
+		execs++ // BEGIN
+	}
 	if withScope {
 		execs++
 	}
@@ -104,8 +125,10 @@ func readAcceptRouted(br pgx.BatchResults, withScope, notify bool) (*db.ReceiptA
 			row.Notified = true
 		}
 	}
-	if _, err := br.Exec(); err != nil { // COMMIT
-		return nil, err
+	if own {
+		if _, err := br.Exec(); err != nil { // COMMIT
+			return nil, err
+		}
 	}
 	return row, nil
 }

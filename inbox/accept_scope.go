@@ -43,9 +43,13 @@ func groupByScope(entries []batchEntry) []scopeGroup {
 // One scope: each statement is its own commit, with the scope in the same
 // round trip. Several: one transaction, each group after its own scope.
 func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries []batchEntry, set func(int, BatchItem)) error {
+	distributed, err := c.layout.get(ctx, conn)
+	if err != nil {
+		return dbError("accept batch", err)
+	}
 	groups := groupByScope(entries)
 	if len(groups) == 1 {
-		return c.acceptBatch(ctx, db.New(scoped(conn, groups[0].scope)), entries, true, set)
+		return c.acceptBatch(ctx, db.New(scoped(conn, groups[0].scope)), routedOn(distributed, conn), entries, true, set)
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -53,7 +57,7 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	for _, g := range groups {
-		if err := c.acceptBatch(ctx, db.New(scoped(tx, g.scope)), g.entries, false, set); err != nil {
+		if err := c.acceptBatch(ctx, db.New(scoped(tx, g.scope)), routedOn(distributed, tx), g.entries, false, set); err != nil {
 			return err
 		}
 	}
@@ -80,8 +84,13 @@ func (c *Client) acceptBatchCaller(ctx context.Context, tx pgx.Tx, entries []bat
 	if !applied && len(groups) > 1 {
 		return &ScopeMismatchError{Tx: groups[0].scope, Want: groups[1].scope}
 	}
+	distributed, err := c.layout.get(ctx, tx)
+	if err != nil {
+		return dbError("accept batch", err)
+	}
+	routed := routedOn(distributed, tx)
 	if len(groups) == 1 {
-		return c.acceptBatch(ctx, db.New(tx), entries, false, set)
+		return c.acceptBatch(ctx, db.New(tx), routed, entries, false, set)
 	}
 	for i, g := range groups {
 		var q *db.Queries
@@ -90,12 +99,21 @@ func (c *Client) acceptBatchCaller(ctx context.Context, tx pgx.Tx, entries []bat
 		} else {
 			q = db.New(scoped(tx, g.scope))
 		}
-		if err := c.acceptBatch(ctx, q, g.entries, false, set); err != nil {
+		if err := c.acceptBatch(ctx, q, routed, g.entries, false, set); err != nil {
 			return err
 		}
 	}
 	if err := db.New(tx).ScopeApply(ctx, noScope); err != nil {
 		return dbError("accept batch: clearing the scope", err)
+	}
+	return nil
+}
+
+// routedOn returns b when the tables are distributed (Citus), where a batch
+// accept sends routed statements on it; nil on one server.
+func routedOn(distributed bool, b batcher) batcher {
+	if distributed {
+		return b
 	}
 	return nil
 }

@@ -61,6 +61,9 @@ type Admin struct {
 	pool *pgxpool.Pool // views of one scope
 	sys  *pgxpool.Pool // views of every scope
 	log  *slog.Logger
+	// layout says whether the tables are distributed (Citus): the operator's
+	// purge then goes scope by scope.
+	layout layout
 }
 
 // NewAdmin returns an Admin on pool. Like NewClient it does not touch the

@@ -198,9 +198,21 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 	if err != nil {
 		return nil, dbError("replay", err)
 	}
-	created, err := q.ReceiptReplay(ctx, db.ReceiptReplayParams{NewID: inboxtype.New(), OriginalID: id})
+	newID := inboxtype.New()
+	n, err := q.ReceiptReplay(ctx, db.ReceiptReplayParams{NewID: newID, OriginalID: id, ScopeID: cur.ScopeID})
+	if err == nil && n == 1 {
+		n, err = q.ReceiptReplayQueue(ctx, db.ReceiptReplayQueueParams{ID: newID, ScopeID: cur.ScopeID})
+	}
+	if err == nil && n != 1 {
+		// lock holds the original and checked its status and payload.
+		err = fmt.Errorf("pginbox: internal: replay inserted %d rows, want 1", n)
+	}
 	if err != nil {
 		return nil, dbError("replay: creating the new receipt", err)
+	}
+	// Wakes listening workers at commit, like accept's.
+	if err := q.ReceiptNotify(ctx, []string{cur.Consumer}); err != nil {
+		return nil, dbError("replay: waking the workers", err)
 	}
 	audit, err := q.AuditInsert(ctx, db.AuditInsertParams{
 		ReceiptID:    id,
@@ -213,12 +225,12 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 		ToStatus:     cur.Status, // the original stays COMPLETED
 		FromVersion:  cur.Version,
 		ToVersion:    version,
-		NewReceiptID: created.ID,
+		NewReceiptID: newID,
 	})
 	if err != nil {
 		return nil, dbError("replay: audit", err)
 	}
-	return &ReplayResult{OriginalID: id, OriginalVersion: version, NewID: created.ID, AuditID: audit.ID}, nil
+	return &ReplayResult{OriginalID: id, OriginalVersion: version, NewID: newID, AuditID: audit.ID}, nil
 }
 
 // lock locks the receipt's work row (the row a claim takes) and the receipt,
@@ -239,6 +251,10 @@ func (v *AdminView) lock(ctx context.Context, q *db.Queries, id ID, action strin
 	if err != nil {
 		return db.ReceiptGetForUpdateRow{}, dbError(action, err)
 	}
+	// The receipt's scope never changes: lock it with the one-scope form,
+	// which on Citus runs on the scope's node (the all-scopes form would lock
+	// across shards, which Citus refuses).
+	all, kind, sid = false, st.ScopeKind, st.ScopeID
 	takesExpired := action == "requeue"
 	var cur db.ReceiptGetForUpdateRow
 	if Status(st.Status) == StatusProcessing {

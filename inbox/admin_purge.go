@@ -92,39 +92,24 @@ func (v *AdminView) Purge(ctx context.Context, p PurgeParams) (PurgeResult, erro
 	if err != nil {
 		return PurgeResult{}, err
 	}
-	for {
-		n, err := q.ReceiptPurge(ctx, db.ReceiptPurgeParams{
-			Cutoff: cutoff, AllScopes: all, ScopeKind: kind, ScopeID: sid, MaxCount: int32(size),
-		})
+	scopes := []db.ReceiptPurgeScopesRow{{ScopeKind: kind, ScopeID: sid}}
+	if all {
+		distributed, err := v.admin.layout.get(ctx, v.admin.sys)
 		if err != nil {
-			res.Elapsed = time.Since(start)
-			if ctx.Err() != nil {
-				return res, fmt.Errorf("pginbox: purge interrupted after %d receipts: %w", res.Purged, ctx.Err())
-			}
-			return res, dbError("purge", err)
+			return PurgeResult{}, dbError("purge", err)
 		}
-		if n > 0 {
-			res.Purged += n
-			res.Batches++
-			res.Elapsed = time.Since(start)
-			if p.Progress != nil {
-				p.Progress(res)
+		if distributed {
+			// Citus refuses a lock across shards: purge scope by scope, each
+			// batch on the scope's node.
+			if scopes, err = q.ReceiptPurgeScopes(ctx, cutoff); err != nil {
+				return PurgeResult{}, dbError("purge: listing the scopes", err)
 			}
+			all = false
 		}
-		// A short batch means the candidates ran out (or the rest are locked by
-		// an admin action right now and wait for the next run).
-		if n < int64(size) {
-			break
-		}
-		if p.Pause > 0 {
-			t := time.NewTimer(p.Pause)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				res.Elapsed = time.Since(start)
-				return res, fmt.Errorf("pginbox: purge interrupted after %d receipts: %w", res.Purged, ctx.Err())
-			case <-t.C:
-			}
+	}
+	for _, s := range scopes {
+		if err := v.purgeScope(ctx, q, p, all, s, cutoff, size, &res, start); err != nil {
+			return res, err
 		}
 	}
 	res.Elapsed = time.Since(start)
@@ -133,6 +118,47 @@ func (v *AdminView) Purge(ctx context.Context, p PurgeParams) (PurgeResult, erro
 			"purged", res.Purged, "batches", res.Batches, "elapsed", res.Elapsed.Round(time.Millisecond))
 	}
 	return res, nil
+}
+
+// purgeScope purges scope s (every scope when all) batch by batch until a
+// batch comes back short, adding to res.
+func (v *AdminView) purgeScope(ctx context.Context, q *db.Queries, p PurgeParams, all bool, s db.ReceiptPurgeScopesRow,
+	cutoff time.Time, size int, res *PurgeResult, start time.Time) error {
+	for {
+		n, err := q.ReceiptPurge(ctx, db.ReceiptPurgeParams{
+			Cutoff: cutoff, AllScopes: all, ScopeKind: s.ScopeKind, ScopeID: s.ScopeID, MaxCount: int32(size),
+		})
+		if err != nil {
+			res.Elapsed = time.Since(start)
+			if ctx.Err() != nil {
+				return fmt.Errorf("pginbox: purge interrupted after %d receipts: %w", res.Purged, ctx.Err())
+			}
+			return dbError("purge", err)
+		}
+		if n > 0 {
+			res.Purged += n
+			res.Batches++
+			res.Elapsed = time.Since(start)
+			if p.Progress != nil {
+				p.Progress(*res)
+			}
+		}
+		// A short batch means the candidates ran out (or the rest are locked by
+		// an admin action right now and wait for the next run).
+		if n < int64(size) {
+			return nil
+		}
+		if p.Pause > 0 {
+			t := time.NewTimer(p.Pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				res.Elapsed = time.Since(start)
+				return fmt.Errorf("pginbox: purge interrupted after %d receipts: %w", res.Purged, ctx.Err())
+			case <-t.C:
+			}
+		}
+	}
 }
 
 // PurgeCount returns how many receipts Purge with p would purge now, without

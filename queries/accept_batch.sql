@@ -64,3 +64,32 @@ JOIN pginbox_receipts r
  AND r.replay_of IS NULL
 LEFT JOIN pginbox_work w
   ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id;
+
+-- name: ReceiptQueueBatchRouted :exec
+-- A batch accept on Citus, for one scope: the queue rows of the receipts the
+-- pipelined ReceiptInsertRouted statements inserted (an ID whose insert hit
+-- an existing identity is in no row, so it gets none). A colocated
+-- INSERT ... SELECT filtered on the scope: it runs on the scope's node,
+-- where ReceiptAcceptBatch's INSERT ... SELECT unnest(...) would be pulled
+-- through the coordinator.
+INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
+FROM pginbox_receipts r
+WHERE r.scope_id = sqlc.arg(scope_id)::text
+  AND r.id = ANY(sqlc.arg(ids)::text[]::uuid[]);
+
+-- name: ReceiptsByIdentitiesRouted :many
+-- ReceiptsByIdentities for identities of one scope, routed to its node on
+-- Citus: the batch accept there splits its batch per scope.
+SELECT r.scope_kind, r.scope_id, r.source, r.consumer, r.message_id,
+    r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint
+FROM pginbox_receipts r
+LEFT JOIN pginbox_work w
+  ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
+ AND w.scope_id = sqlc.arg(scope_id)::text
+WHERE r.scope_id = sqlc.arg(scope_id)::text
+  AND r.scope_kind = sqlc.arg(scope_kind)::text
+  AND r.replay_of IS NULL
+  AND (r.source, r.consumer, r.message_id) IN (
+      SELECT unnest(sqlc.arg(sources)::text[]), unnest(sqlc.arg(consumers)::text[]),
+          unnest(sqlc.arg(message_ids)::text[]));

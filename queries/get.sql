@@ -59,8 +59,10 @@ FOR UPDATE OF r NOWAIT;
 
 -- name: ReceiptState :one
 -- A receipt's status and lease, without a lock, so an admin action can tell a
--- receipt a worker holds from one it may change.
-SELECT coalesce(w.status, r.status)::text AS status,
+-- receipt a worker holds from one it may change, and its scope, which never
+-- changes: the action then locks it with the scoped ReceiptGetForUpdate (on
+-- Citus the all-scopes form would lock across shards, which Citus refuses).
+SELECT r.scope_kind, r.scope_id, coalesce(w.status, r.status)::text AS status,
     coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired, w.lease_expires_at
 FROM pginbox_receipts r
 LEFT JOIN pginbox_work w

@@ -9,6 +9,9 @@ const (
 	singleNodeClaim  = "the claim on one server: scopes in turns through a recursive walk of the due index, which locks rows of many scopes; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead"
 	singleNodeOutbox = "the relay's statement across scopes on one server; on Citus the relay runs the per-scope variant (...Scope) after a lock-free discovery read instead"
 	singleNodeEmit   = "the single-server emit (scope from the setting, advisory lock in the insert); on Citus Emit sends OutboxEmitScope, OutboxKeyLockScope and OutboxEventInsertScope instead"
+	lockedPerScope   = "the all-scopes form locks across shards, which Citus refuses, so pginbox never sends it: an admin change reads the receipt's scope with ReceiptState (lock-free) and locks with the one-scope form"
+	purgedPerScope   = "the all-scopes form locks across shards, which Citus refuses: there the operator's purge lists the scopes with ReceiptPurgeScopes and purges each with the one-scope form"
+	singleNodeBatch  = "the single-server batch accept (one statement for the batch of a scope); on Citus AcceptBatch and GroupCommit send, per scope, ReceiptInsertRouted per message, ReceiptQueueBatchRouted and ReceiptNotify in one pipelined transaction, and read duplicates with ReceiptsByIdentitiesRouted"
 	// pending marks a statement not yet made to route on Citus (issue 22
 	// item 3 remains for it): the entry records what Citus does with it
 	// today, so the test fails when that changes.
@@ -19,14 +22,16 @@ const (
 // router (one task on one node) unless the entry says why not.
 var plans = map[string]expectation{
 	// Accept.
-	"ReceiptAccept":        {kind: multi, why: "the single-server accept (one statement); on Citus Accept sends ReceiptInsertRouted, ReceiptQueueRouted, ReceiptQueuedRouted and ReceiptNotify in one pipelined transaction instead. Still used by AcceptTx: " + pending + "runs on the scope's node in steps through the coordinator"},
-	"ReceiptByIdentity":    {kind: router},
-	"ReceiptInsertRouted":  {kind: router},
-	"ReceiptQueueRouted":   {kind: router},
-	"ReceiptQueuedRouted":  {kind: router},
-	"ReceiptNotify":        {kind: coordinator, why: coordinatorOnly},
-	"ReceiptAcceptBatch":   {kind: multi, why: pending + "INSERT ... SELECT unnest(...) is pulled to the coordinator; to be split per scope"},
-	"ReceiptsByIdentities": {kind: multi, why: pending + "joins the identities of several scopes"},
+	"ReceiptAccept":              {kind: multi, why: "the single-server accept (one statement); on Citus Accept sends ReceiptInsertRouted, ReceiptQueueRouted, ReceiptQueuedRouted and ReceiptNotify in one pipelined transaction instead, and AcceptTx the same statements in the caller's transaction"},
+	"ReceiptByIdentity":          {kind: router},
+	"ReceiptInsertRouted":        {kind: router},
+	"ReceiptQueueRouted":         {kind: router},
+	"ReceiptQueuedRouted":        {kind: router},
+	"ReceiptNotify":              {kind: coordinator, why: coordinatorOnly},
+	"ReceiptAcceptBatch":         {kind: multi, why: singleNodeBatch},
+	"ReceiptsByIdentities":       {kind: multi, why: singleNodeBatch},
+	"ReceiptQueueBatchRouted":    {kind: router},
+	"ReceiptsByIdentitiesRouted": {kind: router},
 
 	// The worker.
 	"ReceiptClaim":         {kind: refused, why: singleNodeClaim},
@@ -58,11 +63,13 @@ var plans = map[string]expectation{
 	"ReceiptStatsCompleted":     {kind: router, allScopes: multi, why: fanOutAdmin},
 	"ReceiptDeadGroups":         {kind: router, allScopes: multi, why: fanOutAdmin},
 	"ReceiptPurgeCount":         {kind: router, allScopes: multi, why: fanOutAdmin},
-	"ReceiptGetForUpdate":       {kind: router, allScopes: refused, why: pending + "the all-scopes form locks across shards: to look the scope up first"},
-	"ReceiptGetForUpdateNoWait": {kind: router, allScopes: refused, why: pending + "the all-scopes form locks across shards: to look the scope up first"},
-	"ReceiptPurge":              {kind: multi, allScopes: refused, why: pending + "the update of the batch lacks the scope; the all-scopes form locks across shards"},
+	"ReceiptGetForUpdate":       {kind: router, allScopes: refused, why: lockedPerScope},
+	"ReceiptGetForUpdateNoWait": {kind: router, allScopes: refused, why: lockedPerScope},
+	"ReceiptPurge":              {kind: router, allScopes: refused, why: purgedPerScope},
+	"ReceiptPurgeScopes":        {kind: multi, why: fanOutDiscovery},
 	"ReceiptVersionBump":        {kind: router},
-	"ReceiptReplay":             {kind: multi, why: pending + "by ID without the scope"},
+	"ReceiptReplay":             {kind: router},
+	"ReceiptReplayQueue":        {kind: router},
 	"ReceiptRequeue":            {kind: router},
 
 	// The outbox. On Citus Emit sends OutboxEmitScope, OutboxKeyLockScope (an

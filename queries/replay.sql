@@ -9,27 +9,29 @@ SET version = version + 1,
 WHERE scope_id = sqlc.arg(scope_id)::text AND id = @id AND version = @expected_version
 RETURNING version;
 
--- name: ReceiptReplay :one
--- Creates a new PENDING receipt (and its queue row) from a COMPLETED original
--- with a payload: same identity, content and fingerprint, linked by replay_of.
--- The identity's unique index covers originals only, so the copy does not
--- collide, and a redelivery of the original message is still a duplicate of the
--- original.
-WITH created AS (
-    INSERT INTO pginbox_receipts (
-        id, scope_kind, scope_id, source, consumer, message_id,
-        event_type, schema_version, fingerprint, payload, metadata, max_attempts, replay_of
-    )
-    SELECT @new_id, o.scope_kind, o.scope_id, o.source, o.consumer, o.message_id,
-        o.event_type, o.schema_version, o.fingerprint, o.payload, o.metadata, o.max_attempts, o.id
-    FROM pginbox_receipts o
-    WHERE o.id = @original_id AND o.status = 'COMPLETED' AND o.payload IS NOT NULL
-    RETURNING id, scope_kind, scope_id, consumer, max_attempts
-), queued AS (
-    INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
-    SELECT id, scope_kind, scope_id, consumer, max_attempts FROM created
-    RETURNING receipt_id, consumer, status, version
+-- name: ReceiptReplay :execrows
+-- Creates a new PENDING receipt from a COMPLETED original with a payload:
+-- same identity, content and fingerprint, linked by replay_of. The identity's
+-- unique index covers originals only, so the copy does not collide, and a
+-- redelivery of the original message is still a duplicate of the original.
+-- A colocated INSERT ... SELECT filtered on @scope_id (the original's): on
+-- Citus it runs on the scope's node, which refuses a RETURNING or a second
+-- insert in the same statement, so ReceiptReplayQueue adds the queue row and
+-- the caller wakes the workers with ReceiptNotify (pg_notify inside a routed
+-- statement would run on the worker node, where no one listens).
+INSERT INTO pginbox_receipts (
+    id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload, metadata, max_attempts, replay_of
 )
-SELECT q.receipt_id AS id, q.status, q.version,
-    (pg_notify('pginbox_receipt', q.consumer) IS NOT NULL)::boolean AS notified
-FROM queued q;
+SELECT @new_id, o.scope_kind, o.scope_id, o.source, o.consumer, o.message_id,
+    o.event_type, o.schema_version, o.fingerprint, o.payload, o.metadata, o.max_attempts, o.id
+FROM pginbox_receipts o
+WHERE o.scope_id = sqlc.arg(scope_id)::text
+  AND o.id = @original_id AND o.status = 'COMPLETED' AND o.payload IS NOT NULL;
+
+-- name: ReceiptReplayQueue :execrows
+-- The queue row of the receipt ReceiptReplay created, on the scope's node.
+INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
+FROM pginbox_receipts r
+WHERE r.scope_id = sqlc.arg(scope_id)::text AND r.id = sqlc.arg(id);
