@@ -41,7 +41,9 @@ func groupByScope(entries []batchEntry) []scopeGroup {
 
 // acceptBatchOwn accepts entries on conn outside any caller's transaction.
 // One scope: each statement is its own commit, with the scope in the same
-// round trip. Several: one transaction, each group after its own scope.
+// round trip. Several: one statement without a scope while row-level
+// security has not refused one, else one transaction, each group after its
+// own scope.
 func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries []batchEntry, set func(int, BatchItem)) error {
 	distributed, err := c.layout.get(ctx, conn)
 	if err != nil {
@@ -50,6 +52,17 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 	groups := groupByScope(entries)
 	if len(groups) == 1 {
 		return c.acceptBatch(ctx, db.New(scoped(conn, groups[0].scope)), routedOn(distributed, conn), entries, true, set)
+	}
+	if !distributed && !c.scopeAccepts.Load() {
+		// Without row-level security the scopes need no setting: one
+		// statement is the whole batch and its commit, as for one scope. A
+		// policy refuses it before it writes anything (42501), as Accept
+		// finds out: from then on each scope's part runs after its scope.
+		err := c.acceptBatch(ctx, db.New(conn), nil, entries, true, set)
+		if err == nil || !isInsufficientPrivilege(err) {
+			return err
+		}
+		c.scopeAccepts.Store(true)
 	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
