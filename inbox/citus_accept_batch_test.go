@@ -47,7 +47,7 @@ func TestCitusAcceptBatchRoutesPerScope(t *testing.T) {
 	old, err := c.Accept(ctx, msg("tenant-r2", "old", 1))
 	is.NoErr(err)
 
-	rc.reset()
+	rc.Reset()
 	var msgs []inbox.Message
 	for _, tenant := range tenants {
 		msgs = append(msgs, msg(tenant, "a", 1), msg(tenant, "b", 2), msg(tenant, "a", 1))
@@ -69,11 +69,11 @@ func TestCitusAcceptBatchRoutesPerScope(t *testing.T) {
 
 	// Each tenant's inserts went to its node; nothing was pulled through
 	// the coordinator.
-	is.Equal(len(rc.matching("read_intermediate_result")), 0)
+	is.Equal(len(rc.Matching("read_intermediate_result")), 0)
 	for _, tenant := range tenants {
 		port := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, "pginbox_receipts", tenant))
 		inserts := 0
-		for _, l := range rc.matching("'" + tenant + "'") {
+		for _, l := range rc.Matching("'" + tenant + "'") {
 			if strings.Contains(l, "INSERT INTO public.pginbox_") {
 				inserts++
 				if !strings.Contains(l, port) {
@@ -137,7 +137,7 @@ func TestCitusAcceptTxRoutes(t *testing.T) {
 	msg := orderMsg("tx-1", map[string]int{"n": 1})
 	msg.Scope = inbox.Tenant("tenant-tx")
 
-	rc.reset()
+	rc.Reset()
 	tx, err := pool.Begin(ctx)
 	is.NoErr(err)
 	res, err := c.AcceptTx(ctx, tx, msg)
@@ -157,9 +157,9 @@ func TestCitusAcceptTxRoutes(t *testing.T) {
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_work WHERE receipt_id = $1", res.ID).Scan(&queued))
 	is.Equal(queued, 1)
 
-	is.Equal(len(rc.matching("read_intermediate_result")), 0) // nothing pulled through the coordinator
+	is.Equal(len(rc.Matching("read_intermediate_result")), 0) // nothing pulled through the coordinator
 	port := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, "pginbox_receipts", "tenant-tx"))
-	inserts := rc.matching("INSERT INTO public.pginbox_")
+	inserts := rc.Matching("INSERT INTO public.pginbox_")
 	is.True(len(inserts) > 0)
 	for _, l := range inserts {
 		if !strings.Contains(l, port) {

@@ -69,13 +69,13 @@ func TestCitusOperatorAdmin(t *testing.T) {
 		got, err := ops.Get(ctx, dead)
 		is.NoErr(err)
 		is.Equal(got.Status, inbox.StatusDead)
-		rc.reset()
+		rc.Reset()
 		rq, err := ops.Requeue(ctx, dead, change(got.Version))
 		is.NoErr(err)
 		is.Equal(rq.FromStatus, inbox.StatusDead)
 		// The locks went to the scope's node alone.
 		port := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, "pginbox_receipts", s.ID))
-		locks := rc.matching("FOR UPDATE")
+		locks := rc.Matching("FOR UPDATE")
 		is.True(len(locks) > 0) // the log captured the lock
 		for _, l := range locks {
 			if !strings.Contains(l, port) {

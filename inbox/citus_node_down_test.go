@@ -37,7 +37,7 @@ func TestCitusAcceptRoutesToOneNode(t *testing.T) {
 	if _, err := client.Accept(ctx, msg); err != nil { // the layout probe and first connections
 		t.Fatal(err)
 	}
-	rc.reset()
+	rc.Reset()
 	msg.MessageID = "m-2"
 	res, err := client.Accept(ctx, msg)
 	if err != nil || res.Outcome != inbox.Accepted {
@@ -45,9 +45,7 @@ func TestCitusAcceptRoutesToOneNode(t *testing.T) {
 	}
 	port := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, "pginbox_receipts", "tenant-r"))
 	var sent int
-	rc.mu.Lock()
-	lines := append([]string(nil), rc.lines...)
-	rc.mu.Unlock()
+	lines := rc.Lines()
 	for _, l := range lines {
 		sent++
 		if !strings.Contains(l, port) {

@@ -6,86 +6,30 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/citustest"
 )
-
-// remoteCommands collects what Citus sends to the worker nodes
-// (citus.log_remote_commands): one "command @ node" line each.
-type remoteCommands struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (r *remoteCommands) add(_ *pgconn.PgConn, n *pgconn.Notice) {
-	if !strings.HasPrefix(n.Message, "issuing ") {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, strings.TrimPrefix(n.Message, "issuing ")+" @ "+n.Detail)
-}
-
-// reset forgets the lines collected so far (a test's own set-up).
-func (r *remoteCommands) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = nil
-}
-
-// matching returns the lines containing s.
-func (r *remoteCommands) matching(s string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, l := range r.lines {
-		if strings.Contains(l, s) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
 
 // citusPool connects to a migrated Citus database with Citus logging every
 // command it sends to the workers.
-func citusPool(t *testing.T) (*pgxpool.Pool, *remoteCommands) {
+func citusPool(t *testing.T) (*pgxpool.Pool, *citustest.RemoteCommands) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(inboxtest.CitusDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &remoteCommands{}
-	cfg.ConnConfig.RuntimeParams["citus.log_remote_commands"] = "on"
-	cfg.ConnConfig.OnNotice = rc.add
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool, rc
+	return citustest.Pool(t, inboxtest.CitusDatabase(t))
 }
 
 // nodeOf returns the port of the worker holding the shard of value in table.
 func nodeOf(t *testing.T, pool *pgxpool.Pool, table string, value any) int {
 	t.Helper()
-	var port int
-	err := pool.QueryRow(context.Background(), `
-		SELECT nodeport FROM pg_dist_shard_placement
-		WHERE shardid = get_shard_id_for_distribution_column($1, $2::text)`, table, fmt.Sprint(value)).Scan(&port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
+	return citustest.NodeOf(t, pool, table, value)
 }
 
 // On Citus, a handler that writes a business table colocated with
@@ -138,7 +82,7 @@ func TestCitusHandlerCommitsOnOneNode(t *testing.T) {
 		return out
 	}
 	before := gids()
-	rc.reset() // create_distributed_table commits in two phases
+	rc.Reset() // create_distributed_table commits in two phases
 	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Consumers: []string{"orders"}, Logger: slog.New(slog.DiscardHandler)})
 	is.NoErr(err)
 	n, err := w.Drain(ctx)
@@ -155,12 +99,12 @@ func TestCitusHandlerCommitsOnOneNode(t *testing.T) {
 			t.Errorf("two-phase commit recorded during the drain: %s", gid)
 		}
 	}
-	is.Equal(len(rc.matching("PREPARE TRANSACTION")), 0)       // none sent
-	is.True(len(rc.matching("INSERT INTO public.orders")) > 0) // the log did capture the handlers' writes
+	is.Equal(len(rc.Matching("PREPARE TRANSACTION")), 0)       // none sent
+	is.True(len(rc.Matching("INSERT INTO public.orders")) > 0) // the log did capture the handlers' writes
 	// Each tenant's business write went to the node of its receipts.
 	for _, tenant := range tenants {
 		port := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, "pginbox_receipts", tenant))
-		for _, l := range rc.matching("'" + tenant + "'") {
+		for _, l := range rc.Matching("'" + tenant + "'") {
 			if strings.Contains(l, "INSERT INTO public.orders") && !strings.Contains(l, port) {
 				t.Errorf("%s's business write went to another node than its receipts (%s): %s", tenant, port, l)
 			}
@@ -191,7 +135,7 @@ func TestCitusHandlerNonColocatedWriteIsTwoPhase(t *testing.T) {
 		}
 	}
 	is.True(key != 0) // a ledger row on the other node
-	rc.reset()        // create_distributed_table commits in two phases
+	rc.Reset()        // create_distributed_table commits in two phases
 
 	var attempts atomic.Int32
 	reg := handler.NewRegistry()
@@ -226,9 +170,9 @@ func TestCitusHandlerNonColocatedWriteIsTwoPhase(t *testing.T) {
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'").Scan(&completed))
 	is.Equal(rows, 1)
 	is.Equal(completed, 1)
-	prepared := rc.matching("PREPARE TRANSACTION")
+	prepared := rc.Matching("PREPARE TRANSACTION")
 	is.True(len(prepared) >= 2)                       // one per node the transaction wrote
-	is.True(len(rc.matching("COMMIT PREPARED")) >= 2) // then committed on both
+	is.True(len(rc.Matching("COMMIT PREPARED")) >= 2) // then committed on both
 	ports := map[string]bool{}
 	for _, l := range prepared {
 		if _, node, ok := strings.Cut(l, "@127.0.0.1:"); ok {

@@ -11,85 +11,27 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/citustest"
 	"github.com/pginbox/pginbox/outbox"
 )
 
-// citusLog collects what Citus sends to the worker nodes
-// (citus.log_remote_commands): one "command @ node" line each.
-type citusLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (r *citusLog) add(_ *pgconn.PgConn, n *pgconn.Notice) {
-	if !strings.HasPrefix(n.Message, "issuing ") {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = append(r.lines, strings.TrimPrefix(n.Message, "issuing ")+" @ "+n.Detail)
-}
-
-func (r *citusLog) reset() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lines = nil
-}
-
-// matching returns the lines containing every one of subs.
-func (r *citusLog) matching(subs ...string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-next:
-	for _, l := range r.lines {
-		for _, s := range subs {
-			if !strings.Contains(l, s) {
-				continue next
-			}
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
 // citusPool connects to dsn with Citus logging every command it sends to
 // the workers.
-func citusPool(t *testing.T, dsn string) (*pgxpool.Pool, *citusLog) {
+func citusPool(t *testing.T, dsn string) (*pgxpool.Pool, *citustest.RemoteCommands) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := &citusLog{}
-	cfg.ConnConfig.RuntimeParams["citus.log_remote_commands"] = "on"
-	cfg.ConnConfig.OnNotice = rc.add
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	return pool, rc
+	return citustest.Pool(t, dsn)
 }
 
 // nodeOf returns the port of the worker holding tenant's outbox shard.
 func nodeOf(t *testing.T, pool *pgxpool.Pool, tenant string) int {
 	t.Helper()
-	var port int
-	err := pool.QueryRow(context.Background(), `
-		SELECT nodeport FROM pg_dist_shard_placement
-		WHERE shardid = get_shard_id_for_distribution_column('pginbox_outbox', $1::text)`, tenant).Scan(&port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return port
+	return citustest.NodeOf(t, pool, "pginbox_outbox", tenant)
 }
 
 // twoTenants returns two tenants whose shards are on different workers.
@@ -178,7 +120,7 @@ func TestCitusEmitAndRelayTwoTenants(t *testing.T) {
 	// Each insert went to its tenant's node.
 	for _, tenant := range []string{a, b} {
 		node := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, tenant))
-		inserts := rc.matching("INSERT INTO public.pginbox_outbox_", "'"+tenant+"'")
+		inserts := rc.Matching("INSERT INTO public.pginbox_outbox_", "'"+tenant+"'")
 		is.True(len(inserts) > 0)
 		for _, l := range inserts {
 			if !strings.Contains(l, node) {
@@ -187,7 +129,7 @@ func TestCitusEmitAndRelayTwoTenants(t *testing.T) {
 		}
 	}
 
-	rc.reset()
+	rc.Reset()
 	pub := &recorder{}
 	r := newRelay(t, pool, pub, outbox.RelayConfig{})
 	published := drain(t, r)
@@ -198,10 +140,10 @@ func TestCitusEmitAndRelayTwoTenants(t *testing.T) {
 		is.Equal(m.Scope, inbox.Tenant(tenant))
 	}
 	is.Equal(count(t, pool, "status = 'PUBLISHED'"), len(want))
-	is.Equal(len(rc.matching("PREPARE TRANSACTION")), 0)
+	is.Equal(len(rc.Matching("PREPARE TRANSACTION")), 0)
 	for _, tenant := range []string{a, b} {
 		node := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, tenant))
-		updates := rc.matching("UPDATE public.pginbox_outbox_", "'"+tenant+"'")
+		updates := rc.Matching("UPDATE public.pginbox_outbox_", "'"+tenant+"'")
 		is.True(len(updates) >= 2) // the claim and the mark
 		for _, l := range updates {
 			if !strings.Contains(l, node) {
@@ -348,30 +290,30 @@ func TestCitusAdminGetAndRequeue(t *testing.T) {
 	ev, err := admin.Get(ctx, ids[0])
 	is.NoErr(err)
 	is.Equal(ev.Status, outbox.StatusDead)
-	rc.reset()
+	rc.Reset()
 	res, err := admin.Requeue(ctx, ids[0], ev.Version)
 	is.NoErr(err)
 	is.Equal(res.Version, ev.Version+1)
 	is.Equal(row(t, pool, ids[0]).status, "PENDING")
-	updates := rc.matching("UPDATE public.pginbox_outbox_")
+	updates := rc.Matching("UPDATE public.pginbox_outbox_")
 	is.Equal(len(updates), 1)
 	is.True(strings.Contains(updates[0], node))
 
 	// With the event's scope: routed.
 	scoped := admin.ForScope(inbox.Tenant(a))
-	rc.reset()
+	rc.Reset()
 	ev, err = scoped.Get(ctx, ids[1])
 	is.NoErr(err)
 	is.Equal(ev.Status, outbox.StatusDead)
-	reads := rc.matching("pginbox_outbox_", "SELECT")
+	reads := rc.Matching("pginbox_outbox_", "SELECT")
 	is.Equal(len(reads), 1) // one shard read, not one per shard
 	is.True(strings.Contains(reads[0], node))
 	_, err = scoped.Requeue(ctx, ids[1], ev.Version+1)
 	is.True(errors.Is(err, outbox.ErrVersionConflict))
-	rc.reset()
+	rc.Reset()
 	_, err = scoped.Requeue(ctx, ids[1], ev.Version)
 	is.NoErr(err)
-	for _, l := range rc.matching("pginbox_outbox_") {
+	for _, l := range rc.Matching("pginbox_outbox_") {
 		if !strings.Contains(l, node) {
 			t.Errorf("the scoped requeue ran a statement on another node than the event's (%s): %s", node, l)
 		}
@@ -404,14 +346,14 @@ func TestCitusRecoverAndPurge(t *testing.T) {
 	is.NoErr(err)
 
 	r := newRelay(t, pool, &recorder{}, outbox.RelayConfig{})
-	rc.reset()
+	rc.Reset()
 	n, err := r.RecoverExpired(ctx)
 	is.NoErr(err)
 	is.Equal(n, 2)
 	is.Equal(count(t, pool, "status = 'PENDING'"), 2)
 	for _, tenant := range []string{a, b} {
 		node := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, tenant))
-		updates := rc.matching("UPDATE public.pginbox_outbox_", "'"+tenant+"'")
+		updates := rc.Matching("UPDATE public.pginbox_outbox_", "'"+tenant+"'")
 		is.Equal(len(updates), 1)
 		is.True(strings.Contains(updates[0], node))
 	}
@@ -420,7 +362,7 @@ func TestCitusRecoverAndPurge(t *testing.T) {
 	time.Sleep(10 * time.Millisecond) // published before the cutoff below
 	admin, err := outbox.NewAdmin(pool, outbox.AdminConfig{Logger: quiet})
 	is.NoErr(err)
-	rc.reset()
+	rc.Reset()
 	res, err := admin.Purge(ctx, outbox.PurgeParams{OlderThan: time.Millisecond})
 	is.NoErr(err)
 	is.Equal(res.Deleted, int64(2))
@@ -428,7 +370,7 @@ func TestCitusRecoverAndPurge(t *testing.T) {
 	for _, tenant := range []string{a, b} {
 		node := fmt.Sprintf("127.0.0.1:%d ", nodeOf(t, pool, tenant))
 		// The DELETE carries the scope as a parameter: the node tells.
-		is.Equal(len(rc.matching("DELETE FROM public.pginbox_outbox_", node)), 1)
+		is.Equal(len(rc.Matching("DELETE FROM public.pginbox_outbox_", node)), 1)
 	}
-	is.Equal(len(rc.matching("DELETE FROM public.pginbox_outbox_")), 2)
+	is.Equal(len(rc.Matching("DELETE FROM public.pginbox_outbox_")), 2)
 }
