@@ -12,10 +12,6 @@ const (
 	lockedPerScope   = "the all-scopes form locks across shards, which Citus refuses, so pginbox never sends it: an admin change reads the receipt's scope with ReceiptState (lock-free) and locks with the one-scope form"
 	purgedPerScope   = "the all-scopes form locks across shards, which Citus refuses: there the operator's purge lists the scopes with ReceiptPurgeScopes and purges each with the one-scope form"
 	singleNodeBatch  = "the single-server batch accept (one statement for the batch of a scope); on Citus AcceptBatch and GroupCommit send, per scope, ReceiptInsertRouted per message, ReceiptQueueBatchRouted and ReceiptNotify in one pipelined transaction, and read duplicates with ReceiptsByIdentitiesRouted"
-	// pending marks a statement not yet made to route on Citus (issue 22
-	// item 3 remains for it): the entry records what Citus does with it
-	// today, so the test fails when that changes.
-	pending = "pending: "
 )
 
 // plans is the expected Citus plan of every named query in queries/*.sql:

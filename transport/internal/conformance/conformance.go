@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"testing"
 
@@ -226,6 +225,3 @@ func (s *spy) failures() int {
 	defer s.mu.Unlock()
 	return s.failed
 }
-
-// discard is a logger for children and helpers that must stay quiet.
-var discard = slog.New(slog.DiscardHandler)
