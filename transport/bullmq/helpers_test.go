@@ -48,7 +48,8 @@ var fixtureDir, _ = filepath.Abs(filepath.Join("testdata", "node"))
 
 var npmOnce struct {
 	sync.Once
-	err error
+	missingNPM bool
+	err        error
 }
 
 // requireNode skips the test (fails it with CI=true) when node or npm is
@@ -64,19 +65,27 @@ func requireNode(t testing.TB) {
 	if _, err := exec.LookPath("node"); err != nil {
 		missing("node")
 	}
-	if _, err := os.Stat(filepath.Join(fixtureDir, "node_modules", "bullmq")); err == nil {
-		return
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		missing("npm")
-	}
+	// Every test waits for the one install: a node_modules/bullmq that
+	// exists may be one npm is still writing.
 	npmOnce.Do(func() {
+		check := exec.Command("node", "-e", "require('bullmq')")
+		check.Dir = fixtureDir
+		if check.Run() == nil {
+			return // installed by an earlier run
+		}
+		if _, err := exec.LookPath("npm"); err != nil {
+			npmOnce.missingNPM = true
+			return
+		}
 		cmd := exec.Command("npm", "ci", "--no-audit", "--no-fund")
 		cmd.Dir = fixtureDir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			npmOnce.err = errors.New(string(out))
 		}
 	})
+	if npmOnce.missingNPM {
+		missing("npm")
+	}
 	if npmOnce.err != nil {
 		t.Fatalf("bullmq: npm ci in %s: %v", fixtureDir, npmOnce.err)
 	}
