@@ -290,6 +290,14 @@ func dropOn(ctx context.Context, n *Cluster, name string) error {
 			return fmt.Errorf("pgcluster: dropping database %s on %s: rolling back its prepared transactions: %w", name, n.Dir(), err)
 		}
 	}
+	// No new session may start while the old ones end (a pool reconnecting,
+	// Citus's maintenance daemon), or FORCE has to end it again.
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+quoteIdent(name)+" ALLOW_CONNECTIONS false").ReadAll(); err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // 3D000: already gone
+			return fmt.Errorf("pgcluster: dropping database %s on %s: %w", name, n.Dir(), err)
+		}
+	}
 	// WITH (FORCE) ends the sessions in the database, then waits 5 s for
 	// them to exit. A busy machine (or a backend stuck in a system call)
 	// can take longer; the database is throwaway, so keep trying a while.
