@@ -232,7 +232,21 @@ func (c *Citus) CreateDatabaseFrom(ctx context.Context, name, template string) e
 	nodes := c.Nodes()
 	created := make([]bool, len(nodes))
 	err := eachNode(len(nodes), func(i int) error {
-		err := execOn(ctx, nodes[i], "postgres", "CREATE DATABASE "+quoteIdent(name)+" TEMPLATE "+quoteIdent(template)+" STRATEGY FILE_COPY")
+		// A session CloseTemplate ended may still be exiting (CREATE DATABASE
+		// waits 5 s for it): on a busy machine, try again a while.
+		var err error
+		for attempt := 1; attempt <= dropAttempts; attempt++ {
+			err = execOn(ctx, nodes[i], "postgres", "CREATE DATABASE "+quoteIdent(name)+" TEMPLATE "+quoteIdent(template)+" STRATEGY FILE_COPY")
+			var pgErr *pgconn.PgError
+			if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 		created[i] = err == nil
 		return err
 	})
