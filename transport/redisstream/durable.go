@@ -3,10 +3,11 @@ package redisstream
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/transport/internal/redisaof"
 )
 
 // ErrNotDurable means Redis does not persist what it acknowledges, so an
@@ -24,12 +25,6 @@ const durableCheckTimeout = 5 * time.Second
 // checkDurable refuses a Redis without appendonly, or one whose setting
 // cannot be read.
 func checkDurable(ctx context.Context, rdb redis.UniversalClient) error {
-	v, err := rdb.ConfigGet(ctx, "appendonly").Result()
-	if err != nil {
-		return fmt.Errorf("%w: could not read appendonly (CONFIG GET: %v); make sure AOF is on, then set PublisherConfig.AllowNotDurable", ErrNotDurable, err)
-	}
-	if v["appendonly"] != "yes" {
-		return fmt.Errorf("%w: appendonly is %q; run CONFIG SET appendonly yes (and set it in redis.conf), or set PublisherConfig.AllowNotDurable for a Redis whose loss you accept", ErrNotDurable, v["appendonly"])
-	}
-	return nil
+	reply, err := rdb.ConfigGet(ctx, "appendonly").Result()
+	return redisaof.Check(ErrNotDurable, reply, err)
 }
