@@ -22,6 +22,9 @@ type scopedDB struct {
 	b   batcher
 	p   db.ScopeApplyParams
 	pid *uint32 // when set, receives the server process ID (backendPIDQuery)
+	// openMs, when set, opens a transaction first (openQueries) with these
+	// statement and idle timeouts: it stays open after the round trip.
+	openMs int64
 }
 
 // backendPIDQuery reads the server process running the transaction (also
@@ -29,22 +32,32 @@ type scopedDB struct {
 // own: on Citus, a function in a statement routed to a worker runs there.
 const backendPIDQuery = "SELECT pg_backend_pid()"
 
-// scopedPID is scoped that also reads the server process ID into pid, in
-// the same round trip.
-func scopedPID(b batcher, s Scope, pid *uint32) scopedDB {
-	return scopedDB{b: b, p: scopeParams(s), pid: pid}
+// scopedOpen is scoped for a handler transaction's first statement: in the
+// same round trip it opens the transaction on conn with timeouts of ms
+// milliseconds and reads the server process ID into pid.
+func scopedOpen(conn batcher, s Scope, ms int64, pid *uint32) scopedDB {
+	return scopedDB{b: conn, p: scopeParams(s), pid: pid, openMs: ms}
 }
 
 func scoped(b batcher, s Scope) scopedDB { return scopedDB{b: b, p: scopeParams(s)} }
 
 func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
+	if s.openMs > 0 {
+		openQueries(b, s.openMs)
+	}
 	queueScope(ctx, b, s.p)
 	if s.pid != nil {
 		b.Queue(backendPIDQuery)
 	}
 	b.Queue(sql, args...)
 	br := s.b.SendBatch(ctx, b)
+	if s.openMs > 0 {
+		if err := openedResults(br); err != nil {
+			br.Close()
+			return nil, err
+		}
+	}
 	if _, err := br.Exec(); err != nil {
 		br.Close()
 		return nil, err
