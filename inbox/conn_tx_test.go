@@ -107,7 +107,13 @@ func TestHandlerTransactionOpensWithItsFirstStatement(t *testing.T) {
 		is.True(strings.HasPrefix(trip[1], "SELECT set_config('statement_timeout'"))
 	}
 	is.Equal(len(trips.with("BEGIN; SET LOCAL statement_timeout")), 0) // no BEGIN of its own
-	is.Equal(len(trips.with("COMMIT")), len(starts))
+	commits := 0 // on their own: a claim's COMMIT rides in its pipeline
+	for _, trip := range trips.with("COMMIT") {
+		if len(trip) == 1 {
+			commits++
+		}
+	}
+	is.Equal(commits, len(starts))
 	// HandlerTimeout plus one second, in both settings, for every handler.
 	is.Equal(timeouts, []string{"5s 5s", "5s 5s", "5s 5s"})
 }
