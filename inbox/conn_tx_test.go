@@ -107,7 +107,7 @@ func TestHandlerTransactionOpensWithItsFirstStatement(t *testing.T) {
 		is.True(strings.HasPrefix(trip[1], "SELECT set_config('statement_timeout'"))
 	}
 	is.Equal(len(trips.with("BEGIN; SET LOCAL statement_timeout")), 0) // no BEGIN of its own
-	commits := 0 // on their own: a claim's COMMIT rides in its pipeline
+	commits := 0                                                       // on their own: a claim's COMMIT rides in its pipeline
 	for _, trip := range trips.with("COMMIT") {
 		if len(trip) == 1 {
 			commits++
