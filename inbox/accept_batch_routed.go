@@ -28,7 +28,10 @@ func acceptBatchRouted(ctx context.Context, b batcher, entries []batchEntry, dis
 	if autocommit {
 		batch.Queue("BEGIN")
 	}
-	queueScope(ctx, batch, scopeParams(scope))
+	// SET LOCAL, which reaches the scope's node (scope_citus.go).
+	if err := queueScopeCitus(ctx, batch, scopeParams(scope)); err != nil {
+		return nil, err
+	}
 	q := db.New(batchQueue{batch})
 	var consumers []string
 	seen := map[string]bool{}
@@ -71,7 +74,7 @@ func acceptBatchRouted(ctx context.Context, b batcher, entries []batchEntry, dis
 
 // readAcceptBatchRouted reads acceptBatchRouted's results in order.
 func readAcceptBatchRouted(br pgx.BatchResults, entries []batchEntry, distinct []int, autocommit, notify bool) ([]ID, error) {
-	execs := 1 // the scope
+	execs := scopeStatementsCitus // the scope
 	if autocommit {
 		execs++ // BEGIN
 	}

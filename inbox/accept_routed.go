@@ -44,7 +44,10 @@ func sendAcceptRouted(ctx context.Context, b0 batcher, conn *pgxpool.Conn, d *dr
 		b.Queue("BEGIN")
 	}
 	if withScope {
-		queueScope(ctx, b, scopeParams(d.identity.Scope))
+		// SET LOCAL, which reaches the scope's node (scope_citus.go).
+		if err := queueScopeCitus(ctx, b, scopeParams(d.identity.Scope)); err != nil {
+			return db.ReceiptAcceptRow{}, err
+		}
 	}
 	q := db.New(batchQueue{b})
 	p := d.acceptParams(false)
@@ -93,7 +96,7 @@ func readAcceptRouted(br pgx.BatchResults, withScope, notify, own bool) (*db.Rec
 		execs++ // BEGIN
 	}
 	if withScope {
-		execs++
+		execs += scopeStatementsCitus
 	}
 	for range execs {
 		if _, err := br.Exec(); err != nil {

@@ -58,7 +58,7 @@ func (w *Worker) runSavepoints(r *run, jobs []*job) {
 	}
 	defer tx.Rollback(context.Background())
 	// Outside every savepoint, so rolling one back keeps the scope.
-	if err := ApplyScope(sctx, tx, jobs[0].l.r.Identity.Scope); err != nil {
+	if err := applyScope(sctx, tx, jobs[0].l.r.Identity.Scope, w.distributed()); err != nil {
 		w.runIsolated(r, jobs)
 		return
 	}
