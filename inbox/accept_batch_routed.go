@@ -56,7 +56,11 @@ func acceptBatchRouted(ctx context.Context, b batcher, entries []batchEntry, dis
 		batch.Queue("COMMIT")
 	}
 
-	br := b.SendBatch(ctx, batch)
+	ahead := scopeStatementsCitus // the scope, with the BEGIN before it (sendScoped)
+	if autocommit {
+		ahead++
+	}
+	br := sendScoped(ctx, b, batch, ahead)
 	inserted, err := readAcceptBatchRouted(br, entries, distinct, autocommit, arg.Notify)
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -69,7 +69,14 @@ func sendAcceptRouted(ctx context.Context, b0 batcher, conn *pgxpool.Conn, d *dr
 		b.Queue("COMMIT")
 	}
 
-	br := b0.SendBatch(ctx, b)
+	ahead := 0 // the scope, with the BEGIN before it (sendScoped)
+	if withScope {
+		ahead = scopeStatementsCitus
+		if own {
+			ahead++
+		}
+	}
+	br := sendScoped(ctx, b0, b, ahead)
 	row, err := readAcceptRouted(br, withScope, notify, own)
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -419,3 +419,40 @@ func TestCitusTenancyAdminIsolation(t *testing.T) {
 	is.Equal(pgErr.Code, "23503")
 	is.Equal(d.count(t, "pginbox_work", "receipt_id = $1", goodA), 0)
 }
+
+// Behind PgBouncer in transaction mode pginbox runs under the simple
+// protocol, where a pipeline is one query string: the Citus scope (BEGIN,
+// the SET LOCAL statements, the statement, COMMIT) still reaches the
+// workers, for a tenant ID with a quote too.
+func TestCitusTenancyUnderSimpleProtocol(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	d := newCitusTenancy(t)
+	cfg := d.app.Config()
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	app, err := pgxpool.NewWithConfig(ctx, cfg)
+	is.NoErr(err)
+	t.Cleanup(app.Close)
+	odd := inbox.Tenant(`it's`)
+	c := newClient(t, app, inbox.Config{})
+	res, err := c.Accept(ctx, tenantMsg(odd, "one"))
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Accepted)
+	dup, err := c.Accept(ctx, tenantMsg(odd, "one"))
+	is.NoErr(err)
+	is.Equal(dup.Outcome, inbox.Duplicate)
+	items, err := c.AcceptBatch(ctx, []inbox.Message{tenantMsg(odd, "two"), tenantMsg(inbox.Tenant("tenant-a"), "three")})
+	is.NoErr(err)
+	is.Equal([]inbox.Outcome{items[0].Outcome, items[1].Outcome}, []inbox.Outcome{inbox.Accepted, inbox.Accepted})
+	admin, err := inbox.NewAdmin(app, inbox.AdminConfig{})
+	is.NoErr(err)
+	l, err := admin.ForScope(odd).List(ctx, inbox.ListParams{})
+	is.NoErr(err)
+	is.Equal(len(l.Receipts), 2)
+	w := newWorker(t, app, registry(t, func(context.Context, *handler.Msg) error { return nil }), inbox.WorkerConfig{SystemPool: d.sys})
+	n, err := w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 7) // and citusRestricted's four
+	is.Equal(d.count(t, "pginbox_receipts", "status = 'COMPLETED'"), 7)
+}

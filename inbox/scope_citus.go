@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
@@ -89,7 +90,7 @@ func applyScopeParams(ctx context.Context, tx pgx.Tx, p db.ScopeApplyParams, dis
 	if err := queueScopeCitus(ctx, b, p); err != nil {
 		return err
 	}
-	return tx.SendBatch(ctx, b).Close()
+	return sendScoped(ctx, tx, b, scopeStatementsCitus).Close()
 }
 
 // applyScope is ApplyScope for callers that know the layout.
@@ -184,3 +185,50 @@ func inTx(b batcher) bool {
 	_, ok := b.(pgx.Tx)
 	return ok
 }
+
+// sendScoped sends batch on b, whose first n statements are the Citus scope
+// (BEGIN included when the batch opens its transaction). Under the simple
+// protocol (PgBouncer) pgx sends a batch as one query string, and Citus
+// propagates a SET LOCAL by the text of the query it came in: the workers
+// would run the whole string. There those n statements go first as
+// extended-protocol statements of their own (unnamed, so poolers take
+// them): one more round trip, under the simple protocol only.
+func sendScoped(ctx context.Context, b batcher, batch *pgx.Batch, n int) pgx.BatchResults {
+	c, ok := b.(interface{ Conn() *pgx.Conn })
+	if !ok || c.Conn().Config().DefaultQueryExecMode != pgx.QueryExecModeSimpleProtocol {
+		return b.SendBatch(ctx, batch)
+	}
+	head := &pgconn.Batch{}
+	for _, q := range batch.QueuedQueries[:n] {
+		head.ExecParams(q.SQL, nil, nil, nil, nil)
+	}
+	if _, err := c.Conn().PgConn().ExecBatch(ctx, head).ReadAll(); err != nil {
+		return failedBatch{err}
+	}
+	rest := &pgx.Batch{QueuedQueries: batch.QueuedQueries[n:]}
+	return &sentAhead{BatchResults: b.SendBatch(ctx, rest), n: n}
+}
+
+// sentAhead is the results of a batch whose first n statements sendScoped
+// sent ahead, and succeeded.
+type sentAhead struct {
+	pgx.BatchResults
+	n int
+}
+
+func (r *sentAhead) Exec() (pgconn.CommandTag, error) {
+	if r.n > 0 {
+		r.n--
+		return pgconn.CommandTag{}, nil
+	}
+	return r.BatchResults.Exec()
+}
+
+// failedBatch is the results of a batch that was not sent.
+type failedBatch struct{ err error }
+
+func (r failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, r.err }
+func (r failedBatch) Query() (pgx.Rows, error)         { return nil, r.err }
+func (r failedBatch) QueryRow() pgx.Row                { return errRow{r.err} }
+func (r failedBatch) Close() error                     { return r.err }
+func (r failedBatch) Tx() pgx.Tx                       { return nil }

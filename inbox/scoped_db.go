@@ -116,15 +116,15 @@ func (s scopedDB) sendCitus(ctx context.Context, sql string, args []any) (pgx.Ba
 			}
 			sb.conn, sb.acquired = conn, true
 		}
+		n++ // BEGIN
 		if sb.conn != nil {
-			sb.BatchResults = sb.conn.SendBatch(ctx, b)
+			sb.BatchResults = sendScoped(ctx, sb.conn, b, n)
 		} else {
-			sb.BatchResults = s.b.SendBatch(ctx, b)
+			sb.BatchResults = sendScoped(ctx, s.b, b, n)
 		}
 		br = sb
-		n++ // BEGIN
 	} else {
-		br = s.b.SendBatch(ctx, b)
+		br = sendScoped(ctx, s.b, b, n)
 	}
 	for range n {
 		if _, err := br.Exec(); err != nil {
