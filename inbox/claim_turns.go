@@ -3,11 +3,11 @@ package inbox
 import (
 	"context"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
 // claimWalk bounds the scopes one claim's walk visits per consumer, due or
@@ -27,19 +27,15 @@ func (w *Worker) claimTurns(ctx context.Context, conn *pgxpool.Conn, n int) (row
 	for {
 		var got []db.ReceiptClaimRow
 		from := w.cursor
-		err = pgx.BeginTxFunc(ctx, conn, asyncCommit, func(tx pgx.Tx) error {
-			var err error
-			got, err = db.New(tx).ReceiptClaim(ctx, db.ReceiptClaimParams{
-				Consumers:      w.owned,
-				AfterScopeKind: from.kind,
-				AfterScopeID:   from.id,
-				MaxWalk:        claimWalk,
-				MaxScopes:      int32(w.cfg.ClaimScopes),
-				MaxCount:       int32(n),
-				ClaimToken:     inboxtype.New(), // fences together with each receipt's ID
-				LeaseMs:        w.cfg.Lease.Milliseconds(),
-			})
-			return err
+		got, err = db.New(pipetx.Async{Conn: conn.Conn()}).ReceiptClaim(ctx, db.ReceiptClaimParams{
+			Consumers:      w.owned,
+			AfterScopeKind: from.kind,
+			AfterScopeID:   from.id,
+			MaxWalk:        claimWalk,
+			MaxScopes:      int32(w.cfg.ClaimScopes),
+			MaxCount:       int32(n),
+			ClaimToken:     inboxtype.New(), // fences together with each receipt's ID
+			LeaseMs:        w.cfg.Lease.Milliseconds(),
 		})
 		if err != nil {
 			return nil, false, err

@@ -5,16 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pginbox/pginbox/db"
 )
-
-// asyncCommit runs bookkeeping transactions (claims) without waiting for their
-// WAL flush. Losing one in a server crash only returns the receipt to its due
-// state, and the handler's durable commit flushes the claim before it anyway, so
-// a message's outcome never depends on it. It saves one disk flush per claim.
-var asyncCommit = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
 
 // claimLoop keeps the ready queue topped up: it claims when there is room,
 // again at once after a full claim, and otherwise waits for a notification, a

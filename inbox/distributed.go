@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
 // layout records whether pginbox's tables are distributed by Citus, read
@@ -111,17 +111,12 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]
 			if k <= 0 {
 				break
 			}
-			var rows []db.ReceiptClaimScopeRow
-			err := pgx.BeginTxFunc(ctx, conn, asyncCommit, func(tx pgx.Tx) error {
-				var err error
-				rows, err = db.New(tx).ReceiptClaimScope(ctx, db.ReceiptClaimScopeParams{
-					ScopeID:    s.ScopeID,
-					ClaimToken: inboxtype.New(),
-					LeaseMs:    w.cfg.Lease.Milliseconds(),
-					Consumers:  w.owned,
-					MaxCount:   int32(k),
-				})
-				return err
+			rows, err := db.New(pipetx.Async{Conn: conn.Conn()}).ReceiptClaimScope(ctx, db.ReceiptClaimScopeParams{
+				ScopeID:    s.ScopeID,
+				ClaimToken: inboxtype.New(),
+				LeaseMs:    w.cfg.Lease.Milliseconds(),
+				Consumers:  w.owned,
+				MaxCount:   int32(k),
 			})
 			if err != nil {
 				if ctx.Err() != nil || conn.Conn().IsClosed() {

@@ -208,10 +208,11 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	// end with shutdown.
 	sctx, cancel := context.WithTimeout(jobs[0].base, w.cfg.HandlerTimeout)
 	defer cancel()
-	tx, err := w.pool.BeginTx(sctx, pgx.TxOptions{BeginQuery: w.beginQuery})
+	pc, err := w.pool.Acquire(sctx)
 	if err != nil {
 		return txResult{startErr: fmt.Errorf("starting the handler transaction: %w", err)}
 	}
+	tx := &connTx{pc: pc, conn: pc.Conn()}
 	// Rollback after Commit is a no-op.
 	defer tx.Rollback(context.Background())
 	defer r.pid.Store(0)
@@ -221,10 +222,10 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	for i, j := range jobs {
 		ids[i], tokens[i] = j.l.r.ID.UUIDString(), j.l.r.Token.UUIDString()
 	}
-	// The receipts share one scope (execute groups them); it rides in the same
-	// round trip as the start.
+	// BEGIN, the timeouts and the scope (the receipts share one: execute groups
+	// them) ride in the same round trip as the start.
 	var pid uint32
-	rows, err := db.New(scopedPID(tx, jobs[0].l.r.Identity.Scope, &pid, w.distributed())).ReceiptStart(sctx, db.ReceiptStartParams{
+	rows, err := db.New(scopedOpen(tx.conn, jobs[0].l.r.Identity.Scope, w.txLimitMs, &pid, w.distributed())).ReceiptStart(sctx, db.ReceiptStartParams{
 		Ids: ids, Tokens: tokens, ScopeID: jobs[0].l.r.Identity.Scope.ID,
 	})
 	if err != nil {

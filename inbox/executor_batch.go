@@ -51,23 +51,14 @@ func (w *Worker) runSavepoints(r *run, jobs []*job) {
 	}
 	sctx, cancel := context.WithTimeout(jobs[0].base, w.cfg.HandlerTimeout)
 	defer cancel()
-	tx, err := w.pool.BeginTx(sctx, pgx.TxOptions{BeginQuery: w.beginQuery})
+	// The scope is set outside every savepoint, so rolling one back keeps it.
+	tx, pid, err := w.openTx(sctx, jobs[0].l.r.Identity.Scope)
 	if err != nil {
 		w.runIsolated(r, jobs)
 		return
 	}
 	defer tx.Rollback(context.Background())
-	// Outside every savepoint, so rolling one back keeps the scope.
-	if err := applyScope(sctx, tx, jobs[0].l.r.Identity.Scope, w.distributed()); err != nil {
-		w.runIsolated(r, jobs)
-		return
-	}
 	defer r.pid.Store(0)
-	var pid int32
-	if err := tx.QueryRow(sctx, backendPIDQuery).Scan(&pid); err != nil {
-		w.runIsolated(r, jobs)
-		return
-	}
 
 	var ok, failed, again []*job
 	for i, j := range jobs {
@@ -77,7 +68,7 @@ func (w *Worker) runSavepoints(r *run, jobs []*job) {
 			again = append(again, jobs[i:]...)
 			break
 		}
-		switch w.runInSavepoint(r, tx, sctx, j, uint32(pid)) {
+		switch w.runInSavepoint(r, tx, sctx, j, pid) {
 		case savepointCommitted:
 			ok = append(ok, j)
 		case savepointFailed:

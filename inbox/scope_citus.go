@@ -70,14 +70,26 @@ func queueScopeCitus(ctx context.Context, b *pgx.Batch, p db.ScopeApplyParams) e
 	return nil
 }
 
-// queueScopeOn queues p's scope in b: ScopeApply on one server, the Citus
-// statements when distributed. It returns how many statements it queued.
-func queueScopeOn(ctx context.Context, b *pgx.Batch, p db.ScopeApplyParams, distributed bool) (int, error) {
-	if !distributed {
-		queueScope(ctx, b, p)
-		return 1, nil
+// queueCitusHead queues what precedes a statement sent with scope p on
+// Citus: BEGIN when begin, the scope, and a handler transaction's timeouts
+// of ms milliseconds when ms > 0 (queueTimeouts), after the scope. It returns
+// how many statements it queued, and how many of the first (BEGIN and the
+// scope, without parameters) sendScoped may send ahead.
+func queueCitusHead(ctx context.Context, b *pgx.Batch, p db.ScopeApplyParams, begin bool, ms int64) (n, ahead int, err error) {
+	if begin {
+		b.Queue("BEGIN")
+		n++
 	}
-	return scopeStatementsCitus, queueScopeCitus(ctx, b, p)
+	if err := queueScopeCitus(ctx, b, p); err != nil {
+		return 0, 0, err
+	}
+	n += scopeStatementsCitus
+	ahead = n
+	if ms > 0 {
+		queueTimeouts(b, ms)
+		n++
+	}
+	return n, ahead, nil
 }
 
 // applyScopeParams sets p as tx's scope: ScopeApply on one server, the
@@ -194,19 +206,30 @@ func inTx(b batcher) bool {
 // extended-protocol statements of their own (unnamed, so poolers take
 // them): one more round trip, under the simple protocol only.
 func sendScoped(ctx context.Context, b batcher, batch *pgx.Batch, n int) pgx.BatchResults {
-	c, ok := b.(interface{ Conn() *pgx.Conn })
-	if !ok || c.Conn().Config().DefaultQueryExecMode != pgx.QueryExecModeSimpleProtocol {
+	conn := connOf(b)
+	if n == 0 || conn == nil || conn.Config().DefaultQueryExecMode != pgx.QueryExecModeSimpleProtocol {
 		return b.SendBatch(ctx, batch)
 	}
 	head := &pgconn.Batch{}
 	for _, q := range batch.QueuedQueries[:n] {
 		head.ExecParams(q.SQL, nil, nil, nil, nil)
 	}
-	if _, err := c.Conn().PgConn().ExecBatch(ctx, head).ReadAll(); err != nil {
+	if _, err := conn.PgConn().ExecBatch(ctx, head).ReadAll(); err != nil {
 		return failedBatch{err}
 	}
 	rest := &pgx.Batch{QueuedQueries: batch.QueuedQueries[n:]}
 	return &sentAhead{BatchResults: b.SendBatch(ctx, rest), n: n}
+}
+
+// connOf returns the connection b sends on, or nil for a pool.
+func connOf(b batcher) *pgx.Conn {
+	switch t := b.(type) {
+	case *pgx.Conn:
+		return t
+	case interface{ Conn() *pgx.Conn }: // pgx.Tx, *pgxpool.Conn
+		return t.Conn()
+	}
+	return nil
 }
 
 // sentAhead is the results of a batch whose first n statements sendScoped

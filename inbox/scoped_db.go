@@ -25,10 +25,13 @@ type batcher interface {
 // a caller's transaction the statement gets a BEGIN and a COMMIT around it,
 // still one round trip and one commit.
 type scopedDB struct {
-	b     batcher
-	p     db.ScopeApplyParams
-	pid   *uint32 // when set, receives the server process ID (backendPIDQuery)
-	citus bool
+	b   batcher
+	p   db.ScopeApplyParams
+	pid *uint32 // when set, receives the server process ID (backendPIDQuery)
+	// openMs, when set, opens a transaction first (openQueries) with these
+	// statement and idle timeouts: it stays open after the round trip.
+	openMs int64
+	citus  bool
 }
 
 // backendPIDQuery reads the server process running the transaction (also
@@ -36,10 +39,11 @@ type scopedDB struct {
 // own: on Citus, a function in a statement routed to a worker runs there.
 const backendPIDQuery = "SELECT pg_backend_pid()"
 
-// scopedPID is scoped that also reads the server process ID into pid, in
-// the same round trip.
-func scopedPID(b batcher, s Scope, pid *uint32, distributed bool) scopedDB {
-	return scopedDB{b: b, p: scopeParams(s), pid: pid, citus: distributed}
+// scopedOpen is scoped for a handler transaction's first statement: in the
+// same round trip it opens the transaction on conn with timeouts of ms
+// milliseconds and reads the server process ID into pid.
+func scopedOpen(conn batcher, s Scope, ms int64, pid *uint32, distributed bool) scopedDB {
+	return scopedDB{b: conn, p: scopeParams(s), pid: pid, openMs: ms, citus: distributed}
 }
 
 // scoped runs statements on b with s applied; distributed says the tables
@@ -53,12 +57,21 @@ func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchRe
 		return s.sendCitus(ctx, sql, args)
 	}
 	b := &pgx.Batch{}
+	if s.openMs > 0 {
+		openQueries(b, s.openMs)
+	}
 	queueScope(ctx, b, s.p)
 	if s.pid != nil {
 		b.Queue(backendPIDQuery)
 	}
 	b.Queue(sql, args...)
 	br := s.b.SendBatch(ctx, b)
+	if s.openMs > 0 {
+		if err := openedResults(br); err != nil {
+			br.Close()
+			return nil, err
+		}
+	}
 	if _, err := br.Exec(); err != nil {
 		br.Close()
 		return nil, err
@@ -84,15 +97,13 @@ func (s scopedDB) readPID(br pgx.BatchResults) error {
 }
 
 // sendCitus is send on Citus: the scope as SET LOCAL statements, in the
-// caller's transaction or in one of its own (BEGIN ... COMMIT in the same
-// pipeline, on a connection held until the results are closed).
+// caller's transaction, in the handler transaction it opens (openMs), or in
+// one of its own (BEGIN ... COMMIT in the same pipeline, on a connection held
+// until the results are closed).
 func (s scopedDB) sendCitus(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	own := !inTx(s.b)
+	own := !inTx(s.b) && s.openMs == 0
 	b := &pgx.Batch{}
-	if own {
-		b.Queue("BEGIN")
-	}
-	n, err := queueScopeOn(ctx, b, s.p, true)
+	n, ahead, err := queueCitusHead(ctx, b, s.p, own || s.openMs > 0, s.openMs)
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +127,14 @@ func (s scopedDB) sendCitus(ctx context.Context, sql string, args []any) (pgx.Ba
 			}
 			sb.conn, sb.acquired = conn, true
 		}
-		n++ // BEGIN
 		if sb.conn != nil {
-			sb.BatchResults = sendScoped(ctx, sb.conn, b, n)
+			sb.BatchResults = sendScoped(ctx, sb.conn, b, ahead)
 		} else {
-			sb.BatchResults = sendScoped(ctx, s.b, b, n)
+			sb.BatchResults = sendScoped(ctx, s.b, b, ahead)
 		}
 		br = sb
 	} else {
-		br = sendScoped(ctx, s.b, b, n)
+		br = sendScoped(ctx, s.b, b, ahead)
 	}
 	for range n {
 		if _, err := br.Exec(); err != nil {

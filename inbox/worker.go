@@ -48,7 +48,7 @@ type Worker struct {
 	// work until it returns.
 	abandonedSlots atomic.Int64
 	active         activeRuns
-	beginQuery     string
+	txLimitMs      int64 // a handler transaction's statement and idle timeouts
 	events         eventHub
 	restriction    restrictionWatch
 	layout         layout
@@ -120,7 +120,7 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 	// deadline, even if the handler ignores its context and never returns.
 	ms := cfg.HandlerTimeout.Milliseconds() + 1000
 	return &Worker{
-		beginQuery:     fmt.Sprintf("BEGIN; SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d", ms, ms),
+		txLimitMs:      ms,
 		pool:           pool,
 		sys:            sys,
 		reg:            reg,

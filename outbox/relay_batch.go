@@ -11,18 +11,27 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/errtext"
+	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
-// asyncCommit runs claims without waiting for their WAL flush. Losing one in
-// a server crash only returns the events to PENDING, and the durable commit
-// of the mark flushes the claim before it anyway.
-var asyncCommit = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL synchronous_commit = off"}
+// asyncClaim runs a claim in a transaction of its own that does not wait for
+// its WAL flush, in one round trip (pipetx.Async). Losing one in a server
+// crash only returns the events to PENDING, and the durable commit of the
+// mark flushes the claim before it anyway.
+func asyncClaim(ctx context.Context, pool *pgxpool.Pool, claim func(*db.Queries) error) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	return claim(db.New(pipetx.Async{Conn: conn.Conn()}))
+}
 
 // bookkeepingTimeout bounds marking, failing and releasing, which must not
 // inherit a cancelled context: an interrupted mark leaves a published event

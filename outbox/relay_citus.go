@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
@@ -28,9 +26,9 @@ func (r *Relay) claimRows(ctx context.Context) ([]db.OutboxClaimRow, error) {
 		return r.claimScopes(ctx, r.cfg.BatchSize)
 	}
 	var rows []db.OutboxClaimRow
-	err = pgx.BeginTxFunc(ctx, r.pool, asyncCommit, func(tx pgx.Tx) error {
+	err = asyncClaim(ctx, r.pool, func(q *db.Queries) error {
 		var err error
-		rows, err = db.New(tx).OutboxClaim(ctx, db.OutboxClaimParams{
+		rows, err = q.OutboxClaim(ctx, db.OutboxClaimParams{
 			LeaseMs:  r.cfg.Lease.Milliseconds(),
 			MaxCount: int32(r.cfg.BatchSize),
 		})
@@ -64,9 +62,9 @@ func (r *Relay) claimScopes(ctx context.Context, n int) ([]db.OutboxClaimRow, er
 				break
 			}
 			var rows []db.OutboxClaimScopeRow
-			err := pgx.BeginTxFunc(ctx, r.pool, asyncCommit, func(tx pgx.Tx) error {
+			err := asyncClaim(ctx, r.pool, func(q *db.Queries) error {
 				var err error
-				rows, err = db.New(tx).OutboxClaimScope(ctx, db.OutboxClaimScopeParams{
+				rows, err = q.OutboxClaimScope(ctx, db.OutboxClaimScopeParams{
 					ScopeID:    s.ScopeID,
 					ClaimToken: inboxtype.New(),
 					LeaseMs:    r.cfg.Lease.Milliseconds(),

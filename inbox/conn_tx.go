@@ -1,0 +1,295 @@
+package inbox
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// connTx is a pgx.Tx over a pooled connection whose BEGIN was sent in the
+// same round trip as the transaction's first statements (openQueries), so a
+// handler transaction costs two round trips (open and start, commit) instead
+// of the three pgx.Conn.BeginTx needs. It behaves as pgx's own transaction:
+// savepoints for Begin, ErrTxClosed once ended, ErrTxCommitRollback when the
+// server answers COMMIT with ROLLBACK. Ending it releases the connection.
+type connTx struct {
+	pc     *pgxpool.Conn
+	conn   *pgx.Conn
+	sp     int64 // savepoints made so far: names them
+	closed bool
+}
+
+// openQueries queues the statements that open a handler transaction: BEGIN,
+// and the transaction's statement and idle timeouts of ms milliseconds.
+func openQueries(b *pgx.Batch, ms int64) {
+	b.Queue("BEGIN")
+	queueTimeouts(b, ms)
+}
+
+// queueTimeouts queues the transaction's statement and idle timeouts of ms
+// milliseconds (on Citus after the scope: queueCitusHead).
+func queueTimeouts(b *pgx.Batch, ms int64) {
+	b.Queue("SELECT set_config('statement_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $1, true)",
+		strconv.FormatInt(ms, 10))
+}
+
+// openedResults reads the results of openQueries.
+func openedResults(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	_, err := br.Exec()
+	return err
+}
+
+func (t *connTx) end() {
+	t.closed = true
+	t.pc.Release() // a connection left in a transaction is destroyed, not reused
+}
+
+func (t *connTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if t.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	return t.savepoint(ctx)
+}
+
+func (t *connTx) savepoint(ctx context.Context) (pgx.Tx, error) {
+	t.sp++
+	sp := &savepointTx{root: t, name: "sp_" + strconv.FormatInt(t.sp, 10)}
+	if _, err := t.conn.Exec(ctx, "SAVEPOINT "+sp.name); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+func (t *connTx) Commit(ctx context.Context) error {
+	if t.closed {
+		return pgx.ErrTxClosed
+	}
+	defer t.end()
+	tag, err := t.conn.Exec(ctx, "COMMIT")
+	if err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+func (t *connTx) Rollback(ctx context.Context) error {
+	if t.closed {
+		return pgx.ErrTxClosed
+	}
+	defer t.end()
+	_, err := t.conn.Exec(ctx, "ROLLBACK")
+	return err
+}
+
+func (t *connTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if t.closed {
+		return 0, pgx.ErrTxClosed
+	}
+	return t.conn.CopyFrom(ctx, table, cols, src)
+}
+
+func (t *connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.closed {
+		return closedBatch{}
+	}
+	return t.conn.SendBatch(ctx, b)
+}
+
+// LargeObjects needs a transaction made by pgx (its type has no exported
+// constructor): one is opened lazily over the same connection with a
+// statement that does nothing, and never ended by itself.
+func (t *connTx) LargeObjects() pgx.LargeObjects {
+	lo, err := t.conn.BeginTx(context.Background(), pgx.TxOptions{BeginQuery: "SELECT"})
+	if err != nil {
+		return pgx.LargeObjects{} // the connection is broken: every use fails
+	}
+	return lo.LargeObjects()
+}
+
+func (t *connTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if t.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	return t.conn.Prepare(ctx, name, sql)
+}
+
+func (t *connTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.closed {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	return t.conn.Exec(ctx, sql, args...)
+}
+
+func (t *connTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	return t.conn.Query(ctx, sql, args...)
+}
+
+func (t *connTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.closed {
+		return errRow{pgx.ErrTxClosed}
+	}
+	return t.conn.QueryRow(ctx, sql, args...)
+}
+
+func (t *connTx) Conn() *pgx.Conn { return t.conn }
+
+// savepointTx is a savepoint of a connTx, as pgx's nested transactions are.
+type savepointTx struct {
+	root   *connTx
+	name   string
+	closed bool
+}
+
+func (s *savepointTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if s.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	return s.root.Begin(ctx)
+}
+
+func (s *savepointTx) Commit(ctx context.Context) error {
+	if s.closed {
+		return pgx.ErrTxClosed
+	}
+	s.closed = true
+	_, err := s.root.Exec(ctx, "RELEASE SAVEPOINT "+s.name)
+	return err
+}
+
+func (s *savepointTx) Rollback(ctx context.Context) error {
+	if s.closed {
+		return pgx.ErrTxClosed
+	}
+	s.closed = true
+	_, err := s.root.Exec(ctx, "ROLLBACK TO SAVEPOINT "+s.name)
+	return err
+}
+
+func (s *savepointTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if s.closed {
+		return 0, pgx.ErrTxClosed
+	}
+	return s.root.CopyFrom(ctx, table, cols, src)
+}
+
+func (s *savepointTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if s.closed {
+		return closedBatch{}
+	}
+	return s.root.SendBatch(ctx, b)
+}
+
+func (s *savepointTx) LargeObjects() pgx.LargeObjects { return s.root.LargeObjects() }
+
+func (s *savepointTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if s.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	return s.root.Prepare(ctx, name, sql)
+}
+
+func (s *savepointTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if s.closed {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	return s.root.Exec(ctx, sql, args...)
+}
+
+func (s *savepointTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if s.closed {
+		return nil, pgx.ErrTxClosed
+	}
+	return s.root.Query(ctx, sql, args...)
+}
+
+func (s *savepointTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if s.closed {
+		return errRow{pgx.ErrTxClosed}
+	}
+	return s.root.QueryRow(ctx, sql, args...)
+}
+
+func (s *savepointTx) Conn() *pgx.Conn { return s.root.conn }
+
+// closedBatch is the BatchResults of a batch sent on an ended transaction.
+type closedBatch struct{}
+
+func (closedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, pgx.ErrTxClosed }
+func (closedBatch) Query() (pgx.Rows, error)         { return nil, pgx.ErrTxClosed }
+func (closedBatch) QueryRow() pgx.Row                { return errRow{pgx.ErrTxClosed} }
+func (closedBatch) Close() error                     { return pgx.ErrTxClosed }
+func (closedBatch) Tx() pgx.Tx                       { return nil }
+
+// openTx opens a handler transaction with scope s in one round trip and
+// returns it with its server process ID.
+func (w *Worker) openTx(ctx context.Context, s Scope) (*connTx, uint32, error) {
+	pc, err := w.pool.Acquire(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	tx := &connTx{pc: pc, conn: pc.Conn()}
+	if w.distributed() {
+		return w.openTxCitus(ctx, tx, s)
+	}
+	b := &pgx.Batch{}
+	openQueries(b, w.txLimitMs)
+	queueScope(ctx, b, scopeParams(s))
+	b.Queue(backendPIDQuery)
+	br := tx.conn.SendBatch(ctx, b)
+	var pid int32
+	err = openedResults(br)
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&pid)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		tx.Rollback(context.Background())
+		return nil, 0, err
+	}
+	return tx, uint32(pid), nil
+}
+
+// openTxCitus is openTx's round trip on Citus: the scope as SET LOCAL
+// statements (queueCitusHead), which reach the worker nodes.
+func (w *Worker) openTxCitus(ctx context.Context, tx *connTx, s Scope) (*connTx, uint32, error) {
+	b := &pgx.Batch{}
+	n, ahead, err := queueCitusHead(ctx, b, scopeParams(s), true, w.txLimitMs)
+	var pid int32
+	if err == nil {
+		b.Queue(backendPIDQuery)
+		br := sendScoped(ctx, tx.conn, b, ahead)
+		for range n {
+			if _, err = br.Exec(); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(&pid)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		tx.Rollback(context.Background())
+		return nil, 0, err
+	}
+	return tx, uint32(pid), nil
+}

@@ -1,0 +1,198 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// roundTrips records what each round trip to the server carried: one
+// statement, or every statement of a pipelined batch.
+type roundTrips struct {
+	mu    sync.Mutex
+	trips [][]string
+}
+
+func firstLine(sql string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(sql), "\n")
+	return first
+}
+
+func (r *roundTrips) add(trip []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips = append(r.trips, trip)
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.add([]string{firstLine(d.SQL)})
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	var trip []string
+	for _, q := range d.Batch.QueuedQueries {
+		trip = append(trip, firstLine(q.SQL))
+	}
+	r.add(trip)
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// with returns the round trips that carried a statement starting with prefix.
+func (r *roundTrips) with(prefix string) [][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out [][]string
+	for _, trip := range r.trips {
+		for _, s := range trip {
+			if strings.HasPrefix(s, prefix) {
+				out = append(out, trip)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// A handler transaction costs two round trips: BEGIN, its timeouts, the
+// scope and ReceiptStart in the first, COMMIT in the second. BEGIN alone used
+// to be a round trip of its own.
+func TestHandlerTransactionOpensWithItsFirstStatement(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	trips := &roundTrips{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trips })
+	var msgs []inbox.Message
+	for i := range 3 {
+		msgs = append(msgs, orderMsg(fmt.Sprint("evt-", i), raw(`{"orderId":"o-1"}`)))
+	}
+	acceptAll(t, newClient(t, pool, inbox.Config{}), msgs...)
+
+	var mu sync.Mutex
+	var timeouts []string
+	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		var st, idle string
+		if err := m.Tx.QueryRow(ctx, "SELECT current_setting('statement_timeout'), current_setting('idle_in_transaction_session_timeout')").Scan(&st, &idle); err != nil {
+			return err
+		}
+		mu.Lock()
+		timeouts = append(timeouts, st+" "+idle)
+		mu.Unlock()
+		return nil
+	}), inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 3, HandlerTimeout: 4 * time.Second, PollInterval: 50 * time.Millisecond})
+	is.NoErr(w.Start(ctx))
+	eventually(t, 20*time.Second, "every receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 })
+	is.NoErr(w.Stop(ctx))
+
+	starts := trips.with("-- name: ReceiptStart")
+	is.True(len(starts) >= 1)
+	for _, trip := range starts {
+		is.Equal(trip[0], "BEGIN")
+		is.True(strings.HasPrefix(trip[1], "SELECT set_config('statement_timeout'"))
+	}
+	is.Equal(len(trips.with("BEGIN; SET LOCAL statement_timeout")), 0) // no BEGIN of its own
+	commits := 0                                                       // on their own: a claim's COMMIT rides in its pipeline
+	for _, trip := range trips.with("COMMIT") {
+		if len(trip) == 1 {
+			commits++
+		}
+	}
+	is.Equal(commits, len(starts))
+	// HandlerTimeout plus one second, in both settings, for every handler.
+	is.Equal(timeouts, []string{"5s 5s", "5s 5s", "5s 5s"})
+}
+
+// The handler's transaction does what pgx's does: savepoints (Begin),
+// large objects, batches, ErrTxClosed-free use until the worker ends it.
+func TestHandlerTransactionSavepointsAndLargeObjects(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	setupEffects(t, pool)
+	acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))
+
+	var read string
+	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		// A savepoint rolled back leaves nothing; a nested one released keeps its write.
+		sp, err := m.Tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		rolled := *m
+		rolled.Tx, rolled.MessageID = sp, "rolled-back"
+		if err := writeEffect(ctx, &rolled, "x"); err != nil {
+			return err
+		}
+		if err := sp.Rollback(ctx); err != nil {
+			return err
+		}
+		if _, err := sp.Exec(ctx, "SELECT 1"); err == nil {
+			return fmt.Errorf("a rolled-back savepoint ran a statement")
+		}
+		outer, err := m.Tx.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		inner, err := outer.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		kept := *m
+		kept.Tx = inner
+		if err := writeEffect(ctx, &kept, "kept"); err != nil {
+			return err
+		}
+		if err := inner.Commit(ctx); err != nil {
+			return err
+		}
+		if err := outer.Commit(ctx); err != nil {
+			return err
+		}
+
+		lo := m.Tx.LargeObjects()
+		oid, err := lo.Create(ctx, 0)
+		if err != nil {
+			return err
+		}
+		obj, err := lo.Open(ctx, oid, pgx.LargeObjectModeWrite|pgx.LargeObjectModeRead)
+		if err != nil {
+			return err
+		}
+		if _, err := obj.Write([]byte("large")); err != nil {
+			return err
+		}
+		if _, err := obj.Seek(0, 0); err != nil {
+			return err
+		}
+		buf := make([]byte, 5)
+		if _, err := obj.Read(buf); err != nil {
+			return err
+		}
+		read = string(buf)
+		br := m.Tx.SendBatch(ctx, &pgx.Batch{QueuedQueries: []*pgx.QueuedQuery{{SQL: "SELECT 1"}}})
+		return br.Close()
+	}), inbox.WorkerConfig{})
+	n, err := w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 1)
+	is.Equal(read, "large")
+	is.Equal(effectCount(t, pool, "true"), 1)
+	is.Equal(effectCount(t, pool, "message_id = 'evt-1'"), 1)
+}

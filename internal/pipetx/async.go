@@ -1,0 +1,138 @@
+// Package pipetx runs a statement in a transaction of its own with BEGIN,
+// the statement and COMMIT in one pipeline: one round trip instead of three.
+package pipetx
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Async is a db.DBTX (the interface sqlc's code takes) that runs each
+// statement in a transaction of its own whose commit does not wait for its
+// WAL flush (synchronous_commit off, local to it). It is for bookkeeping whose
+// loss in a server crash only returns rows to their earlier state, such as
+// claims: the durable commit that follows a claim flushes it anyway.
+type Async struct{ Conn *pgx.Conn }
+
+const asyncSetting = "SELECT set_config('synchronous_commit', 'off', true)"
+
+func (a Async) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(asyncSetting)
+	b.Queue(sql, args...)
+	b.Queue("COMMIT")
+	br := a.Conn.SendBatch(ctx, b)
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			a.end(br)
+			return nil, err
+		}
+	}
+	return br, nil
+}
+
+// end reads what is left of the pipeline (COMMIT's result among it) and
+// rolls back a transaction a failed statement left open: after an error the
+// server skips the rest of the pipeline, COMMIT included.
+func (a Async) end(br pgx.BatchResults) error {
+	err := br.Close()
+	if a.Conn.PgConn().TxStatus() != 'I' && !a.Conn.IsClosed() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, rerr := a.Conn.Exec(ctx, "ROLLBACK"); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return err
+}
+
+func (a Async) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	br, err := a.send(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if eerr := a.end(br); err == nil {
+		err = eerr
+	}
+	return tag, err
+}
+
+func (a Async) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	br, err := a.send(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		a.end(br)
+		return nil, err
+	}
+	return &asyncRows{Rows: rows, a: a, br: br}, nil
+}
+
+func (a Async) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := a.Query(ctx, sql, args...)
+	return row{rows: rows, err: err}
+}
+
+// asyncRows ends the pipeline with its rows, so a COMMIT that fails fails
+// the read (Err) instead of passing unseen.
+type asyncRows struct {
+	pgx.Rows
+	a      Async
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *asyncRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *asyncRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	r.Rows.Close()
+	r.err = r.a.end(r.br)
+}
+
+func (r *asyncRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+type row struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r row) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
