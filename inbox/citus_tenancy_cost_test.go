@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
+	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 )
 
@@ -182,4 +184,57 @@ func TestCitusTenancyAcceptCost(t *testing.T) {
 	is.Equal(unrestricted, acceptCost{Statements: 6, RoundTrips: 1, WorkerCommands: 5})
 	is.Equal(scoped, acceptCost{Statements: 9, RoundTrips: 1, WorkerCommands: 5})
 	is.Equal(appRC.count("BEGIN TRANSACTION ISOLATION LEVEL READ COMMITTED;SET LOCAL pginbox.tenant = E'tenant-a';SET LOCAL pginbox.global = E'';"), 10)
+}
+
+// The worker's handler transactions on Citus (batched, with savepoints after
+// a failure) and its failure records carry the scope to the tenant's worker
+// in the command that begins the transaction there: every transaction the
+// application role's pool opens on a worker starts with the scope, and no
+// SET travels as a command of its own.
+func TestCitusTenancyHandlerScopeTravelsWithBegin(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	d := newCitusTenancy(t)
+	rc := &workerCommands{}
+	cfg := d.app.Config()
+	cfg.ConnConfig.RuntimeParams["citus.log_remote_commands"] = "on"
+	cfg.ConnConfig.OnNotice = rc.add
+	app, err := pgxpool.NewWithConfig(ctx, cfg)
+	is.NoErr(err)
+	t.Cleanup(app.Close)
+	ids := acceptAll(t, newClient(t, app, inbox.Config{}), tenantMsg(inbox.Tenant("tenant-a"), "fails"),
+		tenantMsg(inbox.Tenant("tenant-a"), "ok"), tenantMsg(inbox.Global(), "global"))
+	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		if m.MessageID == "fails" {
+			return handler.Permanent(errors.New("no"))
+		}
+		return nil
+	})
+	rc.reset()
+	w := newWorker(t, app, reg, inbox.WorkerConfig{SystemPool: d.sys, MessagesPerTx: 10})
+	n, err := w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 7) // with citusRestricted's four
+	is.Equal(stateOf(t, d.sys, ids[0]).Status, "DEAD")
+	is.Equal(stateOf(t, d.sys, ids[2]).Status, "COMPLETED")
+
+	rc.mu.Lock()
+	lines := append([]string(nil), rc.lines...)
+	rc.mu.Unlock()
+	begins := 0
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, "issuing BEGIN"):
+			begins++
+			if !strings.Contains(l, ";SET LOCAL pginbox.tenant = E'") || !strings.Contains(l, ";SET LOCAL pginbox.global = E'") {
+				t.Errorf("a transaction began on a worker without the scope: %s", l)
+			}
+		case strings.HasPrefix(l, "issuing SET"):
+			t.Errorf("a SET sent on its own: %s", l)
+		}
+	}
+	is.True(begins >= 3)                                // a transaction per scope at least (tenant-a, tenant-b, global)
+	is.True(rc.count("UPDATE public.pginbox_work") > 0) // the failure record's, among the log
+	is.True(rc.count("E'on'") > 0)                      // the global scope's transaction
 }

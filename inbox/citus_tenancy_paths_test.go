@@ -294,7 +294,7 @@ func TestCitusTenancyWorker(t *testing.T) {
 }
 
 // The admin as the application role on Citus: a tenant's view lists, reads,
-// requeues and replays its receipts; another tenant's receipt is not found
+// requeues, replays, counts and purges its receipts; another tenant's receipt is not found
 // by it and stays unchanged. Under tenant-a's scope, raw SQL as the
 // application role neither sees nor changes tenant-b's rows, and cannot
 // write one; a work row pointing at a receipt of another scope is refused by
@@ -418,6 +418,23 @@ func TestCitusTenancyAdminIsolation(t *testing.T) {
 	is.True(errors.As(err, &pgErr))
 	is.Equal(pgErr.Code, "23503")
 	is.Equal(d.count(t, "pginbox_work", "receipt_id = $1", goodA), 0)
+
+	// The views' counts and purge, each of its own tenant's rows.
+	st, err := va.Stats(ctx, inbox.StatsParams{IncludeCompleted: true})
+	is.NoErr(err)
+	is.Equal(st.Dead, int64(0)) // bad-a was requeued
+	stB, err := admin.ForTenant("tenant-b").Stats(ctx, inbox.StatsParams{})
+	is.NoErr(err)
+	is.Equal(stB.Dead, int64(1))
+	cutoff := time.Now()
+	due, _, err := va.PurgeCount(ctx, inbox.PurgeParams{Before: cutoff})
+	is.NoErr(err)
+	is.Equal(due, int64(3)) // good-a, m0, m1
+	purged, err := va.Purge(ctx, inbox.PurgeParams{Before: cutoff})
+	is.NoErr(err)
+	is.Equal(purged.Purged, int64(3))
+	is.Equal(d.count(t, "pginbox_receipts", "payload_purged_at IS NOT NULL AND scope_id = 'tenant-a'"), 3)
+	is.Equal(d.count(t, "pginbox_receipts", "payload_purged_at IS NOT NULL AND scope_id <> 'tenant-a'"), 0)
 }
 
 // Behind PgBouncer in transaction mode pginbox runs under the simple
