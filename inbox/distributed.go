@@ -86,13 +86,13 @@ func (w *Worker) distributed() bool { return w.layout.cached() }
 // whose claim fails, so the tenants of the nodes still up keep flowing. Its
 // errors come back as one, logged once per round; a scope with due work
 // that was never listed waits until discovery works again.
-func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]db.ReceiptClaimScopeRow, error) {
+func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n int) ([]db.ReceiptClaimScopeRow, error) {
 	var errs []error
 	scopes, err := db.New(conn).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
-		Consumers: w.owned, MaxScopes: int32(w.cfg.ClaimScopes),
+		Consumers: w.owned, MaxScopes: int32(most),
 	})
 	if err != nil {
-		scopes = w.recent.list(w.cfg.ClaimScopes)
+		scopes = w.recent.list(most)
 		if len(scopes) == 0 {
 			return nil, err
 		}
