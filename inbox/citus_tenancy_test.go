@@ -49,8 +49,9 @@ func citusRestricted(t *testing.T) (owner *pgxpool.Pool, app *pgxpool.Config) {
 }
 
 // Which ways of setting the scope reach Citus's worker nodes, where the
-// row-level security policies are evaluated (as the restricted role): what
-// docs/SCALE-OUT.md says pginbox needs for tenancy on Citus.
+// row-level security policies are evaluated (as the restricted role): why
+// pginbox sets it with SET LOCAL in an explicit transaction on Citus
+// (scope_citus.go), and that it then works.
 func TestCitusTenancyScopeReachesWorkers(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
