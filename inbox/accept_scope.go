@@ -51,7 +51,7 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 	}
 	groups := groupByScope(entries)
 	if len(groups) == 1 {
-		return c.acceptBatch(ctx, db.New(scoped(conn, groups[0].scope)), routedOn(distributed, conn), entries, true, set)
+		return c.acceptBatch(ctx, db.New(scoped(conn, groups[0].scope, distributed)), routedOn(distributed, conn), entries, true, set)
 	}
 	if !distributed && !c.scopeAccepts.Load() {
 		// Without row-level security the scopes need no setting: one
@@ -70,7 +70,7 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	for _, g := range groups {
-		if err := c.acceptBatch(ctx, db.New(scoped(tx, g.scope)), routedOn(distributed, tx), g.entries, false, set); err != nil {
+		if err := c.acceptBatch(ctx, db.New(scoped(tx, g.scope, distributed)), routedOn(distributed, tx), g.entries, false, set); err != nil {
 			return err
 		}
 	}
@@ -89,17 +89,17 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 // gets the batch's scope, or, for several scopes, each group's in turn and
 // none again at the end.
 func (c *Client) acceptBatchCaller(ctx context.Context, tx pgx.Tx, entries []batchEntry, set func(int, BatchItem)) error {
+	distributed, err := c.layout.get(ctx, tx)
+	if err != nil {
+		return dbError("accept batch", err)
+	}
 	groups := groupByScope(entries)
-	applied, err := ensureScopeApplied(ctx, tx, groups[0].scope)
+	applied, err := ensureScopeApplied(ctx, tx, groups[0].scope, distributed)
 	if err != nil {
 		return err
 	}
 	if !applied && len(groups) > 1 {
 		return &ScopeMismatchError{Tx: groups[0].scope, Want: groups[1].scope}
-	}
-	distributed, err := c.layout.get(ctx, tx)
-	if err != nil {
-		return dbError("accept batch", err)
 	}
 	routed := routedOn(distributed, tx)
 	if len(groups) == 1 {
@@ -110,13 +110,13 @@ func (c *Client) acceptBatchCaller(ctx context.Context, tx pgx.Tx, entries []bat
 		if i == 0 {
 			q = db.New(tx) // ensureScopeApplied set it
 		} else {
-			q = db.New(scoped(tx, g.scope))
+			q = db.New(scoped(tx, g.scope, distributed))
 		}
 		if err := c.acceptBatch(ctx, q, routed, g.entries, false, set); err != nil {
 			return err
 		}
 	}
-	if err := db.New(tx).ScopeApply(ctx, noScope); err != nil {
+	if err := applyScopeParams(ctx, tx, noScope, distributed); err != nil {
 		return dbError("accept batch: clearing the scope", err)
 	}
 	return nil

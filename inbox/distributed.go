@@ -38,6 +38,13 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 	if l.known {
 		return l.distributed, nil
 	}
+	key, named := layoutKeyOf(q)
+	if named {
+		if d, ok := scopeLayouts.Load(key); ok {
+			l.known, l.distributed = true, d.(bool)
+			return l.distributed, nil
+		}
+	}
 	var citus bool
 	if err := q.QueryRow(ctx, citusProbe).Scan(&citus); err != nil {
 		return false, err
@@ -48,8 +55,23 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 		}
 	}
 	l.known = true
+	if named {
+		scopeLayouts.Store(key, l.distributed)
+	}
 	return l.distributed, nil
 }
+
+// cached returns what get read, false before it did.
+func (l *layout) cached() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.distributed
+}
+
+// distributed reports whether the tables are distributed, as the claims
+// read it: every job comes from a claim, so its scope statements (ReceiptStart,
+// ReceiptFail, the savepoint path's scope) need no catalog read.
+func (w *Worker) distributed() bool { return w.layout.cached() }
 
 // claimScopes is the claim on Citus: the scopes with due work of the owned
 // consumers (ReceiptDueScopes, oldest due first, at most ClaimScopes), then
