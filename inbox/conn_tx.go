@@ -45,7 +45,7 @@ func (t txStatements) CopyFrom(ctx context.Context, table pgx.Identifier, cols [
 
 func (t txStatements) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if t.ended() {
-		return closedBatch{}
+		return failedBatch{pgx.ErrTxClosed}
 	}
 	return t.conn.SendBatch(ctx, b)
 }
@@ -192,15 +192,6 @@ func (s *savepointTx) Rollback(ctx context.Context) error {
 	_, err := s.root.Exec(ctx, "ROLLBACK TO SAVEPOINT "+s.name)
 	return err
 }
-
-// closedBatch is the BatchResults of a batch sent on an ended transaction.
-type closedBatch struct{}
-
-func (closedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, pgx.ErrTxClosed }
-func (closedBatch) Query() (pgx.Rows, error)         { return nil, pgx.ErrTxClosed }
-func (closedBatch) QueryRow() pgx.Row                { return errRow{pgx.ErrTxClosed} }
-func (closedBatch) Close() error                     { return pgx.ErrTxClosed }
-func (closedBatch) Tx() pgx.Tx                       { return nil }
 
 // openTx opens a handler transaction with scope s in one round trip and
 // returns it with its server process ID.

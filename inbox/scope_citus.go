@@ -247,11 +247,12 @@ func (r *sentAhead) Exec() (pgconn.CommandTag, error) {
 	return r.BatchResults.Exec()
 }
 
-// failedBatch is the results of a batch that was not sent.
+// failedBatch is the results of a batch that was not sent (or was sent on a
+// transaction that had ended).
 type failedBatch struct{ err error }
 
 func (r failedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, r.err }
 func (r failedBatch) Query() (pgx.Rows, error)         { return nil, r.err }
-func (r failedBatch) QueryRow() pgx.Row                { return errRow{r.err} }
+func (r failedBatch) QueryRow() pgx.Row                { return errRow(r) }
 func (r failedBatch) Close() error                     { return r.err }
 func (r failedBatch) Tx() pgx.Tx                       { return nil }
