@@ -38,10 +38,39 @@ WITH RECURSIVE walk AS (
         LIMIT 1
     ) n
     WHERE s.depth < $4::integer
+), wrap AS (
+    SELECT c.name AS consumer, f.scope_kind, f.scope_id, f.available_at, 1 AS depth
+    FROM unnest($1::text[]) AS c (name)
+    CROSS JOIN LATERAL (
+        SELECT w.scope_kind, w.scope_id, w.available_at
+        FROM pginbox_work w
+        WHERE w.consumer = c.name
+          AND w.status IN ('PENDING', 'RETRYABLE')
+          AND (w.scope_kind, w.scope_id) <= ($2::text, $3::text)
+        ORDER BY w.scope_kind, w.scope_id, w.available_at
+        LIMIT 1
+    ) f
+    UNION ALL
+    SELECT s.consumer, n.scope_kind, n.scope_id, n.available_at, s.depth + 1
+    FROM wrap s
+    CROSS JOIN LATERAL (
+        SELECT w.scope_kind, w.scope_id, w.available_at
+        FROM pginbox_work w
+        WHERE w.consumer = s.consumer
+          AND w.status IN ('PENDING', 'RETRYABLE')
+          AND (w.scope_kind, w.scope_id) > (s.scope_kind, s.scope_id)
+          AND (w.scope_kind, w.scope_id) <= ($2::text, $3::text)
+        ORDER BY w.scope_kind, w.scope_id, w.available_at
+        LIMIT 1
+    ) n
+    WHERE s.depth < $4::integer
 ), served AS (
-    SELECT s.consumer, s.scope_kind, s.scope_id
-    FROM walk s
-    WHERE s.available_at <= now()
+    SELECT t.consumer, t.scope_kind, t.scope_id
+    FROM (
+        SELECT s.consumer, s.scope_kind, s.scope_id FROM walk s WHERE s.available_at <= now()
+        UNION ALL
+        SELECT s.consumer, s.scope_kind, s.scope_id FROM wrap s WHERE s.available_at <= now()
+    ) t
     LIMIT $5::integer
 ), share AS (
     SELECT greatest(1, ceil($6::integer::numeric / greatest(count(*), 1)))::integer AS n
@@ -123,11 +152,14 @@ type ReceiptClaimRow struct {
 // The turns: per consumer, the walk visits the scopes after the cursor
 // (@after_scope_kind, @after_scope_id; the worker passes the last scope it
 // was served, ” to start over) in index order, one descent of the due index
-// per scope, at most @max_walk per consumer. The first index entry of a
-// scope holds its oldest available_at, so the walk sees whether the scope
-// has due work without reading its rows. The first @max_scopes scopes with
-// due work each get an equal share of @max_count (returned as share: a scope
-// that filled its share may have more), oldest first within the scope.
+// per scope, at most @max_walk per consumer, and then, from the first scope,
+// those up to the cursor (wrap: the turn goes round in one statement). The
+// first index entry of a scope holds its oldest available_at, so the walk
+// sees whether the scope has due work without reading its rows. The first
+// @max_scopes scopes with due work, in walk order (walk before wrap: a UNION
+// ALL under LIMIT is read child by child, and wrap is read only when walk
+// runs short), each get an equal share of @max_count (returned as share: a
+// scope that filled its share may have more), oldest first within the scope.
 func (q *Queries) ReceiptClaim(ctx context.Context, arg ReceiptClaimParams) ([]ReceiptClaimRow, error) {
 	rows, err := q.db.Query(ctx, receiptClaim,
 		arg.Consumers,

@@ -3,10 +3,13 @@ package inbox_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/handler"
@@ -117,4 +120,63 @@ func TestClaimSharesFillHandlerTransactions(t *testing.T) {
 	if per < 7 {
 		t.Fatalf("%.1f messages per handler transaction, want close to MessagesPerTx (10): shares of a claim too small to fill one", per)
 	}
+}
+
+// claimTrace counts the claim statements and those that claimed nothing.
+type claimTrace struct {
+	mu           sync.Mutex
+	claims, none int
+}
+
+func (c *claimTrace) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (c *claimTrace) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *claimTrace) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (c *claimTrace) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if !strings.HasPrefix(d.SQL, "-- name: ReceiptClaim :many") || d.Err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.claims++
+	if d.CommandTag.RowsAffected() == 0 {
+		c.none++
+	}
+}
+func (c *claimTrace) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// A turn goes round in one statement: a claim after the last scope serves
+// the first scopes, instead of coming back empty and claiming again from
+// the start (one wasted statement per turn).
+func TestClaimTurnWrapsInOneStatement(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	trace := &claimTrace{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trace })
+	c := newClient(t, pool, inbox.Config{})
+	var msgs []inbox.Message
+	for i := range 4 {
+		for _, tn := range []string{"a", "b", "c"} {
+			m := orderMsg(fmt.Sprintf("%s-%d", tn, i), map[string]int{"n": i})
+			m.Scope = inbox.Tenant(tn)
+			msgs = append(msgs, m)
+		}
+	}
+	_, err := c.AcceptBatch(ctx, msgs)
+	is.NoErr(err)
+
+	// Drain claims Concurrency (2) at a time: a and b, then c, then a and b
+	// again, ..., and stops at the first claim that finds nothing.
+	w := newWorker(t, pool, registry(t, func(context.Context, *handler.Msg) error { return nil }), inbox.WorkerConfig{Concurrency: 2})
+	n, err := w.Drain(ctx)
+	is.NoErr(err)
+	is.Equal(n, 12)
+	trace.mu.Lock()
+	defer trace.mu.Unlock()
+	t.Logf("%d claim statements, %d of them claimed nothing", trace.claims, trace.none)
+	is.Equal(trace.none, 1) // the last one: nothing was due
 }

@@ -37,49 +37,58 @@ func (w *Worker) claimShape(n int) (scopes, count int) {
 type claimCursor struct{ kind, id string }
 
 // claimTurns is the claim on one server: one statement serves up to scopes
-// scopes with due work after the cursor (claimShape), each with an equal
-// share of n (ReceiptClaim), and the cursor moves past the last scope served. When
-// nothing after the cursor is due, the turn starts over from the first scope.
-// more reports that a scope filled its share.
+// scopes with due work after the cursor (claimShape), going round to the
+// first scope when those after it run out, each with an equal share of n
+// (ReceiptClaim), and the cursor moves past the last scope served. more
+// reports that a scope filled its share.
 func (w *Worker) claimTurns(ctx context.Context, conn *pgxpool.Conn, scopes, n int) (rows []db.ReceiptClaimScopeRow, more bool, err error) {
-	for {
-		var got []db.ReceiptClaimRow
-		from := w.cursor
-		got, err = db.New(pipetx.Async{Conn: conn.Conn()}).ReceiptClaim(ctx, db.ReceiptClaimParams{
-			Consumers:      w.owned,
-			AfterScopeKind: from.kind,
-			AfterScopeID:   from.id,
-			MaxWalk:        claimWalk,
-			MaxScopes:      int32(scopes),
-			MaxCount:       int32(n),
-			ClaimToken:     inboxtype.New(), // fences together with each receipt's ID
-			LeaseMs:        w.cfg.Lease.Milliseconds(),
-		})
-		if err != nil {
-			return nil, false, err
-		}
-		if len(got) == 0 {
-			w.cursor = claimCursor{}
-			if from == (claimCursor{}) {
-				return nil, false, nil
-			}
-			continue // the turn starts over
-		}
-		perScope := map[claimCursor]int32{}
-		last := claimCursor{}
-		rows = make([]db.ReceiptClaimScopeRow, len(got))
-		for i, r := range got {
-			rows[i] = scopeRow(r)
-			c := claimCursor{r.ScopeKind, r.ScopeID}
-			perScope[c]++
-			if perScope[c] >= r.Share {
-				more = true
-			}
-			if c.kind > last.kind || (c.kind == last.kind && c.id > last.id) {
-				last = c
-			}
-		}
-		w.cursor = last
-		return rows, more || len(rows) == n, nil
+	from := w.cursor
+	got, err := db.New(pipetx.Async{Conn: conn.Conn()}).ReceiptClaim(ctx, db.ReceiptClaimParams{
+		Consumers:      w.owned,
+		AfterScopeKind: from.kind,
+		AfterScopeID:   from.id,
+		MaxWalk:        claimWalk,
+		MaxScopes:      int32(scopes),
+		MaxCount:       int32(n),
+		ClaimToken:     inboxtype.New(), // fences together with each receipt's ID
+		LeaseMs:        w.cfg.Lease.Milliseconds(),
+	})
+	if err != nil || len(got) == 0 {
+		return nil, false, err
 	}
+	// The next turn begins after the last scope served in walk order: the
+	// greatest one, or when the walk wrapped past the end, the greatest of
+	// those at or before the cursor.
+	perScope := map[claimCursor]int32{}
+	var last, wrapped claimCursor
+	rows = make([]db.ReceiptClaimScopeRow, len(got))
+	for i, r := range got {
+		rows[i] = scopeRow(r)
+		c := claimCursor{r.ScopeKind, r.ScopeID}
+		perScope[c]++
+		if perScope[c] >= r.Share {
+			more = true
+		}
+		if !c.after(from) {
+			wrapped = later(wrapped, c)
+		}
+		last = later(last, c)
+	}
+	if wrapped != (claimCursor{}) {
+		last = wrapped
+	}
+	w.cursor = last
+	return rows, more || len(rows) == n, nil
+}
+
+// after reports whether c comes after o in the due index's scope order.
+func (c claimCursor) after(o claimCursor) bool {
+	return c.kind > o.kind || (c.kind == o.kind && c.id > o.id)
+}
+
+func later(a, b claimCursor) claimCursor {
+	if b.after(a) {
+		return b
+	}
+	return a
 }
