@@ -50,8 +50,9 @@ type ReceiptInsertKeyedParams struct {
 // Accept of a message with an ordering key, step 1, after ReceiptKeyLock:
 // the receipt with the next sequence number of its (consumer, scope, key),
 // or nothing when the identity exists (a redelivery gets no new number).
-// An INSERT ... SELECT filtered on the scope: on Citus it runs on the
-// scope's node.
+// One statement on one server; Citus would pull it through the
+// coordinator, so there ReceiptInsertKeyedRouted and ReceiptSeqKeyedRouted
+// do it in two.
 func (q *Queries) ReceiptInsertKeyed(ctx context.Context, arg ReceiptInsertKeyedParams) (int64, error) {
 	result, err := q.db.Exec(ctx, receiptInsertKeyed,
 		arg.ID,
@@ -72,6 +73,60 @@ func (q *Queries) ReceiptInsertKeyed(ctx context.Context, arg ReceiptInsertKeyed
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const receiptInsertKeyedRouted = `-- name: ReceiptInsertKeyedRouted :exec
+INSERT INTO pginbox_receipts (
+    id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload, metadata, max_attempts, ordering_key
+) VALUES (
+    $1::uuid, $2::text, $3::text,
+    $4::text, $5::text, $6::text,
+    $7::text, $8::integer, $9::bytea,
+    $10::text::json, $11::text::jsonb, $12::integer,
+    $13::text
+)
+ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+DO NOTHING
+`
+
+type ReceiptInsertKeyedRoutedParams struct {
+	ID            inboxtype.ID
+	ScopeKind     string
+	ScopeID       string
+	Source        string
+	Consumer      string
+	MessageID     string
+	EventType     string
+	SchemaVersion int32
+	Fingerprint   []byte
+	Payload       string
+	Metadata      string
+	MaxAttempts   int32
+	OrderingKey   string
+}
+
+// ReceiptInsertKeyed on Citus, step 1: the receipt alone, INSERT ... VALUES
+// with the scope, so it runs on the scope's node (Citus pulls an INSERT ...
+// SELECT whose scope is a parameter through the coordinator).
+// ReceiptSeqKeyedRouted then numbers it.
+func (q *Queries) ReceiptInsertKeyedRouted(ctx context.Context, arg ReceiptInsertKeyedRoutedParams) error {
+	_, err := q.db.Exec(ctx, receiptInsertKeyedRouted,
+		arg.ID,
+		arg.ScopeKind,
+		arg.ScopeID,
+		arg.Source,
+		arg.Consumer,
+		arg.MessageID,
+		arg.EventType,
+		arg.SchemaVersion,
+		arg.Fingerprint,
+		arg.Payload,
+		arg.Metadata,
+		arg.MaxAttempts,
+		arg.OrderingKey,
+	)
+	return err
 }
 
 const receiptKeyLock = `-- name: ReceiptKeyLock :exec
@@ -203,6 +258,30 @@ func (q *Queries) ReceiptQueueKeyed(ctx context.Context, arg ReceiptQueueKeyedPa
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const receiptSeqKeyedRouted = `-- name: ReceiptSeqKeyedRouted :exec
+UPDATE pginbox_receipts r
+SET ordering_seq = (
+    SELECT coalesce(max(p.ordering_seq), 0) + 1
+    FROM pginbox_receipts p
+    WHERE p.scope_id = $1::text
+      AND p.consumer = r.consumer AND p.scope_kind = r.scope_kind
+      AND p.ordering_key = r.ordering_key)
+WHERE r.scope_id = $1::text AND r.id = $2::uuid
+  AND r.ordering_key IS NOT NULL AND r.ordering_seq IS NULL
+`
+
+type ReceiptSeqKeyedRoutedParams struct {
+	ScopeID string
+	ID      inboxtype.ID
+}
+
+// ReceiptInsertKeyed on Citus, step 2: the receipt step 1 inserted (none
+// when the identity existed) gets the next sequence number of its key.
+func (q *Queries) ReceiptSeqKeyedRouted(ctx context.Context, arg ReceiptSeqKeyedRoutedParams) error {
+	_, err := q.db.Exec(ctx, receiptSeqKeyedRouted, arg.ScopeID, arg.ID)
+	return err
 }
 
 const receiptSkip = `-- name: ReceiptSkip :one

@@ -40,6 +40,7 @@ func hasKeyed(entries []batchEntry) bool {
 // that scope (q applies it, or tx has it): the keyed ones first, under their
 // keys' locks, then the rest with acceptBatch.
 func (c *Client) acceptGroup(ctx context.Context, tx pgx.Tx, q *db.Queries, routed batcher, s Scope, entries []batchEntry, set func(int, BatchItem)) error {
+	distributed := routed != nil
 	var keyed, plain []batchEntry
 	for _, e := range entries {
 		if e.d.orderingKey != "" {
@@ -49,7 +50,7 @@ func (c *Client) acceptGroup(ctx context.Context, tx pgx.Tx, q *db.Queries, rout
 		}
 	}
 	if len(keyed) > 0 {
-		if err := c.acceptKeyed(ctx, tx, q, s, keyed, set); err != nil {
+		if err := c.acceptKeyed(ctx, tx, q, s, keyed, distributed, set); err != nil {
 			return err
 		}
 	}
@@ -62,8 +63,9 @@ func (c *Client) acceptGroup(ctx context.Context, tx pgx.Tx, q *db.Queries, rout
 // acceptKeyed inserts entries (of scope s, each with an ordering key) in
 // their order, which is their keys' order: the first of a key in the batch
 // gets the next number, and the later ones wait behind it. Every statement
-// carries the scope, so on Citus they run on its node.
-func (c *Client) acceptKeyed(ctx context.Context, tx pgx.Tx, q *db.Queries, s Scope, entries []batchEntry, set func(int, BatchItem)) error {
+// carries the scope; on Citus (distributed) the insert is two routed ones,
+// so they all run on the scope's node.
+func (c *Client) acceptKeyed(ctx context.Context, tx pgx.Tx, q *db.Queries, s Scope, entries []batchEntry, distributed bool, set func(int, BatchItem)) error {
 	// First occurrence of each identity wins; later ones resolve against it.
 	first := make(map[Identity]int, len(entries))
 	var distinct []int
@@ -85,12 +87,18 @@ func (c *Client) acceptKeyed(ctx context.Context, tx pgx.Tx, q *db.Queries, s Sc
 	bq := db.New(batchQueue{b})
 	for _, i := range distinct {
 		d := entries[i].d
-		_, _ = bq.ReceiptInsertKeyed(ctx, db.ReceiptInsertKeyedParams{
+		p := db.ReceiptInsertKeyedParams{
 			ID: d.id, ScopeKind: string(s.Kind), ScopeID: s.ID,
 			Source: d.identity.Source, Consumer: d.identity.Consumer, MessageID: d.identity.MessageID,
 			EventType: d.eventType, SchemaVersion: d.schemaVersion, Fingerprint: d.fingerprint[:],
 			Payload: d.payload, Metadata: d.metadata, MaxAttempts: d.maxAttempts, OrderingKey: d.orderingKey,
-		})
+		}
+		if distributed {
+			_ = bq.ReceiptInsertKeyedRouted(ctx, db.ReceiptInsertKeyedRoutedParams(p))
+			_ = bq.ReceiptSeqKeyedRouted(ctx, db.ReceiptSeqKeyedRoutedParams{ScopeID: s.ID, ID: d.id})
+		} else {
+			_, _ = bq.ReceiptInsertKeyed(ctx, p)
+		}
 		_, _ = bq.ReceiptQueueKeyed(ctx, db.ReceiptQueueKeyedParams{ScopeID: s.ID, ID: d.id})
 	}
 	consumers := make([]string, 0, len(distinct))
@@ -102,18 +110,24 @@ func (c *Client) acceptKeyed(ctx context.Context, tx pgx.Tx, q *db.Queries, s Sc
 	_ = bq.ReceiptNotify(ctx, consumers)
 	inserted := make(map[int]bool, len(distinct))
 	br := tx.SendBatch(ctx, b)
+	steps := 1 // the insert
+	if distributed {
+		steps = 2 // the insert, its number
+	}
 	for _, i := range distinct {
-		tag, err := br.Exec()
-		if err == nil && tag.RowsAffected() == 1 {
-			_, err = br.Exec()
-			inserted[i] = true
-		} else if err == nil {
-			_, err = br.Exec()
+		for range steps {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return dbError("accept", err)
+			}
 		}
+		// A queue row is inserted exactly when the receipt was.
+		tag, err := br.Exec()
 		if err != nil {
 			br.Close()
 			return dbError("accept", err)
 		}
+		inserted[i] = tag.RowsAffected() == 1
 	}
 	if _, err := br.Exec(); err != nil {
 		br.Close()

@@ -31,8 +31,9 @@ FROM (
 -- Accept of a message with an ordering key, step 1, after ReceiptKeyLock:
 -- the receipt with the next sequence number of its (consumer, scope, key),
 -- or nothing when the identity exists (a redelivery gets no new number).
--- An INSERT ... SELECT filtered on the scope: on Citus it runs on the
--- scope's node.
+-- One statement on one server; Citus would pull it through the
+-- coordinator, so there ReceiptInsertKeyedRouted and ReceiptSeqKeyedRouted
+-- do it in two.
 INSERT INTO pginbox_receipts (
     id, scope_kind, scope_id, source, consumer, message_id,
     event_type, schema_version, fingerprint, payload, metadata, max_attempts,
@@ -50,6 +51,37 @@ WHERE p.scope_id = sqlc.arg(scope_id)::text
   AND p.ordering_key = sqlc.arg(ordering_key)::text
 ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
 DO NOTHING;
+
+-- name: ReceiptInsertKeyedRouted :exec
+-- ReceiptInsertKeyed on Citus, step 1: the receipt alone, INSERT ... VALUES
+-- with the scope, so it runs on the scope's node (Citus pulls an INSERT ...
+-- SELECT whose scope is a parameter through the coordinator).
+-- ReceiptSeqKeyedRouted then numbers it.
+INSERT INTO pginbox_receipts (
+    id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload, metadata, max_attempts, ordering_key
+) VALUES (
+    sqlc.arg(id)::uuid, sqlc.arg(scope_kind)::text, sqlc.arg(scope_id)::text,
+    sqlc.arg(source)::text, sqlc.arg(consumer)::text, sqlc.arg(message_id)::text,
+    sqlc.arg(event_type)::text, sqlc.arg(schema_version)::integer, sqlc.arg(fingerprint)::bytea,
+    sqlc.arg(payload)::text::json, sqlc.arg(metadata)::text::jsonb, sqlc.arg(max_attempts)::integer,
+    sqlc.arg(ordering_key)::text
+)
+ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+DO NOTHING;
+
+-- name: ReceiptSeqKeyedRouted :exec
+-- ReceiptInsertKeyed on Citus, step 2: the receipt step 1 inserted (none
+-- when the identity existed) gets the next sequence number of its key.
+UPDATE pginbox_receipts r
+SET ordering_seq = (
+    SELECT coalesce(max(p.ordering_seq), 0) + 1
+    FROM pginbox_receipts p
+    WHERE p.scope_id = sqlc.arg(scope_id)::text
+      AND p.consumer = r.consumer AND p.scope_kind = r.scope_kind
+      AND p.ordering_key = r.ordering_key)
+WHERE r.scope_id = sqlc.arg(scope_id)::text AND r.id = sqlc.arg(id)::uuid
+  AND r.ordering_key IS NOT NULL AND r.ordering_seq IS NULL;
 
 -- name: ReceiptQueueKeyed :execrows
 -- Accept (or replay) of a receipt with an ordering key, step 2: its queue
