@@ -199,8 +199,20 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 		return nil, dbError("replay", err)
 	}
 	newID := inboxtype.New()
+	keyed := cur.OrderingKey != nil
+	if keyed {
+		// The copy goes to the back of its key's queue: its number and its
+		// BLOCKED or PENDING state are decided under the key's lock.
+		s := Scope{Kind: ScopeKind(cur.ScopeKind), ID: cur.ScopeID}
+		lock := keyLockName(cur.Consumer, s, *cur.OrderingKey)
+		if err := q.ReceiptKeyLock(ctx, db.ReceiptKeyLockParams{Keys: []string{lock}, ScopeID: cur.ScopeID}); err != nil {
+			return nil, dbError("replay: locking the ordering key", err)
+		}
+	}
 	n, err := q.ReceiptReplay(ctx, db.ReceiptReplayParams{NewID: newID, OriginalID: id, ScopeID: cur.ScopeID})
-	if err == nil && n == 1 {
+	if err == nil && n == 1 && keyed {
+		n, err = q.ReceiptQueueKeyed(ctx, db.ReceiptQueueKeyedParams{ID: newID, ScopeID: cur.ScopeID})
+	} else if err == nil && n == 1 {
 		n, err = q.ReceiptReplayQueue(ctx, db.ReceiptReplayQueueParams{ID: newID, ScopeID: cur.ScopeID})
 	}
 	if err == nil && n != 1 {

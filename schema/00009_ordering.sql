@@ -21,6 +21,11 @@ ALTER TABLE pginbox_work DROP CONSTRAINT pginbox_work_status_check;
 ALTER TABLE pginbox_work ADD CONSTRAINT pginbox_work_status_check
     CHECK (status IN ('PENDING', 'PROCESSING', 'RETRYABLE', 'DEAD', 'BLOCKED'));
 
+-- An operator may skip a DEAD receipt at the head of its key (audited).
+ALTER TABLE pginbox_audit DROP CONSTRAINT pginbox_audit_action_check;
+ALTER TABLE pginbox_audit ADD CONSTRAINT pginbox_audit_action_check
+    CHECK (action IN ('requeue', 'replay', 'skip'));
+
 CREATE INDEX pginbox_work_ordering ON pginbox_work (consumer, scope_kind, scope_id, ordering_key, ordering_seq)
     WHERE ordering_key IS NOT NULL;
 CREATE INDEX pginbox_receipts_ordering ON pginbox_receipts (consumer, scope_kind, scope_id, ordering_key, ordering_seq)
@@ -48,6 +53,17 @@ LEFT JOIN pginbox_work w
   ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id;
 
 -- +goose Down
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pginbox_audit WHERE action = 'skip') THEN
+        RAISE EXCEPTION 'pginbox: cannot migrate down to schema v8: the audit trail records skips and v8 has no place for them'
+            USING HINT = 'archive the skip rows of pginbox_audit (for example with COPY) and delete them first, or stay on schema v9';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- Version 8 has no order: the waiting receipts become due now, in any order.
 -- A view loses its columns only by being dropped, and its grants with it (the
 -- tenant role's SELECT, docs/TENANCY.md): they are read first and given back.
@@ -94,6 +110,9 @@ DROP INDEX pginbox_work_ordering;
 ALTER TABLE pginbox_work DROP CONSTRAINT pginbox_work_status_check;
 ALTER TABLE pginbox_work ADD CONSTRAINT pginbox_work_status_check
     CHECK (status IN ('PENDING', 'PROCESSING', 'RETRYABLE', 'DEAD'));
+ALTER TABLE pginbox_audit DROP CONSTRAINT pginbox_audit_action_check;
+ALTER TABLE pginbox_audit ADD CONSTRAINT pginbox_audit_action_check
+    CHECK (action IN ('requeue', 'replay'));
 ALTER TABLE pginbox_work DROP COLUMN ordering_seq;
 ALTER TABLE pginbox_work DROP COLUMN ordering_key;
 ALTER TABLE pginbox_receipts DROP COLUMN ordering_seq;
