@@ -67,8 +67,14 @@ func orderedRegistry(t testing.TB, pool *pgxpool.Pool, before func(ctx context.C
 	if _, err := pool.Exec(context.Background(), handledTable); err != nil {
 		t.Fatal(err)
 	}
+	return registry(t, orderedHandler(t, before))
+}
+
+// orderedHandler records each message in the handled table, in its
+// transaction, and fails the test when two messages of a key run at once.
+func orderedHandler(t testing.TB, before func(ctx context.Context, m *handler.Msg, p orderedPayload) error) handler.Func {
 	kt := &keyTracker{t: t, running: map[string]bool{}}
-	return registry(t, handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p orderedPayload) error {
+	return handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p orderedPayload) error {
 		kt.enter(p.OrderID)
 		defer kt.leave(p.OrderID)
 		if before != nil {
@@ -79,7 +85,7 @@ func orderedRegistry(t testing.TB, pool *pgxpool.Pool, before func(ctx context.C
 		time.Sleep(time.Millisecond) // give an overtaking receipt the chance to show
 		_, err := m.Tx.Exec(ctx, "INSERT INTO handled (key, n, attempt) VALUES ($1, $2, $3)", p.OrderID, p.N, m.Attempt)
 		return err
-	}))
+	})
 }
 
 // handledOrder is each key's handled sequence numbers in commit order.
