@@ -299,7 +299,11 @@ func (v *AdminView) lock(ctx context.Context, q *db.Queries, id ID, action strin
 	}
 	expiredClaim := takesExpired && Status(cur.Status) == StatusProcessing && cur.LeaseExpired
 	if !slices.Contains(allowed, Status(cur.Status)) && !expiredClaim {
-		return cur, &WrongStateError{ReceiptID: id, Action: action, Found: Status(cur.Status), Allowed: allowed}
+		wrong := &WrongStateError{ReceiptID: id, Action: action, Found: liveStatus(cur.Status), Allowed: allowed}
+		if cur.Status == statusBlocked {
+			wrong.Detail = "it waits behind an earlier receipt of its ordering key: act on that one (requeue or skip it if it is DEAD)"
+		}
+		return cur, wrong
 	}
 	return cur, nil
 }

@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -103,6 +104,10 @@ func TestOrderingKeyDeadHeadBlocksUntilSkipped(t *testing.T) {
 	is.True(errors.As(err, &conflict))
 	_, err = admin.Skip(ctx, ids[1], inbox.ChangeParams{ExpectedVersion: r2.Version, Actor: "ops", Reason: "x"})
 	is.True(errors.Is(err, inbox.ErrWrongState)) // waiting, not DEAD
+	is.True(strings.Contains(err.Error(), "it is PENDING"))
+	is.True(strings.Contains(err.Error(), "waits behind an earlier receipt of its ordering key"))
+	_, err = admin.Requeue(ctx, ids[1], inbox.ChangeParams{ExpectedVersion: r2.Version, Actor: "ops", Reason: "x"})
+	is.True(errors.Is(err, inbox.ErrWrongState)) // a waiting receipt cannot jump its key's queue
 	is.Equal(admAudit(t, pool), 0)
 
 	res, err := admin.Skip(ctx, ids[0], p)
@@ -212,4 +217,87 @@ func TestOrderingKeyReplayGoesToTheBack(t *testing.T) {
 		}
 	}
 	is.Equal(handledOrder(t, pool)["k"], []int{1, 2, 3, 1, 4})
+}
+
+// An ordering key follows the identity string rules: a bad one is an
+// invalid message (reject), stored nowhere.
+func TestOrderingKeyIsValidated(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	c := newClient(t, pool, inbox.Config{})
+	for _, key := range []string{strings.Repeat("k", inbox.MaxIdentityBytes+1), "a\x00b", "tab\there", "\xff"} {
+		m := orderedMsg(inbox.Tenant("t1"), "k", 1)
+		m.OrderingKey = key
+		_, err := c.Accept(ctx, m)
+		var verr *inbox.ValidationError
+		is.True(errors.As(err, &verr))
+		is.Equal(verr.Field, "ordering_key")
+		is.Equal(inbox.ActionFor(err), inbox.ActionReject)
+		items, err := c.AcceptBatch(ctx, []inbox.Message{m})
+		is.NoErr(err)
+		is.Equal(items[0].Outcome, inbox.Invalid)
+	}
+	is.Equal(countRows(t, pool, "true"), 0)
+}
+
+// AcceptTx and AcceptBatchTx queue keyed messages in the caller's
+// transaction (a rollback leaves no number taken); a batch ranks messages of
+// one key in batch order, resolves repeats of an identity to the first, and
+// mixes in unkeyed messages.
+func TestOrderingKeyInCallerTransactionsAndBatches(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	c := newClient(t, pool, inbox.Config{})
+	reg := orderedRegistry(t, pool, nil)
+	scope := inbox.Tenant("t1")
+
+	tx, err := pool.Begin(ctx)
+	is.NoErr(err)
+	_, err = c.AcceptTx(ctx, tx, orderedMsg(scope, "k", 99))
+	is.NoErr(err)
+	is.NoErr(tx.Rollback(ctx))
+
+	tx, err = pool.Begin(ctx)
+	is.NoErr(err)
+	res, err := c.AcceptTx(ctx, tx, orderedMsg(scope, "k", 1))
+	is.NoErr(err)
+	is.Equal(res.Outcome, inbox.Accepted)
+	plain := orderedMsg(scope, "plain", 0)
+	plain.OrderingKey = ""
+	items, err := c.AcceptBatchTx(ctx, tx, []inbox.Message{
+		orderedMsg(scope, "k", 2), plain,
+		orderedMsg(scope, "k", 3), orderedMsg(scope, "k", 2), orderedMsg(scope, "k", 1),
+	})
+	is.NoErr(err)
+	is.NoErr(tx.Commit(ctx))
+	outcomes := make([]inbox.Outcome, len(items))
+	for i, it := range items {
+		outcomes[i] = it.Outcome
+	}
+	is.Equal(outcomes, []inbox.Outcome{inbox.Accepted, inbox.Accepted, inbox.Accepted, inbox.Duplicate, inbox.Duplicate})
+	is.Equal(items[3].ID, items[0].ID)
+	is.Equal(items[4].ID, res.ID)
+	is.Equal(items[4].Status, inbox.StatusPending)
+
+	admin := admNew(t, pool).Operator()
+	for i, id := range []inbox.ID{res.ID, items[0].ID, items[2].ID} {
+		r, err := admin.Get(ctx, id)
+		is.NoErr(err)
+		is.Equal(r.OrderingSeq, int64(i+1)) // the rolled-back accept took no number
+		is.Equal(r.Blocked, i > 0)
+	}
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 4})
+	for {
+		n, err := w.Drain(ctx)
+		is.NoErr(err)
+		if n == 0 {
+			break
+		}
+	}
+	is.Equal(handledOrder(t, pool)["k"], []int{1, 2, 3})
+	is.Equal(countRows(t, pool, "status = 'COMPLETED'"), 4)
 }
