@@ -23,7 +23,9 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 	if c.closed.Load() {
 		return AcceptResult{}, ErrClientClosed
 	}
-	if c.group != nil && d.orderingKey == "" {
+	if c.group != nil {
+		// A batch with keyed messages runs as one transaction that takes
+		// their keys' locks (acceptBatchOwn).
 		return c.group.accept(ctx, d)
 	}
 	conn, err := c.pool.Acquire(ctx)

@@ -46,8 +46,8 @@ func chainAcceptBatch(mw []AcceptBatchMiddleware, f AcceptBatchFunc) AcceptBatch
 // connection failed after the insert was sent; anything else is a storage failure.
 // ActionFor tells a transport what to do with each.
 //
-// A message with an OrderingKey is accepted in a transaction of its own that
-// takes the key's lock (Config.GroupCommit does not batch it) and queues it
+// A message with an OrderingKey is accepted in a transaction that takes the
+// key's lock (with Config.GroupCommit, the batch's transaction) and queues it
 // behind the earlier receipts of its key.
 func (c *Client) Accept(ctx context.Context, msg Message) (AcceptResult, error) {
 	return c.acceptFn(ctx, msg)

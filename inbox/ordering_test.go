@@ -184,3 +184,50 @@ func TestOrderingKeyOrderUnderConcurrency(t *testing.T) {
 		_ = k
 	}
 }
+
+// With group commit, concurrent callers' keyed accepts share batches; each
+// caller's key is still handled in its accept order.
+func TestOrderingKeyWithGroupCommit(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	c := newClient(t, pool, inbox.Config{GroupCommit: true, GroupCommitMaxWait: 2 * time.Millisecond})
+	reg := orderedRegistry(t, pool, nil)
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 6, MessagesPerTx: 3, PollInterval: 20 * time.Millisecond})
+	startWorker(t, w)
+	const keys, perKey = 8, 15
+	var wg sync.WaitGroup
+	for k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 1; n <= perKey; n++ {
+				m := orderedMsg(inbox.Tenant(fmt.Sprintf("t%d", k%3)), fmt.Sprintf("k%d", k), n)
+				if k%2 == 0 && n%4 == 0 {
+					id := fmt.Sprintf("plain-%d-%d", k, n)
+					m = orderMsg(id, raw(`{"orderId":"`+id+`","n":0}`)) // unkeyed, in the same batches
+				}
+				if _, err := c.Accept(ctx, m); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	total := countRows(t, pool, "true")
+	eventually(t, 60*time.Second, "every message handled", func() bool {
+		return countRows(t, pool, "status = 'COMPLETED'") == total
+	})
+	got := handledOrder(t, pool)
+	for k := range keys {
+		ns := got[fmt.Sprintf("k%d", k)]
+		is.True(len(ns) > 0)
+		for i := 1; i < len(ns); i++ {
+			if ns[i] <= ns[i-1] {
+				t.Fatalf("key k%d handled in order %v", k, ns)
+			}
+		}
+	}
+}
