@@ -3,8 +3,10 @@ package inbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,4 +232,51 @@ func TestOrderingKeyWithGroupCommit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Handlers fail at random (retries with a short backoff) while accepts go
+// on, with batched transactions that fall back to savepoints: every key is
+// still handled in accept order, each message once.
+func TestOrderingKeyOrderWithRandomFailures(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	c := newClient(t, pool, inbox.Config{})
+	var calls atomic.Int64
+	reg := orderedRegistry(t, pool, func(ctx context.Context, m *handler.Msg, p orderedPayload) error {
+		if calls.Add(1)%5 == 0 { // every fifth call fails
+			return errors.New("flaky downstream")
+		}
+		return nil
+	})
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 8, MessagesPerTx: 4, PollInterval: 20 * time.Millisecond,
+		Backoff: func(int) time.Duration { return 10 * time.Millisecond }})
+	startWorker(t, w)
+	const keys, perKey = 10, 20
+	var wg sync.WaitGroup
+	for k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 1; n <= perKey; n++ {
+				if _, err := c.Accept(ctx, orderedMsg(inbox.Tenant("t"), fmt.Sprintf("k%02d", k), n)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	eventually(t, 90*time.Second, "every message handled", func() bool {
+		return countRows(t, pool, "status = 'COMPLETED'") == keys*perKey
+	})
+	got := handledOrder(t, pool)
+	is.Equal(len(got), keys)
+	for k, ns := range got {
+		if fmt.Sprint(ns) != fmt.Sprint(seq(1, perKey)) {
+			t.Errorf("key %s handled in order %v", k, ns)
+		}
+	}
+	is.True(calls.Load() > keys*perKey) // some failed and ran again
 }
