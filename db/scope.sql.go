@@ -62,6 +62,20 @@ func (q *Queries) ScopeEnsure(ctx context.Context, arg ScopeEnsureParams) (Scope
 	return i, err
 }
 
+const scopePropagate = `-- name: ScopePropagate :exec
+SET LOCAL citus.propagate_set_commands = 'local'
+`
+
+// On Citus: the SET LOCAL commands after it in the transaction reach the
+// worker nodes, where the row-level security policies are evaluated.
+// set_config (ScopeApply) never does, and SET takes no parameters, so on
+// Citus the scope is sent as SET LOCAL statements built in Go with the
+// values quoted (inbox/scope_citus.go), after this one.
+func (q *Queries) ScopePropagate(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, scopePropagate)
+	return err
+}
+
 const scopeReset = `-- name: ScopeReset :exec
 SELECT set_config('pginbox.tenant', '', false), set_config('pginbox.global', '', false)
 `

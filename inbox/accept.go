@@ -51,7 +51,7 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 		if distributed {
 			insert = func() (db.ReceiptAcceptRow, error) { return acceptRouted(ctx, conn, d, notify, withScope) }
 		}
-		return c.accept(ctx, c.acceptQueries(conn, d.identity.Scope, withScope), d, notify, true, insert)
+		return c.accept(ctx, c.acceptQueries(conn, d.identity.Scope, withScope, distributed), d, notify, true, insert)
 	}
 	wasScoped := c.scopeAccepts.Load()
 	res, err := run(wasScoped)
@@ -68,10 +68,10 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 }
 
 // acceptQueries runs Accept's statements on conn, withScope in the same round
-// trip and implicit transaction.
-func (c *Client) acceptQueries(conn *pgxpool.Conn, s Scope, withScope bool) *db.Queries {
+// trip and transaction.
+func (c *Client) acceptQueries(conn *pgxpool.Conn, s Scope, withScope, distributed bool) *db.Queries {
 	if withScope {
-		return db.New(scoped(conn, s))
+		return db.New(scoped(conn, s, distributed))
 	}
 	return db.New(conn)
 }
@@ -96,12 +96,12 @@ func (c *Client) acceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptRe
 		}
 		return itemResult(it)
 	}
-	if err := ensureScope(ctx, tx, d.identity.Scope); err != nil {
-		return AcceptResult{}, err
-	}
 	distributed, err := c.layout.get(ctx, tx)
 	if err != nil {
 		return AcceptResult{}, dbError("accept", err)
+	}
+	if err := ensureScope(ctx, tx, d.identity.Scope, distributed); err != nil {
+		return AcceptResult{}, err
 	}
 	var insert func() (db.ReceiptAcceptRow, error)
 	if distributed {

@@ -28,7 +28,10 @@ func acceptBatchRouted(ctx context.Context, b batcher, entries []batchEntry, dis
 	if autocommit {
 		batch.Queue("BEGIN")
 	}
-	queueScope(ctx, batch, scopeParams(scope))
+	// SET LOCAL, which reaches the scope's node (scope_citus.go).
+	if err := queueScopeCitus(ctx, batch, scopeParams(scope)); err != nil {
+		return nil, err
+	}
 	q := db.New(batchQueue{batch})
 	var consumers []string
 	seen := map[string]bool{}
@@ -53,7 +56,11 @@ func acceptBatchRouted(ctx context.Context, b batcher, entries []batchEntry, dis
 		batch.Queue("COMMIT")
 	}
 
-	br := b.SendBatch(ctx, batch)
+	ahead := scopeStatementsCitus // the scope, with the BEGIN before it (sendScoped)
+	if autocommit {
+		ahead++
+	}
+	br := sendScoped(ctx, b, batch, ahead)
 	inserted, err := readAcceptBatchRouted(br, entries, distinct, autocommit, arg.Notify)
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -71,7 +78,7 @@ func acceptBatchRouted(ctx context.Context, b batcher, entries []batchEntry, dis
 
 // readAcceptBatchRouted reads acceptBatchRouted's results in order.
 func readAcceptBatchRouted(br pgx.BatchResults, entries []batchEntry, distinct []int, autocommit, notify bool) ([]ID, error) {
-	execs := 1 // the scope
+	execs := scopeStatementsCitus // the scope
 	if autocommit {
 		execs++ // BEGIN
 	}

@@ -50,7 +50,7 @@ func (c *Client) acceptGroup(ctx context.Context, tx pgx.Tx, q *db.Queries, rout
 		}
 	}
 	if len(keyed) > 0 {
-		if err := c.acceptKeyed(ctx, tx, s, keyed, distributed, set); err != nil {
+		if err := c.acceptKeyed(ctx, tx, q, s, keyed, distributed, set); err != nil {
 			return err
 		}
 	}
@@ -65,7 +65,7 @@ func (c *Client) acceptGroup(ctx context.Context, tx pgx.Tx, q *db.Queries, rout
 // gets the next number, and the later ones wait behind it. Every statement
 // carries the scope; on Citus (distributed) the insert is two routed ones,
 // so they all run on the scope's node.
-func (c *Client) acceptKeyed(ctx context.Context, tx pgx.Tx, s Scope, entries []batchEntry, distributed bool, set func(int, BatchItem)) error {
+func (c *Client) acceptKeyed(ctx context.Context, tx pgx.Tx, q *db.Queries, s Scope, entries []batchEntry, distributed bool, set func(int, BatchItem)) error {
 	// First occurrence of each identity wins; later ones resolve against it.
 	first := make(map[Identity]int, len(entries))
 	var distinct []int
@@ -78,13 +78,15 @@ func (c *Client) acceptKeyed(ctx context.Context, tx pgx.Tx, s Scope, entries []
 		distinct = append(distinct, i)
 		locks = append(locks, keyLockName(e.d.identity.Consumer, s, e.d.orderingKey))
 	}
-	// One round trip: the scope (again, when tx has it already), the keys'
-	// locks, then each message's statements, which the server runs after the
-	// locks are granted, each with a snapshot taken then.
+	// q applies the scope with the locks (on Citus too, where it takes
+	// statements of its own); the rest of the transaction keeps it.
+	if err := q.ReceiptKeyLock(ctx, db.ReceiptKeyLockParams{Keys: locks, ScopeID: s.ID}); err != nil {
+		return dbError("accept: locking the ordering keys", err)
+	}
+	// Then one round trip: each message's statements, run with snapshots
+	// taken after the locks were granted.
 	b := &pgx.Batch{}
-	queueScope(ctx, b, scopeParams(s))
 	bq := db.New(batchQueue{b})
-	_ = bq.ReceiptKeyLock(ctx, db.ReceiptKeyLockParams{Keys: locks, ScopeID: s.ID})
 	for _, i := range distinct {
 		d := entries[i].d
 		p := db.ReceiptInsertKeyedParams{
@@ -110,12 +112,6 @@ func (c *Client) acceptKeyed(ctx context.Context, tx pgx.Tx, s Scope, entries []
 	_ = bq.ReceiptNotify(ctx, consumers)
 	inserted := make(map[int]bool, len(distinct))
 	br := tx.SendBatch(ctx, b)
-	for range 2 { // the scope, the locks
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return dbError("accept: locking the ordering keys", err)
-		}
-	}
 	steps := 1 // the insert
 	if distributed {
 		steps = 2 // the insert, its number

@@ -44,7 +44,10 @@ func sendAcceptRouted(ctx context.Context, b0 batcher, conn *pgxpool.Conn, d *dr
 		b.Queue("BEGIN")
 	}
 	if withScope {
-		queueScope(ctx, b, scopeParams(d.identity.Scope))
+		// SET LOCAL, which reaches the scope's node (scope_citus.go).
+		if err := queueScopeCitus(ctx, b, scopeParams(d.identity.Scope)); err != nil {
+			return db.ReceiptAcceptRow{}, err
+		}
 	}
 	q := db.New(batchQueue{b})
 	p := d.acceptParams(false)
@@ -66,7 +69,14 @@ func sendAcceptRouted(ctx context.Context, b0 batcher, conn *pgxpool.Conn, d *dr
 		b.Queue("COMMIT")
 	}
 
-	br := b0.SendBatch(ctx, b)
+	ahead := 0 // the scope, with the BEGIN before it (sendScoped)
+	if withScope {
+		ahead = scopeStatementsCitus
+		if own {
+			ahead++
+		}
+	}
+	br := sendScoped(ctx, b0, b, ahead)
 	row, err := readAcceptRouted(br, withScope, notify, own)
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -93,7 +103,7 @@ func readAcceptRouted(br pgx.BatchResults, withScope, notify, own bool) (*db.Rec
 		execs++ // BEGIN
 	}
 	if withScope {
-		execs++
+		execs += scopeStatementsCitus
 	}
 	for range execs {
 		if _, err := br.Exec(); err != nil {

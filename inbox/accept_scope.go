@@ -52,7 +52,7 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 	groups := groupByScope(entries)
 	keyed := hasKeyed(entries)
 	if len(groups) == 1 && !keyed {
-		return c.acceptBatch(ctx, db.New(scoped(conn, groups[0].scope)), routedOn(distributed, conn), entries, true, set)
+		return c.acceptBatch(ctx, db.New(scoped(conn, groups[0].scope, distributed)), routedOn(distributed, conn), entries, true, set)
 	}
 	if !distributed && !c.scopeAccepts.Load() && !keyed {
 		// Without row-level security the scopes need no setting: one
@@ -73,7 +73,7 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 	// Messages with an ordering key need the transaction: their keys' locks
 	// are held until it commits.
 	for _, g := range groups {
-		if err := c.acceptGroup(ctx, tx, db.New(scoped(tx, g.scope)), routedOn(distributed, tx), g.scope, g.entries, set); err != nil {
+		if err := c.acceptGroup(ctx, tx, db.New(scoped(tx, g.scope, distributed)), routedOn(distributed, tx), g.scope, g.entries, set); err != nil {
 			return err
 		}
 	}
@@ -92,17 +92,17 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 // gets the batch's scope, or, for several scopes, each group's in turn and
 // none again at the end.
 func (c *Client) acceptBatchCaller(ctx context.Context, tx pgx.Tx, entries []batchEntry, set func(int, BatchItem)) error {
+	distributed, err := c.layout.get(ctx, tx)
+	if err != nil {
+		return dbError("accept batch", err)
+	}
 	groups := groupByScope(entries)
-	applied, err := ensureScopeApplied(ctx, tx, groups[0].scope)
+	applied, err := ensureScopeApplied(ctx, tx, groups[0].scope, distributed)
 	if err != nil {
 		return err
 	}
 	if !applied && len(groups) > 1 {
 		return &ScopeMismatchError{Tx: groups[0].scope, Want: groups[1].scope}
-	}
-	distributed, err := c.layout.get(ctx, tx)
-	if err != nil {
-		return dbError("accept batch", err)
 	}
 	routed := routedOn(distributed, tx)
 	if len(groups) == 1 {
@@ -113,13 +113,13 @@ func (c *Client) acceptBatchCaller(ctx context.Context, tx pgx.Tx, entries []bat
 		if i == 0 {
 			q = db.New(tx) // ensureScopeApplied set it
 		} else {
-			q = db.New(scoped(tx, g.scope))
+			q = db.New(scoped(tx, g.scope, distributed))
 		}
 		if err := c.acceptGroup(ctx, tx, q, routed, g.scope, g.entries, set); err != nil {
 			return err
 		}
 	}
-	if err := db.New(tx).ScopeApply(ctx, noScope); err != nil {
+	if err := applyScopeParams(ctx, tx, noScope, distributed); err != nil {
 		return dbError("accept batch: clearing the scope", err)
 	}
 	return nil

@@ -23,7 +23,11 @@ func (v *AdminView) pool() *pgxpool.Pool {
 // in the same round trip, or the system pool once it proved to see every scope.
 func (v *AdminView) queries(ctx context.Context) (*db.Queries, error) {
 	if !v.all {
-		return db.New(scoped(v.admin.pool, v.scope)), nil
+		distributed, err := v.admin.layout.get(ctx, v.admin.pool)
+		if err != nil {
+			return nil, dbError("reading the layout (Citus or one server)", err)
+		}
+		return db.New(scoped(v.admin.pool, v.scope, distributed)), nil
 	}
 	q := db.New(v.admin.sys)
 	if err := v.checkUnrestricted(ctx, q); err != nil {
@@ -38,7 +42,11 @@ func (v *AdminView) enter(ctx context.Context, tx pgx.Tx) error {
 	if v.all {
 		return v.checkUnrestricted(ctx, db.New(tx))
 	}
-	return ApplyScope(ctx, tx, v.scope)
+	distributed, err := v.admin.layout.get(ctx, tx)
+	if err != nil {
+		return dbError("reading the layout (Citus or one server)", err)
+	}
+	return applyScope(ctx, tx, v.scope, distributed)
 }
 
 // enterCaller readies a caller's transaction: it gets the view's scope unless
@@ -47,7 +55,11 @@ func (v *AdminView) enterCaller(ctx context.Context, tx pgx.Tx) error {
 	if v.all {
 		return v.checkUnrestricted(ctx, db.New(tx))
 	}
-	return ensureScope(ctx, tx, v.scope)
+	distributed, err := v.admin.layout.get(ctx, tx)
+	if err != nil {
+		return dbError("reading the layout (Citus or one server)", err)
+	}
+	return ensureScope(ctx, tx, v.scope, distributed)
 }
 
 // checkUnrestricted fails with ErrTenancyRestricted when row-level security

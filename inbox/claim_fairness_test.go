@@ -77,3 +77,44 @@ func TestClaimsServeScopesInTurns(t *testing.T) {
 		t.Fatalf("%d of the hot tenant's %d messages ran before the cold tenant's one message, want at most one claim (20)", before, hot)
 	}
 }
+
+// A claim serves fewer scopes rather than give each a share smaller than a
+// handler transaction: with 16 tenants, ClaimBatch 40 and MessagesPerTx 10,
+// a claim serves 4 tenants with 10 each (not 16 with 3 each), and the
+// transactions carry full batches.
+func TestClaimSharesFillHandlerTransactions(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	c := newClient(t, pool, inbox.Config{})
+	const tenants, each = 16, 20
+	var msgs []inbox.Message
+	for i := range each {
+		for tn := range tenants {
+			m := orderMsg(fmt.Sprintf("t%02d-%02d", tn, i), map[string]int{"n": i})
+			m.Scope = inbox.Tenant(fmt.Sprintf("tenant-%02d", tn))
+			msgs = append(msgs, m)
+		}
+	}
+	_, err := c.AcceptBatch(ctx, msgs)
+	is.NoErr(err)
+
+	w := newWorker(t, pool, registry(t, func(context.Context, *handler.Msg) error { return nil }),
+		inbox.WorkerConfig{Concurrency: 4, MessagesPerTx: 10, ClaimBatch: 40, PollInterval: 50 * time.Millisecond})
+	is.NoErr(w.Start(ctx))
+	eventually(t, 60*time.Second, "every receipt COMPLETED", func() bool {
+		return countRows(t, pool, "status = 'COMPLETED'") == tenants*each
+	})
+	is.NoErr(w.Stop(ctx))
+
+	// A handler transaction's completions share completed_at (now(), the
+	// transaction's start): one value per transaction and scope.
+	var txs int
+	is.NoErr(pool.QueryRow(ctx, "SELECT count(DISTINCT (completed_at, scope_id)) FROM pginbox_receipts_live").Scan(&txs))
+	per := float64(tenants*each) / float64(txs)
+	t.Logf("%d messages in %d handler transactions (%.1f each)", tenants*each, txs, per)
+	if per < 7 {
+		t.Fatalf("%.1f messages per handler transaction, want close to MessagesPerTx (10): shares of a claim too small to fill one", per)
+	}
+}

@@ -14,16 +14,34 @@ import (
 // not (a scope whose receipts all wait for a retry is visited and skipped).
 const claimWalk = 1_000
 
+// claimShape returns how many scopes a claim of up to n receipts serves and
+// how many it takes: each scope's share at least MessagesPerTx, so a slot's
+// transaction (one scope, up to MessagesPerTx messages) can be full. With
+// small shares a slot would start a transaction for the few messages of its
+// scope (64 receipts over 16 scopes give 4 each), and a transaction costs
+// about the same whatever it carries.
+func (w *Worker) claimShape(n int) (scopes, count int) {
+	per := w.cfg.MessagesPerTx
+	scopes = w.cfg.ClaimScopes
+	if n/per < scopes {
+		scopes = max(1, n/per)
+		if n >= per {
+			n = scopes * per
+		}
+	}
+	return scopes, n
+}
+
 // claimCursor is where the next claim's turn begins: the last scope a claim
 // served. Only the claim loop or Drain claims, never both at once.
 type claimCursor struct{ kind, id string }
 
-// claimTurns is the claim on one server: one statement serves up to
-// ClaimScopes scopes with due work after the cursor, each with an equal share
-// of n (ReceiptClaim), and the cursor moves past the last scope served. When
+// claimTurns is the claim on one server: one statement serves up to scopes
+// scopes with due work after the cursor (claimShape), each with an equal
+// share of n (ReceiptClaim), and the cursor moves past the last scope served. When
 // nothing after the cursor is due, the turn starts over from the first scope.
 // more reports that a scope filled its share.
-func (w *Worker) claimTurns(ctx context.Context, conn *pgxpool.Conn, n int) (rows []db.ReceiptClaimScopeRow, more bool, err error) {
+func (w *Worker) claimTurns(ctx context.Context, conn *pgxpool.Conn, scopes, n int) (rows []db.ReceiptClaimScopeRow, more bool, err error) {
 	for {
 		var got []db.ReceiptClaimRow
 		from := w.cursor
@@ -32,7 +50,7 @@ func (w *Worker) claimTurns(ctx context.Context, conn *pgxpool.Conn, n int) (row
 			AfterScopeKind: from.kind,
 			AfterScopeID:   from.id,
 			MaxWalk:        claimWalk,
-			MaxScopes:      int32(w.cfg.ClaimScopes),
+			MaxScopes:      int32(scopes),
 			MaxCount:       int32(n),
 			ClaimToken:     inboxtype.New(), // fences together with each receipt's ID
 			LeaseMs:        w.cfg.Lease.Milliseconds(),

@@ -88,11 +88,12 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
 	}
 	var rows []db.ReceiptClaimScopeRow
 	more := false
+	scopes, n := w.claimShape(n)
 	if distributed {
-		rows, err = w.claimScopes(cctx, conn, n)
+		rows, err = w.claimScopes(cctx, conn, scopes, n)
 		more = len(rows) == n
 	} else {
-		rows, more, err = w.claimTurns(cctx, conn, n)
+		rows, more, err = w.claimTurns(cctx, conn, scopes, n)
 	}
 	if err != nil {
 		err = dbError("claim", err)

@@ -26,6 +26,12 @@ type connTx struct {
 // and the transaction's statement and idle timeouts of ms milliseconds.
 func openQueries(b *pgx.Batch, ms int64) {
 	b.Queue("BEGIN")
+	queueTimeouts(b, ms)
+}
+
+// queueTimeouts queues the transaction's statement and idle timeouts of ms
+// milliseconds (on Citus after the scope: queueCitusHead).
+func queueTimeouts(b *pgx.Batch, ms int64) {
 	b.Queue("SELECT set_config('statement_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $1, true)",
 		strconv.FormatInt(ms, 10))
 }
@@ -234,6 +240,9 @@ func (w *Worker) openTx(ctx context.Context, s Scope) (*connTx, uint32, error) {
 		return nil, 0, err
 	}
 	tx := &connTx{pc: pc, conn: pc.Conn()}
+	if w.distributed() {
+		return w.openTxCitus(ctx, tx, s)
+	}
 	b := &pgx.Batch{}
 	openQueries(b, w.txLimitMs)
 	queueScope(ctx, b, scopeParams(s))
@@ -249,6 +258,34 @@ func (w *Worker) openTx(ctx context.Context, s Scope) (*connTx, uint32, error) {
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
+	}
+	if err != nil {
+		tx.Rollback(context.Background())
+		return nil, 0, err
+	}
+	return tx, uint32(pid), nil
+}
+
+// openTxCitus is openTx's round trip on Citus: the scope as SET LOCAL
+// statements (queueCitusHead), which reach the worker nodes.
+func (w *Worker) openTxCitus(ctx context.Context, tx *connTx, s Scope) (*connTx, uint32, error) {
+	b := &pgx.Batch{}
+	n, ahead, err := queueCitusHead(ctx, b, scopeParams(s), true, w.txLimitMs)
+	var pid int32
+	if err == nil {
+		b.Queue(backendPIDQuery)
+		br := sendScoped(ctx, tx.conn, b, ahead)
+		for range n {
+			if _, err = br.Exec(); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(&pid)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 	}
 	if err != nil {
 		tx.Rollback(context.Background())

@@ -38,6 +38,13 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 	if l.known {
 		return l.distributed, nil
 	}
+	key, named := layoutKeyOf(q)
+	if named {
+		if d, ok := scopeLayouts.Load(key); ok {
+			l.known, l.distributed = true, d.(bool)
+			return l.distributed, nil
+		}
+	}
 	var citus bool
 	if err := q.QueryRow(ctx, citusProbe).Scan(&citus); err != nil {
 		return false, err
@@ -48,8 +55,23 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 		}
 	}
 	l.known = true
+	if named {
+		scopeLayouts.Store(key, l.distributed)
+	}
 	return l.distributed, nil
 }
+
+// cached returns what get read, false before it did.
+func (l *layout) cached() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.distributed
+}
+
+// distributed reports whether the tables are distributed, as the claims
+// read it: every job comes from a claim, so its scope statements (ReceiptStart,
+// ReceiptFail, the savepoint path's scope) need no catalog read.
+func (w *Worker) distributed() bool { return w.layout.cached() }
 
 // claimScopes is the claim on Citus: the scopes with due work of the owned
 // consumers (ReceiptDueScopes, oldest due first, at most ClaimScopes), then
@@ -64,13 +86,13 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 // whose claim fails, so the tenants of the nodes still up keep flowing. Its
 // errors come back as one, logged once per round; a scope with due work
 // that was never listed waits until discovery works again.
-func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, n int) ([]db.ReceiptClaimScopeRow, error) {
+func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n int) ([]db.ReceiptClaimScopeRow, error) {
 	var errs []error
 	scopes, err := db.New(conn).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
-		Consumers: w.owned, MaxScopes: int32(w.cfg.ClaimScopes),
+		Consumers: w.owned, MaxScopes: int32(most),
 	})
 	if err != nil {
-		scopes = w.recent.list(w.cfg.ClaimScopes)
+		scopes = w.recent.list(most)
 		if len(scopes) == 0 {
 			return nil, err
 		}

@@ -228,7 +228,7 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	// BEGIN, the timeouts and the scope (the receipts share one: execute groups
 	// them) ride in the same round trip as the start.
 	var pid uint32
-	rows, err := db.New(scopedOpen(tx.conn, jobs[0].l.r.Identity.Scope, w.txLimitMs, &pid)).ReceiptStart(sctx, db.ReceiptStartParams{
+	rows, err := db.New(scopedOpen(tx.conn, jobs[0].l.r.Identity.Scope, w.txLimitMs, &pid, w.distributed())).ReceiptStart(sctx, db.ReceiptStartParams{
 		Ids: ids, Tokens: tokens, ScopeID: jobs[0].l.r.Identity.Scope.ID,
 	})
 	if err != nil {
@@ -480,7 +480,7 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
 	// The failure is the receipt's scope's business: it runs where the handler did.
-	row, err := db.New(scoped(w.pool, r.Identity.Scope)).ReceiptFail(ctx, db.ReceiptFailParams{
+	row, err := db.New(scoped(w.pool, r.Identity.Scope, w.distributed())).ReceiptFail(ctx, db.ReceiptFailParams{
 		Dead: dead, DelayMs: delay.Milliseconds(), LastError: errtext.Storable(cause),
 		ID: r.ID, ClaimToken: r.Token, ScopeID: r.Identity.Scope.ID,
 	})

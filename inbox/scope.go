@@ -55,14 +55,20 @@ func (e *ScopeMismatchError) Is(target error) bool { return target == ErrScopeMi
 // ends with tx, so a pooled connection never carries it further. Call it first
 // in every transaction that touches scoped rows under a role without BYPASSRLS;
 // the worker does so for every handler transaction.
+//
+// On Citus, where the policies are evaluated on the worker nodes, it sets
+// the scope with SET LOCAL statements that Citus sends to them (one round
+// trip, as on one server); whether tx's database is distributed is read from
+// the catalog once per database and process.
 func ApplyScope(ctx context.Context, tx pgx.Tx, s Scope) error {
 	if err := validateScope(s); err != nil {
 		return err
 	}
-	if err := db.New(tx).ScopeApply(ctx, scopeParams(s)); err != nil {
-		return dbError("applying the scope", err)
+	distributed, err := txDistributed(ctx, tx)
+	if err != nil {
+		return dbError("applying the scope: reading the layout (Citus or one server)", err)
 	}
-	return nil
+	return applyScope(ctx, tx, s, distributed)
 }
 
 func scopeParams(s Scope) db.ScopeApplyParams {
@@ -77,20 +83,27 @@ var noScope = db.ScopeApplyParams{}
 
 // ensureScope gives the caller's tx the scope s unless it has one: it
 // returns a *ScopeMismatchError, having changed nothing, when tx has another.
-func ensureScope(ctx context.Context, tx pgx.Tx, s Scope) error {
-	_, err := ensureScopeApplied(ctx, tx, s)
+func ensureScope(ctx context.Context, tx pgx.Tx, s Scope, distributed bool) error {
+	_, err := ensureScopeApplied(ctx, tx, s, distributed)
 	return err
 }
 
 // ensureScopeApplied is ensureScope that also reports whether it set the
-// scope (false: tx already had s).
-func ensureScopeApplied(ctx context.Context, tx pgx.Tx, s Scope) (bool, error) {
+// scope (false: tx already had s). On Citus ScopeEnsure reads the scope on
+// the coordinator, where SET LOCAL sets it too, and a scope it applied is
+// then sent the Citus way: one more round trip, on Citus only.
+func ensureScopeApplied(ctx context.Context, tx pgx.Tx, s Scope, distributed bool) (bool, error) {
 	p := scopeParams(s)
 	row, err := db.New(tx).ScopeEnsure(ctx, db.ScopeEnsureParams{ApplyTenant: p.Tenant, ApplyGlobal: p.Global})
 	if err != nil {
 		return false, dbError("reading the transaction's scope", err)
 	}
 	if row.Applied {
+		if distributed {
+			if err := applyScopeParams(ctx, tx, p, true); err != nil {
+				return false, dbError("applying the scope", err)
+			}
+		}
 		return true, nil
 	}
 	var have Scope

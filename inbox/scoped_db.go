@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 )
@@ -18,6 +19,11 @@ type batcher interface {
 // ScopeApply. Outside a transaction the pair is one implicit transaction (one
 // Sync ends the pipeline), so the setting lasts for that statement only and
 // the statement is still its own commit.
+//
+// On Citus (citus) the scope is the statements of queueScopeCitus instead,
+// which reach the worker nodes only inside an explicit transaction: outside
+// a caller's transaction the statement gets a BEGIN and a COMMIT around it,
+// still one round trip and one commit.
 type scopedDB struct {
 	b   batcher
 	p   db.ScopeApplyParams
@@ -25,6 +31,7 @@ type scopedDB struct {
 	// openMs, when set, opens a transaction first (openQueries) with these
 	// statement and idle timeouts: it stays open after the round trip.
 	openMs int64
+	citus  bool
 }
 
 // backendPIDQuery reads the server process running the transaction (also
@@ -35,13 +42,20 @@ const backendPIDQuery = "SELECT pg_backend_pid()"
 // scopedOpen is scoped for a handler transaction's first statement: in the
 // same round trip it opens the transaction on conn with timeouts of ms
 // milliseconds and reads the server process ID into pid.
-func scopedOpen(conn batcher, s Scope, ms int64, pid *uint32) scopedDB {
-	return scopedDB{b: conn, p: scopeParams(s), pid: pid, openMs: ms}
+func scopedOpen(conn batcher, s Scope, ms int64, pid *uint32, distributed bool) scopedDB {
+	return scopedDB{b: conn, p: scopeParams(s), pid: pid, openMs: ms, citus: distributed}
 }
 
-func scoped(b batcher, s Scope) scopedDB { return scopedDB{b: b, p: scopeParams(s)} }
+// scoped runs statements on b with s applied; distributed says the tables
+// are on Citus.
+func scoped(b batcher, s Scope, distributed bool) scopedDB {
+	return scopedDB{b: b, p: scopeParams(s), citus: distributed}
+}
 
 func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if s.citus {
+		return s.sendCitus(ctx, sql, args)
+	}
 	b := &pgx.Batch{}
 	if s.openMs > 0 {
 		openQueries(b, s.openMs)
@@ -62,13 +76,75 @@ func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchRe
 		br.Close()
 		return nil, err
 	}
+	if err := s.readPID(br); err != nil {
+		br.Close()
+		return nil, err
+	}
+	return br, nil
+}
+
+// readPID reads backendPIDQuery's result when s asked for it.
+func (s scopedDB) readPID(br pgx.BatchResults) error {
+	if s.pid == nil {
+		return nil
+	}
+	var pid int32
+	if err := br.QueryRow().Scan(&pid); err != nil {
+		return err
+	}
+	*s.pid = uint32(pid)
+	return nil
+}
+
+// sendCitus is send on Citus: the scope as SET LOCAL statements, in the
+// caller's transaction, in the handler transaction it opens (openMs), or in
+// one of its own (BEGIN ... COMMIT in the same pipeline, on a connection held
+// until the results are closed).
+func (s scopedDB) sendCitus(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	own := !inTx(s.b) && s.openMs == 0
+	b := &pgx.Batch{}
+	n, ahead, err := queueCitusHead(ctx, b, s.p, own || s.openMs > 0, s.openMs)
+	if err != nil {
+		return nil, err
+	}
 	if s.pid != nil {
-		var pid int32
-		if err := br.QueryRow().Scan(&pid); err != nil {
+		b.Queue(backendPIDQuery)
+	}
+	b.Queue(sql, args...)
+	if own {
+		b.Queue("COMMIT")
+	}
+	var br pgx.BatchResults
+	if own {
+		sb := &scopedBatch{ctx: ctx}
+		switch c := s.b.(type) {
+		case *pgxpool.Conn:
+			sb.conn = c
+		case *pgxpool.Pool:
+			conn, err := c.Acquire(ctx)
+			if err != nil {
+				return nil, err
+			}
+			sb.conn, sb.acquired = conn, true
+		}
+		if sb.conn != nil {
+			sb.BatchResults = sendScoped(ctx, sb.conn, b, ahead)
+		} else {
+			sb.BatchResults = sendScoped(ctx, s.b, b, ahead)
+		}
+		br = sb
+	} else {
+		br = sendScoped(ctx, s.b, b, ahead)
+	}
+	for range n {
+		if _, err := br.Exec(); err != nil {
 			br.Close()
 			return nil, err
 		}
-		*s.pid = uint32(pid)
+	}
+	if err := s.readPID(br); err != nil {
+		br.Close()
+		return nil, err
 	}
 	return br, nil
 }

@@ -75,7 +75,10 @@ type WorkerConfig struct {
 	// equal share of the claim (ClaimBatch divided by the scopes served, at
 	// least one), oldest first within a scope, so a tenant with a large
 	// backlog cannot hold another tenant's messages behind it; the next claim
-	// begins after the last scope served. On one server that is one statement
+	// begins after the last scope served. A claim serves fewer scopes when
+	// their shares would be smaller than MessagesPerTx (a claim of n serves
+	// at most n / MessagesPerTx scopes), so a handler transaction can be full:
+	// the scopes left out come first in the next claims. On one server that is one statement
 	// walking the due index scope by scope; on Citus (pginbox's tables
 	// distributed, see docs/SCALE-OUT.md) a lock-free read across the shards
 	// lists the scopes with due work, oldest due first, and each scope is

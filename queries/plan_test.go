@@ -145,7 +145,7 @@ const (
 	router      = "router"      // one task: one shard, one node
 	multi       = "multi-shard" // fans out (or pulls rows to the coordinator)
 	coordinator = "coordinator" // touches no distributed table
-	notPlanned  = "not a query" // LISTEN: no plan
+	notPlanned  = "not a query" // LISTEN, SET: no plan
 	refused     = "refused"     // Citus cannot run it (the error is the plan)
 )
 
@@ -156,7 +156,7 @@ func classify(t *testing.T, conn *pgx.Conn, q query, allScopes bool) (kind, plan
 	t.Helper()
 	ctx := context.Background()
 	trimmed := strings.TrimSpace(stripComments(q.sql))
-	if strings.HasPrefix(strings.ToUpper(trimmed), "LISTEN") {
+	if upper := strings.ToUpper(trimmed); strings.HasPrefix(upper, "LISTEN") || strings.HasPrefix(upper, "SET ") {
 		return notPlanned, ""
 	}
 	sd, err := conn.Prepare(ctx, "", trimmed)

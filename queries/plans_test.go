@@ -6,6 +6,7 @@ const (
 	fanOutAdmin      = "the operator's cross-tenant view: reads every shard"
 	coordinatorOnly  = "touches no distributed table: runs on the coordinator (wake-ups, settings, sessions)"
 	listenOnly       = "LISTEN: the session listens on the coordinator, where wake-ups are sent"
+	settingOnly      = "SET: a setting of the transaction, no plan; Citus sends the SET LOCAL statements after it (the scope, inbox/scope_citus.go) to the worker nodes the transaction uses"
 	singleNodeClaim  = "the claim on one server: scopes in turns through a recursive walk of the due index, which locks rows of many scopes; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead"
 	singleNodeOutbox = "the relay's statement across scopes on one server; on Citus the relay runs the per-scope variant (...Scope) after a lock-free discovery read instead"
 	singleNodeEmit   = "the single-server emit (scope from the setting, advisory lock in the insert); on Citus Emit sends OutboxEmitScope, OutboxKeyLockScope and OutboxEventInsertScope instead"
@@ -56,6 +57,7 @@ var plans = map[string]expectation{
 	"ScopeEnsure":     {kind: coordinator, why: coordinatorOnly},
 	"ScopeRestricted": {kind: coordinator, why: coordinatorOnly},
 	"ScopeReset":      {kind: coordinator, why: coordinatorOnly},
+	"ScopePropagate":  {kind: notPlanned, why: settingOnly},
 
 	// Admin: routed for one scope, a fan-out for the operator's all-scopes view.
 	"AuditInsert":               {kind: router},

@@ -37,3 +37,11 @@ WHERE c.oid = 'pginbox_receipts'::regclass;
 -- false)), which would otherwise outlive the transaction and reach whoever
 -- uses the pooled connection next. ApplyScope never sets one.
 SELECT set_config('pginbox.tenant', '', false), set_config('pginbox.global', '', false);
+
+-- name: ScopePropagate :exec
+-- On Citus: the SET LOCAL commands after it in the transaction reach the
+-- worker nodes, where the row-level security policies are evaluated.
+-- set_config (ScopeApply) never does, and SET takes no parameters, so on
+-- Citus the scope is sent as SET LOCAL statements built in Go with the
+-- values quoted (inbox/scope_citus.go), after this one.
+SET LOCAL citus.propagate_set_commands = 'local';

@@ -110,6 +110,9 @@ type Options struct {
 	// ClaimBatch, when above 0, is the ingest workers' WorkerConfig.ClaimBatch;
 	// 0 leaves the worker's default.
 	ClaimBatch int
+	// ClaimScopes, when above 0, is the fairness worker's
+	// WorkerConfig.ClaimScopes; 0 leaves the worker's default.
+	ClaimScopes int
 
 	RetainedRows int // COMPLETED receipts in retained-1m; default 1,000,000
 

@@ -58,6 +58,7 @@ func (s *suite) fairness(ctx context.Context) *Result {
 	r.setExtra("cold_flood_max_ms", ms(slices.Max(flood.cold)))
 	r.setExtra("hot_completed_per_sec", round2(float64(flood.hotDone)/flood.window.Seconds()))
 	r.setExtra("hot_left_at_end", float64(fairnessHot-flood.hotDone))
+	r.setExtra("claim_scopes", float64(o.ClaimScopes)) // 0: the worker's default
 	if p := percentile(idle.cold, 95); p > 0 {
 		r.Ratio = round2(float64(percentile(flood.cold, 95)) / float64(p))
 		r.MeetsTarget = r.Ratio <= 2
@@ -124,7 +125,7 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot int) (fairn
 	if err != nil {
 		return fairnessRun{}, err
 	}
-	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: o.Concurrency, Logger: discardLogger})
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: o.Concurrency, ClaimScopes: o.ClaimScopes, Logger: discardLogger})
 	if err != nil {
 		return fairnessRun{}, err
 	}

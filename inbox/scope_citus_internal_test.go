@@ -1,0 +1,38 @@
+package inbox
+
+import (
+	"errors"
+	"testing"
+)
+
+// SET takes no parameters: the scope is written into the statement as an
+// escape string constant, quotes and backslashes doubled, a NUL refused.
+func TestQuoteSetting(t *testing.T) {
+	for in, want := range map[string]string{
+		"tenant-a":            `E'tenant-a'`,
+		"":                    `E''`,
+		`o'brien`:             `E'o''brien'`,
+		`back\slash`:          `E'back\\slash'`,
+		`'; RESET ALL; --`:    `E'''; RESET ALL; --'`,
+		`\'; DROP TABLE x --`: `E'\\''; DROP TABLE x --'`,
+		"ünïcode":             `E'ünïcode'`,
+	} {
+		got, err := quoteSetting(in)
+		if err != nil || got != want {
+			t.Errorf("quoteSetting(%q) = %s, %v; want %s", in, got, err, want)
+		}
+	}
+	if _, err := quoteSetting("a\x00b"); !errors.Is(err, errScopeNUL) {
+		t.Errorf("quoteSetting with a NUL: err = %v, want errScopeNUL", err)
+	}
+	sets, err := scopeSets(scopeParams(Global()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(sets)+1, scopeStatementsCitus; got != want { // and ScopePropagate
+		t.Fatalf("scope statements = %d, want %d", got, want)
+	}
+	if sets[0] != `SET LOCAL pginbox.tenant = E''` || sets[1] != `SET LOCAL pginbox.global = E'on'` {
+		t.Errorf("global scope: %q", sets)
+	}
+}
