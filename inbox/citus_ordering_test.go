@@ -49,3 +49,50 @@ func TestCitusOrderingKeyOrder(t *testing.T) {
 		}
 	}
 }
+
+// On Citus under row-level security (the application role accepts and runs
+// the handlers, the system pool claims): keyed accepts, single, batched
+// across two tenants and in a caller's transaction, keep each key in order.
+func TestCitusOrderingKeyUnderTenancy(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	d := newCitusTenancy(t)
+	reg := orderedRegistry(t, d.owner, nil)
+	var role string
+	is.NoErr(d.app.QueryRow(ctx, "SELECT current_user").Scan(&role))
+	_, err := d.owner.Exec(ctx, fmt.Sprintf("GRANT SELECT, INSERT ON handled TO %[1]s; GRANT USAGE ON SEQUENCE handled_seq_seq TO %[1]s", role))
+	is.NoErr(err)
+	c := newClient(t, d.app, inbox.Config{})
+	a, b := inbox.Tenant("tenant-a"), inbox.Tenant("tenant-b")
+	const perKey = 6
+	for n := 1; n <= perKey; n += 3 {
+		_, err := c.Accept(ctx, orderedMsg(a, "a/x", n))
+		is.NoErr(err)
+		items, err := c.AcceptBatch(ctx, []inbox.Message{
+			orderedMsg(b, "b/y", n), orderedMsg(a, "a/x", n+1), orderedMsg(b, "b/y", n+1)})
+		is.NoErr(err)
+		for _, it := range items {
+			is.Equal(it.Outcome, inbox.Accepted)
+		}
+		tx, err := d.app.Begin(ctx)
+		is.NoErr(err)
+		_, err = c.AcceptTx(ctx, tx, orderedMsg(a, "a/x", n+2))
+		is.NoErr(err)
+		is.NoErr(tx.Commit(ctx))
+		_, err = c.Accept(ctx, orderedMsg(b, "b/y", n+2))
+		is.NoErr(err)
+	}
+	w := newWorker(t, d.app, reg, inbox.WorkerConfig{SystemPool: d.sys, Concurrency: 2, MessagesPerTx: 2,
+		PollInterval: 20 * time.Millisecond})
+	startWorker(t, w)
+	eventually(t, 60*time.Second, "every message handled", func() bool {
+		return d.count(t, "pginbox_receipts", "status = 'COMPLETED' AND ordering_key IS NOT NULL") == 2*perKey
+	})
+	got := handledOrder(t, d.owner) // the fixture's own unkeyed receipts run too
+	for _, k := range []string{"a/x", "b/y"} {
+		if fmt.Sprint(got[k]) != fmt.Sprint(seq(1, perKey)) {
+			t.Errorf("key %s handled in order %v", k, got[k])
+		}
+	}
+}
