@@ -16,10 +16,79 @@ import (
 // savepoints for Begin, ErrTxClosed once ended, ErrTxCommitRollback when the
 // server answers COMMIT with ROLLBACK. Ending it releases the connection.
 type connTx struct {
+	txStatements
 	pc     *pgxpool.Conn
-	conn   *pgx.Conn
 	sp     int64 // savepoints made so far: names them
 	closed bool
+}
+
+// newConnTx returns the transaction opened (or about to be) on pc.
+func newConnTx(pc *pgxpool.Conn) *connTx {
+	t := &connTx{pc: pc}
+	t.txStatements = txStatements{conn: pc.Conn(), ended: func() bool { return t.closed }}
+	return t
+}
+
+// txStatements sends a transaction's statements on its connection until the
+// transaction (or savepoint) has ended, as pgx's transactions do.
+type txStatements struct {
+	conn  *pgx.Conn
+	ended func() bool
+}
+
+func (t txStatements) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if t.ended() {
+		return 0, pgx.ErrTxClosed
+	}
+	return t.conn.CopyFrom(ctx, table, cols, src)
+}
+
+func (t txStatements) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if t.ended() {
+		return closedBatch{}
+	}
+	return t.conn.SendBatch(ctx, b)
+}
+
+func (t txStatements) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if t.ended() {
+		return nil, pgx.ErrTxClosed
+	}
+	return t.conn.Prepare(ctx, name, sql)
+}
+
+func (t txStatements) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if t.ended() {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	return t.conn.Exec(ctx, sql, args...)
+}
+
+func (t txStatements) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if t.ended() {
+		return nil, pgx.ErrTxClosed
+	}
+	return t.conn.Query(ctx, sql, args...)
+}
+
+func (t txStatements) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if t.ended() {
+		return errRow{pgx.ErrTxClosed}
+	}
+	return t.conn.QueryRow(ctx, sql, args...)
+}
+
+func (t txStatements) Conn() *pgx.Conn { return t.conn }
+
+// LargeObjects needs a transaction made by pgx (its type has no exported
+// constructor): one is opened lazily over the same connection with a
+// statement that does nothing, and never ended by itself.
+func (t txStatements) LargeObjects() pgx.LargeObjects {
+	lo, err := t.conn.BeginTx(context.Background(), pgx.TxOptions{BeginQuery: "SELECT"})
+	if err != nil {
+		return pgx.LargeObjects{} // the connection is broken: every use fails
+	}
+	return lo.LargeObjects()
 }
 
 // openQueries queues the statements that open a handler transaction: BEGIN,
@@ -60,6 +129,7 @@ func (t *connTx) Begin(ctx context.Context) (pgx.Tx, error) {
 func (t *connTx) savepoint(ctx context.Context) (pgx.Tx, error) {
 	t.sp++
 	sp := &savepointTx{root: t, name: "sp_" + strconv.FormatInt(t.sp, 10)}
+	sp.txStatements = txStatements{conn: t.conn, ended: func() bool { return sp.closed || t.closed }}
 	if _, err := t.conn.Exec(ctx, "SAVEPOINT "+sp.name); err != nil {
 		return nil, err
 	}
@@ -90,63 +160,9 @@ func (t *connTx) Rollback(ctx context.Context) error {
 	return err
 }
 
-func (t *connTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
-	if t.closed {
-		return 0, pgx.ErrTxClosed
-	}
-	return t.conn.CopyFrom(ctx, table, cols, src)
-}
-
-func (t *connTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if t.closed {
-		return closedBatch{}
-	}
-	return t.conn.SendBatch(ctx, b)
-}
-
-// LargeObjects needs a transaction made by pgx (its type has no exported
-// constructor): one is opened lazily over the same connection with a
-// statement that does nothing, and never ended by itself.
-func (t *connTx) LargeObjects() pgx.LargeObjects {
-	lo, err := t.conn.BeginTx(context.Background(), pgx.TxOptions{BeginQuery: "SELECT"})
-	if err != nil {
-		return pgx.LargeObjects{} // the connection is broken: every use fails
-	}
-	return lo.LargeObjects()
-}
-
-func (t *connTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	if t.closed {
-		return nil, pgx.ErrTxClosed
-	}
-	return t.conn.Prepare(ctx, name, sql)
-}
-
-func (t *connTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if t.closed {
-		return pgconn.CommandTag{}, pgx.ErrTxClosed
-	}
-	return t.conn.Exec(ctx, sql, args...)
-}
-
-func (t *connTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if t.closed {
-		return nil, pgx.ErrTxClosed
-	}
-	return t.conn.Query(ctx, sql, args...)
-}
-
-func (t *connTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if t.closed {
-		return errRow{pgx.ErrTxClosed}
-	}
-	return t.conn.QueryRow(ctx, sql, args...)
-}
-
-func (t *connTx) Conn() *pgx.Conn { return t.conn }
-
 // savepointTx is a savepoint of a connTx, as pgx's nested transactions are.
 type savepointTx struct {
+	txStatements
 	root   *connTx
 	name   string
 	closed bool
@@ -177,52 +193,6 @@ func (s *savepointTx) Rollback(ctx context.Context) error {
 	return err
 }
 
-func (s *savepointTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
-	if s.closed {
-		return 0, pgx.ErrTxClosed
-	}
-	return s.root.CopyFrom(ctx, table, cols, src)
-}
-
-func (s *savepointTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if s.closed {
-		return closedBatch{}
-	}
-	return s.root.SendBatch(ctx, b)
-}
-
-func (s *savepointTx) LargeObjects() pgx.LargeObjects { return s.root.LargeObjects() }
-
-func (s *savepointTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
-	if s.closed {
-		return nil, pgx.ErrTxClosed
-	}
-	return s.root.Prepare(ctx, name, sql)
-}
-
-func (s *savepointTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if s.closed {
-		return pgconn.CommandTag{}, pgx.ErrTxClosed
-	}
-	return s.root.Exec(ctx, sql, args...)
-}
-
-func (s *savepointTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if s.closed {
-		return nil, pgx.ErrTxClosed
-	}
-	return s.root.Query(ctx, sql, args...)
-}
-
-func (s *savepointTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if s.closed {
-		return errRow{pgx.ErrTxClosed}
-	}
-	return s.root.QueryRow(ctx, sql, args...)
-}
-
-func (s *savepointTx) Conn() *pgx.Conn { return s.root.conn }
-
 // closedBatch is the BatchResults of a batch sent on an ended transaction.
 type closedBatch struct{}
 
@@ -239,7 +209,7 @@ func (w *Worker) openTx(ctx context.Context, s Scope) (*connTx, uint32, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	tx := &connTx{pc: pc, conn: pc.Conn()}
+	tx := newConnTx(pc)
 	if w.distributed() {
 		return w.openTxCitus(ctx, tx, s)
 	}

@@ -215,7 +215,7 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	if err != nil {
 		return txResult{startErr: fmt.Errorf("starting the handler transaction: %w", err)}
 	}
-	tx := &connTx{pc: pc, conn: pc.Conn()}
+	tx := newConnTx(pc)
 	// Rollback after Commit is a no-op.
 	defer tx.Rollback(context.Background())
 	defer r.pid.Store(0)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
 // batcher sends a pipelined batch: a pool, a pooled connection or a transaction.
@@ -171,66 +172,11 @@ func (s scopedDB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 		br.Close()
 		return nil, err
 	}
-	return &batchRows{Rows: rows, br: br}, nil
+	return pipetx.EndRows(rows, br.Close), nil
 }
 
 func (s scopedDB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := s.Query(ctx, sql, args...)
-	if err != nil {
-		return errRow{err}
-	}
-	return batchRow{rows}
-}
-
-// batchRows closes the batch with its rows, so an error the server reports
-// only when the implicit transaction ends (at Sync) is not lost.
-type batchRows struct {
-	pgx.Rows
-	br     pgx.BatchResults
-	closed bool
-	err    error
-}
-
-func (r *batchRows) Next() bool {
-	if r.Rows.Next() {
-		return true
-	}
-	r.Close()
-	return false
-}
-
-func (r *batchRows) Close() {
-	if r.closed {
-		return
-	}
-	r.closed = true
-	r.Rows.Close()
-	r.err = r.br.Close()
-}
-
-func (r *batchRows) Err() error {
-	if err := r.Rows.Err(); err != nil {
-		return err
-	}
-	return r.err
-}
-
-// batchRow is pgx.Row over batchRows: ErrNoRows when there is none.
-type batchRow struct{ rows pgx.Rows }
-
-func (r batchRow) Scan(dest ...any) error {
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
-			return err
-		}
-		return pgx.ErrNoRows
-	}
-	if err := r.rows.Scan(dest...); err != nil {
-		return err
-	}
-	r.rows.Close()
-	return r.rows.Err()
+	return pipetx.FirstRow(s.Query(ctx, sql, args...))
 }
 
 type errRow struct{ err error }

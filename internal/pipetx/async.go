@@ -72,67 +72,9 @@ func (a Async) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 		a.end(br)
 		return nil, err
 	}
-	return &asyncRows{Rows: rows, a: a, br: br}, nil
+	return EndRows(rows, func() error { return a.end(br) }), nil
 }
 
 func (a Async) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	rows, err := a.Query(ctx, sql, args...)
-	return row{rows: rows, err: err}
-}
-
-// asyncRows ends the pipeline with its rows, so a COMMIT that fails fails
-// the read (Err) instead of passing unseen.
-type asyncRows struct {
-	pgx.Rows
-	a      Async
-	br     pgx.BatchResults
-	closed bool
-	err    error
-}
-
-func (r *asyncRows) Next() bool {
-	if r.Rows.Next() {
-		return true
-	}
-	r.Close()
-	return false
-}
-
-func (r *asyncRows) Close() {
-	if r.closed {
-		return
-	}
-	r.closed = true
-	r.Rows.Close()
-	r.err = r.a.end(r.br)
-}
-
-func (r *asyncRows) Err() error {
-	if err := r.Rows.Err(); err != nil {
-		return err
-	}
-	return r.err
-}
-
-type row struct {
-	rows pgx.Rows
-	err  error
-}
-
-func (r row) Scan(dest ...any) error {
-	if r.err != nil {
-		return r.err
-	}
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
-			return err
-		}
-		return pgx.ErrNoRows
-	}
-	if err := r.rows.Scan(dest...); err != nil {
-		return err
-	}
-	r.rows.Close()
-	return r.rows.Err()
+	return FirstRow(a.Query(ctx, sql, args...))
 }
