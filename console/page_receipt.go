@@ -68,6 +68,9 @@ func (h *handler) showReceipt(w http.ResponseWriter, r *http.Request, s *session
 		}
 	case inbox.StatusPending:
 		data.NoAction = "It is PENDING: it waits for a worker. Nothing to requeue or replay."
+		if d.Blocked {
+			data.NoAction = "It is PENDING behind an earlier receipt of its ordering key, which must complete first (a DEAD one holds the key until it is requeued or skipped: inbox skip). Nothing to requeue or replay here."
+		}
 	case inbox.StatusProcessing:
 		data.NoAction = "It is PROCESSING: a worker holds it right now. Nothing to requeue or replay."
 	}

@@ -30,7 +30,7 @@ SET status = 'COMPLETED',
 FROM done
 WHERE r.scope_id = $1::text
   AND r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
-RETURNING r.id, r.payload, r.metadata
+RETURNING r.id, r.payload, r.metadata, r.consumer, r.ordering_key
 `
 
 type ReceiptStartParams struct {
@@ -40,9 +40,11 @@ type ReceiptStartParams struct {
 }
 
 type ReceiptStartRow struct {
-	ID       inboxtype.ID
-	Payload  *string
-	Metadata string
+	ID          inboxtype.ID
+	Payload     *string
+	Metadata    string
+	Consumer    string
+	OrderingKey *string
 }
 
 // Runs first in a handler's transaction: completes the claimed receipts the
@@ -59,7 +61,9 @@ type ReceiptStartRow struct {
 // ORDINALITY; Citus refuses the zipping set-returning functions of one select
 // list); IDs travel as text for the simple protocol.
 // The receipts share one scope, @scope_id, and every table reference carries
-// it: on Citus the transaction stays on the scope's node.
+// it: on Citus the transaction stays on the scope's node. The consumer and
+// ordering key tell the worker which keys' next receipts to promote
+// (ReceiptPromote) before it commits.
 func (q *Queries) ReceiptStart(ctx context.Context, arg ReceiptStartParams) ([]ReceiptStartRow, error) {
 	rows, err := q.db.Query(ctx, receiptStart, arg.ScopeID, arg.Ids, arg.Tokens)
 	if err != nil {
@@ -69,7 +73,13 @@ func (q *Queries) ReceiptStart(ctx context.Context, arg ReceiptStartParams) ([]R
 	items := []ReceiptStartRow{}
 	for rows.Next() {
 		var i ReceiptStartRow
-		if err := rows.Scan(&i.ID, &i.Payload, &i.Metadata); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.Payload,
+			&i.Metadata,
+			&i.Consumer,
+			&i.OrderingKey,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -13,7 +13,7 @@ import (
 )
 
 const receiptGet = `-- name: ReceiptGet :one
-SELECT id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, fingerprint, payload, metadata, status, attempts, max_attempts, available_at, claim_token, lease_expires_at, last_error, created_at, updated_at, completed_at, version, replay_of, payload_purged_at
+SELECT id, scope_kind, scope_id, source, consumer, message_id, event_type, schema_version, fingerprint, payload, metadata, status, attempts, max_attempts, available_at, claim_token, lease_expires_at, last_error, created_at, updated_at, completed_at, version, replay_of, payload_purged_at, ordering_key, ordering_seq, blocked
 FROM pginbox_receipts_live r
 WHERE r.id = $1
   AND ($2::boolean
@@ -64,6 +64,9 @@ func (q *Queries) ReceiptGet(ctx context.Context, arg ReceiptGetParams) (Pginbox
 		&i.Version,
 		&i.ReplayOf,
 		&i.PayloadPurgedAt,
+		&i.OrderingKey,
+		&i.OrderingSeq,
+		&i.Blocked,
 	)
 	return i, err
 }
@@ -80,7 +83,8 @@ WITH w AS MATERIALIZED (
 SELECT r.id, r.scope_kind, r.scope_id, r.consumer, coalesce(w.status, r.status)::text AS status,
     coalesce(w.version, r.version)::bigint AS version,
     (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
-    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
+    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired,
+    r.ordering_key
 FROM pginbox_receipts r
 LEFT JOIN w ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = $1
@@ -106,6 +110,7 @@ type ReceiptGetForUpdateRow struct {
 	Purged          bool
 	PayloadPurgedAt *time.Time
 	LeaseExpired    bool
+	OrderingKey     *string
 }
 
 // Locks a receipt for a requeue or replay: its work row first (the row claims,
@@ -131,6 +136,7 @@ func (q *Queries) ReceiptGetForUpdate(ctx context.Context, arg ReceiptGetForUpda
 		&i.Purged,
 		&i.PayloadPurgedAt,
 		&i.LeaseExpired,
+		&i.OrderingKey,
 	)
 	return i, err
 }
@@ -147,7 +153,8 @@ WITH w AS MATERIALIZED (
 SELECT r.id, r.scope_kind, r.scope_id, r.consumer, coalesce(w.status, r.status)::text AS status,
     coalesce(w.version, r.version)::bigint AS version,
     (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
-    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
+    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired,
+    r.ordering_key
 FROM pginbox_receipts r
 LEFT JOIN w ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = $1
@@ -173,6 +180,7 @@ type ReceiptGetForUpdateNoWaitRow struct {
 	Purged          bool
 	PayloadPurgedAt *time.Time
 	LeaseExpired    bool
+	OrderingKey     *string
 }
 
 // ReceiptGetForUpdate for a PROCESSING receipt whose lease expired: a running
@@ -196,6 +204,7 @@ func (q *Queries) ReceiptGetForUpdateNoWait(ctx context.Context, arg ReceiptGetF
 		&i.Purged,
 		&i.PayloadPurgedAt,
 		&i.LeaseExpired,
+		&i.OrderingKey,
 	)
 	return i, err
 }

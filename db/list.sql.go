@@ -16,7 +16,8 @@ const receiptList = `-- name: ReceiptList :many
 SELECT id, scope_kind, scope_id, source, consumer, message_id, event_type,
     schema_version, fingerprint, NULL::json AS payload, '{}'::jsonb AS metadata, status,
     attempts, max_attempts, available_at, claim_token, lease_expires_at, last_error,
-    created_at, updated_at, completed_at, version, replay_of, payload_purged_at
+    created_at, updated_at, completed_at, version, replay_of, payload_purged_at,
+    ordering_key, ordering_seq, blocked
 FROM pginbox_receipts_live r
 WHERE ($1::boolean
        OR (r.scope_kind = $2::text AND r.scope_id = $3::text))
@@ -68,6 +69,9 @@ type ReceiptListRow struct {
 	Version         int64
 	ReplayOf        inboxtype.ID
 	PayloadPurgedAt *time.Time
+	OrderingKey     *string
+	OrderingSeq     *int64
+	Blocked         bool
 }
 
 // One page of receipts in ID order (ULIDs sort by creation time), after the
@@ -120,6 +124,9 @@ func (q *Queries) ReceiptList(ctx context.Context, arg ReceiptListParams) ([]Rec
 			&i.Version,
 			&i.ReplayOf,
 			&i.PayloadPurgedAt,
+			&i.OrderingKey,
+			&i.OrderingSeq,
+			&i.Blocked,
 		); err != nil {
 			return nil, err
 		}

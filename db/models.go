@@ -73,6 +73,8 @@ type PginboxReceipt struct {
 	Version         int64
 	ReplayOf        inboxtype.ID
 	PayloadPurgedAt *time.Time
+	OrderingKey     *string
+	OrderingSeq     *int64
 }
 
 type PginboxReceiptsLive struct {
@@ -100,6 +102,9 @@ type PginboxReceiptsLive struct {
 	Version         int64
 	ReplayOf        inboxtype.ID
 	PayloadPurgedAt *time.Time
+	OrderingKey     *string
+	OrderingSeq     *int64
+	Blocked         bool
 }
 
 type PginboxWork struct {
@@ -116,4 +121,6 @@ type PginboxWork struct {
 	LastError      *string
 	Version        int64
 	UpdatedAt      time.Time
+	OrderingKey    *string
+	OrderingSeq    *int64
 }

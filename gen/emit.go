@@ -127,7 +127,14 @@ type {{.Name}}Consumer interface {
 // inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
 // inbox.NewEventMessage.
 func {{.Name}}Message(to {{.Name}}Consumer, d Delivery, p {{.GoType}}) (inbox.Message, error) {
+{{- if .OrderingField}}
+	msg, err := inbox.NewEventMessage(to, {{quote .Type}}, {{.Version}}, d, p)
+	// Ordered by {{.OrderingField}}: see inbox.Message.OrderingKey.
+	msg.OrderingKey = p.{{.OrderingField}}
+	return msg, err
+{{- else}}
 	return inbox.NewEventMessage(to, {{quote .Type}}, {{.Version}}, d, p)
+{{- end}}
 }
 
 // Accept{{.Name}} accepts {{.Type}} v{{.Version}} for consumer to: see

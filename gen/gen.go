@@ -22,6 +22,11 @@
 //	consumers  comma-separated consumers that handle this event (required)
 //	unknown    "reject" (default) or "allow": what handling does with payload
 //	           fields the struct does not declare
+//	ordering   the name of a string field of the struct whose value is the
+//	           message's ordering key (inbox.Message.OrderingKey): messages
+//	           of one consumer, scope and key are handled one at a time, in
+//	           accept order. An empty value leaves that message unordered.
+//	           A name that is no exported string field is a generation error.
 //
 // A value may be a Go string literal ("...") when it holds spaces. Event types
 // and consumer names follow the identity rules: 1..255 bytes of valid UTF-8, no

@@ -103,7 +103,17 @@ func TestErrors(t *testing.T) {
 		{
 			name:  "unknown key",
 			files: map[string]string{"e.go": "package p\n\n//inbox:event type=a version=1 consumers=b colour=red\n" + struct1},
-			want:  []string{"e.go:3:1", `unknown key "colour"`, "known keys: type, version, consumers, unknown"},
+			want:  []string{"e.go:3:1", `unknown key "colour"`, "known keys: type, version, consumers, unknown, ordering"},
+		},
+		{
+			name:  "ordering field missing",
+			files: map[string]string{"e.go": "package p\n\n//inbox:event type=a version=1 consumers=b ordering=OrderID\ntype A struct{ ID string }\n"},
+			want:  []string{"e.go:3:1", "ordering=OrderID: A has no field OrderID"},
+		},
+		{
+			name:  "ordering field not a string",
+			files: map[string]string{"e.go": "package p\n\n//inbox:event type=a version=1 consumers=b ordering=N\ntype A struct{ N int }\n"},
+			want:  []string{"e.go:3:1", "ordering field N of A must be a string field"},
 		},
 		{
 			name:  "key given twice",

@@ -36,6 +36,9 @@ type event struct {
 	Version      int
 	Consumers    []*consumer // by name
 	AllowUnknown bool
+	// OrderingField is the payload field whose value is the message's
+	// ordering key (ordering=Field); "" for an unordered event.
+	OrderingField string
 }
 
 // outEvent is an event the package emits into the outbox (//outbox:event).
@@ -58,7 +61,7 @@ type consumer struct {
 
 // directive keys, in the order the docs list them.
 var (
-	directiveKeys = []string{"type", "version", "consumers", "unknown"}
+	directiveKeys = []string{"type", "version", "consumers", "unknown", "ordering"}
 	emitKeys      = []string{"type", "version", "source", "destination"}
 )
 
@@ -323,6 +326,10 @@ func parseEvent(fset *token.FileSet, ts *ast.TypeSpec, c *ast.Comment, errs *Err
 	default:
 		errs.add(pos, "//inbox:event: unknown must be \"reject\" or \"allow\", got %q", u)
 	}
+	if f, ok := vals["ordering"]; ok {
+		ev.OrderingField = f
+		checkOrderingField(pos, ts, f, errs)
+	}
 	if len(*errs) > before {
 		return nil
 	}
@@ -528,4 +535,29 @@ func findOrigin(fset *token.FileSet, files []*ast.File, dir string) string {
 		}
 	}
 	return dir
+}
+
+// checkOrderingField reports an ordering=Field that names no string field
+// of the event's struct: the generated message builder reads p.Field.
+func checkOrderingField(pos token.Position, ts *ast.TypeSpec, name string, errs *Errors) {
+	st, ok := ts.Type.(*ast.StructType)
+	if !ok {
+		return // checkTarget reports it
+	}
+	for _, f := range st.Fields.List {
+		for _, n := range f.Names {
+			if n.Name != name {
+				continue
+			}
+			if !n.IsExported() {
+				errs.add(pos, "//inbox:event: ordering field %s of %s is not exported", name, ts.Name.Name)
+				return
+			}
+			if id, ok := f.Type.(*ast.Ident); !ok || id.Name != "string" {
+				errs.add(pos, "//inbox:event: ordering field %s of %s must be a string field", name, ts.Name.Name)
+			}
+			return
+		}
+	}
+	errs.add(pos, "//inbox:event: ordering=%s: %s has no field %s (ordering names the payload field whose value is the ordering key)", name, ts.Name.Name, name)
 }

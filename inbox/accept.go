@@ -24,6 +24,8 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 		return AcceptResult{}, ErrClientClosed
 	}
 	if c.group != nil {
+		// A batch with keyed messages runs as one transaction that takes
+		// their keys' locks (acceptBatchOwn).
 		return c.group.accept(ctx, d)
 	}
 	conn, err := c.pool.Acquire(ctx)
@@ -31,6 +33,14 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 		return AcceptResult{}, fmt.Errorf("pginbox: accept: acquiring a connection: %w", err)
 	}
 	defer conn.Release()
+	if d.orderingKey != "" {
+		// A transaction of its own: the key's lock, then the insert.
+		var it BatchItem
+		if err := c.acceptBatchOwn(ctx, conn, []batchEntry{{d: d}}, func(_ int, i BatchItem) { it = i }); err != nil {
+			return AcceptResult{}, err
+		}
+		return itemResult(it)
+	}
 	notify := c.wakeups.inline()
 	distributed, err := c.layout.get(ctx, conn)
 	if err != nil {
@@ -79,6 +89,13 @@ func (c *Client) acceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptRe
 	if err != nil {
 		return AcceptResult{}, err
 	}
+	if d.orderingKey != "" {
+		var it BatchItem
+		if err := c.acceptBatchCaller(ctx, tx, []batchEntry{{d: d}}, func(_ int, i BatchItem) { it = i }); err != nil {
+			return AcceptResult{}, err
+		}
+		return itemResult(it)
+	}
 	distributed, err := c.layout.get(ctx, tx)
 	if err != nil {
 		return AcceptResult{}, dbError("accept", err)
@@ -124,7 +141,7 @@ func (c *Client) accept(ctx context.Context, q *db.Queries, d *draft, notify, au
 	if !bytes.Equal(existing.Fingerprint, d.fingerprint[:]) {
 		return AcceptResult{}, &ConflictError{Identity: id, ReceiptID: existing.ID}
 	}
-	return AcceptResult{Outcome: Duplicate, ID: existing.ID, Status: Status(existing.Status)}, nil
+	return AcceptResult{Outcome: Duplicate, ID: existing.ID, Status: liveStatus(existing.Status)}, nil
 }
 
 // draft is a validated message with everything a new receipt stores.
@@ -137,6 +154,7 @@ type draft struct {
 	payload       string // canonical JSON
 	metadata      string // a JSON object of strings
 	maxAttempts   int32
+	orderingKey   string // "" for an unordered message
 }
 
 // prepare validates msg and computes everything stored with it.
@@ -153,6 +171,11 @@ func (c *Client) prepare(msg Message) (*draft, error) {
 	}
 	if err := validateSchemaVersion(msg.SchemaVersion); err != nil {
 		return nil, err
+	}
+	if msg.OrderingKey != "" {
+		if err := validateString("ordering_key", msg.OrderingKey); err != nil {
+			return nil, err
+		}
 	}
 	canon, err := canonicalize(msg.Payload, c.limits)
 	if err != nil {
@@ -171,6 +194,7 @@ func (c *Client) prepare(msg Message) (*draft, error) {
 		payload:       string(canon),
 		metadata:      md,
 		maxAttempts:   int32(c.cfg.MaxAttempts),
+		orderingKey:   msg.OrderingKey,
 	}, nil
 }
 

@@ -225,7 +225,7 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, routed batcher,
 		}
 		for _, r := range rows {
 			k := identityOf(r.ScopeKind, r.ScopeID, r.Source, r.Consumer, r.MessageID)
-			holders[k] = holder{id: r.ID, status: Status(r.Status), fingerprint: r.Fingerprint, insertedPos: -1}
+			holders[k] = holder{id: r.ID, status: liveStatus(r.Status), fingerprint: r.Fingerprint, insertedPos: -1}
 		}
 	}
 

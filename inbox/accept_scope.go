@@ -50,10 +50,11 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 		return dbError("accept batch", err)
 	}
 	groups := groupByScope(entries)
-	if len(groups) == 1 {
+	keyed := hasKeyed(entries)
+	if len(groups) == 1 && !keyed {
 		return c.acceptBatch(ctx, db.New(scoped(conn, groups[0].scope, distributed)), routedOn(distributed, conn), entries, true, set)
 	}
-	if !distributed && !c.scopeAccepts.Load() {
+	if !distributed && !c.scopeAccepts.Load() && !keyed {
 		// Without row-level security the scopes need no setting: one
 		// statement is the whole batch and its commit, as for one scope. A
 		// policy refuses it before it writes anything (42501), as Accept
@@ -69,8 +70,10 @@ func (c *Client) acceptBatchOwn(ctx context.Context, conn *pgxpool.Conn, entries
 		return dbError("accept batch: begin", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	// Messages with an ordering key need the transaction: their keys' locks
+	// are held until it commits.
 	for _, g := range groups {
-		if err := c.acceptBatch(ctx, db.New(scoped(tx, g.scope, distributed)), routedOn(distributed, tx), g.entries, false, set); err != nil {
+		if err := c.acceptGroup(ctx, tx, db.New(scoped(tx, g.scope, distributed)), routedOn(distributed, tx), g.scope, g.entries, set); err != nil {
 			return err
 		}
 	}
@@ -103,7 +106,7 @@ func (c *Client) acceptBatchCaller(ctx context.Context, tx pgx.Tx, entries []bat
 	}
 	routed := routedOn(distributed, tx)
 	if len(groups) == 1 {
-		return c.acceptBatch(ctx, db.New(tx), routed, entries, false, set)
+		return c.acceptGroup(ctx, tx, db.New(tx), routed, groups[0].scope, entries, set)
 	}
 	for i, g := range groups {
 		var q *db.Queries
@@ -112,7 +115,7 @@ func (c *Client) acceptBatchCaller(ctx context.Context, tx pgx.Tx, entries []bat
 		} else {
 			q = db.New(scoped(tx, g.scope, distributed))
 		}
-		if err := c.acceptBatch(ctx, q, routed, g.entries, false, set); err != nil {
+		if err := c.acceptGroup(ctx, tx, q, routed, g.scope, g.entries, set); err != nil {
 			return err
 		}
 	}

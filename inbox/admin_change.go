@@ -199,8 +199,20 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 		return nil, dbError("replay", err)
 	}
 	newID := inboxtype.New()
+	keyed := cur.OrderingKey != nil
+	if keyed {
+		// The copy goes to the back of its key's queue: its number and its
+		// BLOCKED or PENDING state are decided under the key's lock.
+		s := Scope{Kind: ScopeKind(cur.ScopeKind), ID: cur.ScopeID}
+		lock := keyLockName(cur.Consumer, s, *cur.OrderingKey)
+		if err := q.ReceiptKeyLock(ctx, db.ReceiptKeyLockParams{Keys: []string{lock}, ScopeID: cur.ScopeID}); err != nil {
+			return nil, dbError("replay: locking the ordering key", err)
+		}
+	}
 	n, err := q.ReceiptReplay(ctx, db.ReceiptReplayParams{NewID: newID, OriginalID: id, ScopeID: cur.ScopeID})
-	if err == nil && n == 1 {
+	if err == nil && n == 1 && keyed {
+		n, err = q.ReceiptQueueKeyed(ctx, db.ReceiptQueueKeyedParams{ID: newID, ScopeID: cur.ScopeID})
+	} else if err == nil && n == 1 {
 		n, err = q.ReceiptReplayQueue(ctx, db.ReceiptReplayQueueParams{ID: newID, ScopeID: cur.ScopeID})
 	}
 	if err == nil && n != 1 {
@@ -287,7 +299,11 @@ func (v *AdminView) lock(ctx context.Context, q *db.Queries, id ID, action strin
 	}
 	expiredClaim := takesExpired && Status(cur.Status) == StatusProcessing && cur.LeaseExpired
 	if !slices.Contains(allowed, Status(cur.Status)) && !expiredClaim {
-		return cur, &WrongStateError{ReceiptID: id, Action: action, Found: Status(cur.Status), Allowed: allowed}
+		wrong := &WrongStateError{ReceiptID: id, Action: action, Found: liveStatus(cur.Status), Allowed: allowed}
+		if cur.Status == statusBlocked {
+			wrong.Detail = "it waits behind an earlier receipt of its ordering key: act on that one (requeue or skip it if it is DEAD)"
+		}
+		return cur, wrong
 	}
 	return cur, nil
 }

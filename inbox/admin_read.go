@@ -172,6 +172,9 @@ type Stats struct {
 	Consumers []ConsumerStats
 	// Dead is the number of DEAD receipts over all consumers.
 	Dead int64
+	// Blocked is the number of receipts waiting behind an earlier receipt of
+	// their ordering key, over all consumers.
+	Blocked int64
 	// CompletedCounted says whether the Completed counts were filled in
 	// (StatsParams.IncludeCompleted).
 	CompletedCounted bool
@@ -184,6 +187,9 @@ type ConsumerStats struct {
 	Processing int64
 	Retryable  int64
 	Dead       int64
+	// Blocked counts the PENDING receipts (included in Pending) that wait
+	// behind an earlier receipt of their ordering key.
+	Blocked int64
 	// Completed is counted only with StatsParams.IncludeCompleted.
 	Completed int64
 	// Due counts PENDING and RETRYABLE receipts whose time has come.
@@ -219,7 +225,11 @@ func (v *AdminView) Stats(ctx context.Context, p StatsParams) (*Stats, error) {
 			cs := get(r.Consumer)
 			switch Status(r.Status) {
 			case StatusPending:
-				cs.Pending = r.Total
+				cs.Pending += r.Total
+			case statusBlocked:
+				cs.Pending += r.Total
+				cs.Blocked = r.Total
+				out.Blocked += r.Total
 			case StatusProcessing:
 				cs.Processing = r.Total
 			case StatusRetryable:

@@ -64,6 +64,9 @@ type job struct {
 	// is unknown; ran: how long the handler ran (zero if it did not).
 	lost, uncertain bool
 	ran             time.Duration
+	// orderingKey is the receipt's ordering key ("" for none), from
+	// ReceiptStart: commit promotes the key's next receipt.
+	orderingKey string
 }
 
 // run is the receipts one slot took together, through every transaction they
@@ -277,6 +280,12 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 // unknown (the connection failed) returns nil: if it did not commit, the
 // receipts stay PROCESSING until their leases expire and recovery retries them.
 func (w *Worker) commit(tx pgx.Tx, jobs []*job) error {
+	pctx, pcancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
+	defer pcancel()
+	if err := w.promote(pctx, tx, jobs); err != nil {
+		// The transaction failed before COMMIT: nothing committed.
+		return err
+	}
 	if w.hooks.beforeCommit != nil {
 		for _, j := range jobs {
 			w.hooks.beforeCommit(j.l.r.ID)
@@ -305,6 +314,9 @@ func (w *Worker) commit(tx pgx.Tx, jobs []*job) error {
 
 // load gives the handler its payload and metadata from ReceiptStart.
 func (j *job) load(row db.ReceiptStartRow) error {
+	if row.OrderingKey != nil {
+		j.orderingKey = *row.OrderingKey
+	}
 	if row.Payload == nil {
 		return handler.Permanent(errors.New("payload was purged: nothing to handle"))
 	}

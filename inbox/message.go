@@ -65,6 +65,14 @@ type Message struct {
 	// Metadata (trace headers, correlation and causation IDs) is stored with the
 	// receipt but is not part of the fingerprint.
 	Metadata map[string]string
+
+	// OrderingKey, when set, orders the message among the others of its
+	// consumer, scope and key: they are handled one at a time, in accept
+	// order, and a DEAD one blocks the key until an operator requeues or
+	// skips it (AdminView.Skip). It follows the identity string rules and is
+	// not part of the fingerprint. Defaults to "" (unordered: handled
+	// concurrently with everything else).
+	OrderingKey string
 }
 
 // Outcome says whether Accept stored a new receipt.

@@ -45,6 +45,10 @@ func chainAcceptBatch(mw []AcceptBatchMiddleware, f AcceptBatchFunc) AcceptBatch
 // when the message can never be stored as it is; ErrCommitUncertain when the
 // connection failed after the insert was sent; anything else is a storage failure.
 // ActionFor tells a transport what to do with each.
+//
+// A message with an OrderingKey is accepted in a transaction that takes the
+// key's lock (with Config.GroupCommit, the batch's transaction) and queues it
+// behind the earlier receipts of its key.
 func (c *Client) Accept(ctx context.Context, msg Message) (AcceptResult, error) {
 	return c.acceptFn(ctx, msg)
 }
@@ -56,6 +60,10 @@ func (c *Client) Accept(ctx context.Context, msg Message) (AcceptResult, error) 
 // it; one already scoped to another scope is refused with a
 // *ScopeMismatchError (ErrScopeMismatch) before anything is written, and stays
 // usable.
+//
+// A message with an OrderingKey takes its key's lock, held until tx ends:
+// other accepts of the key, and the promotion of its next receipt when the
+// key's head completes, wait for tx. Keep such transactions short.
 func (c *Client) AcceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptResult, error) {
 	f := func(ctx context.Context, msg Message) (AcceptResult, error) { return c.acceptTx(ctx, tx, msg) }
 	if len(c.cfg.AcceptMiddleware) == 0 {
@@ -77,7 +85,10 @@ func (c *Client) AcceptTx(ctx context.Context, tx pgx.Tx, msg Message) (AcceptRe
 //
 // The batch travels in one statement, so bound its size (hundreds, not millions).
 // A batch of several scopes is one transaction with one statement per scope,
-// each after its scope is applied.
+// each after its scope is applied. Messages with an OrderingKey make the batch
+// one transaction that first locks their keys (in a fixed order) and inserts
+// them one statement each, in batch order: messages of one key are ordered as
+// the batch lists them.
 func (c *Client) AcceptBatch(ctx context.Context, msgs []Message) ([]BatchItem, error) {
 	return c.acceptBatchFn(ctx, msgs)
 }

@@ -44,6 +44,13 @@ type Receipt struct {
 	ReplayOf ID
 	// PayloadPurgedAt is when retention dropped the payload; nil while kept.
 	PayloadPurgedAt *time.Time
+	// OrderingKey is the message's ordering key ("" for none) and
+	// OrderingSeq its place among the receipts of its consumer, scope and key.
+	OrderingKey string
+	OrderingSeq int64
+	// Blocked reports a PENDING receipt that waits behind an earlier receipt
+	// of its ordering key (unfinished, or DEAD: see AdminView.Skip).
+	Blocked bool
 }
 
 // Identity returns the receipt's identity (shared by an original and its
@@ -81,6 +88,7 @@ type ReplaySummary struct {
 const (
 	AuditRequeue = "requeue"
 	AuditReplay  = "replay"
+	AuditSkip    = "skip"
 )
 
 // AuditEntry is one audited admin action. From and To describe ReceiptID's
@@ -89,7 +97,7 @@ const (
 type AuditEntry struct {
 	ID           int64
 	ReceiptID    ID
-	Action       string // AuditRequeue or AuditReplay
+	Action       string // AuditRequeue, AuditReplay or AuditSkip
 	Actor        string
 	Reason       string
 	FromStatus   Status
@@ -120,6 +128,13 @@ func receiptFromRow(row db.PginboxReceiptsLive) (Receipt, error) {
 		Version:         row.Version,
 		ReplayOf:        row.ReplayOf,
 		PayloadPurgedAt: row.PayloadPurgedAt,
+		Blocked:         row.Blocked,
+	}
+	if row.OrderingKey != nil {
+		r.OrderingKey = *row.OrderingKey
+	}
+	if row.OrderingSeq != nil {
+		r.OrderingSeq = *row.OrderingSeq
 	}
 	if row.AvailableAt != nil {
 		r.AvailableAt = *row.AvailableAt

@@ -56,6 +56,8 @@ func TestCrashChild(t *testing.T) {
 		childSignalledWorker(t, pool)
 	case "loop":
 		childCrashLoopWorker(t, pool)
+	case "ordered":
+		childOrderedWorker(t, pool)
 	default:
 		t.Fatalf("unknown child mode %q", mode)
 	}
@@ -390,4 +392,75 @@ func TestCrashLoop(t *testing.T) {
 func startLoopChild(t *testing.T, dsn, point string, perTx int) *childtest.Child {
 	t.Helper()
 	return startChild(t, dsn, "loop", 0, envChildPoint+"="+point, envChildPerTx+"="+strconv.Itoa(perTx))
+}
+
+// childOrderedWorker runs a worker that stops right before the first COMMIT,
+// after the promotion of the next receipt of the key it completes: it then
+// holds the key's lock, and waits there to be killed.
+func childOrderedWorker(t *testing.T, pool *pgxpool.Pool) {
+	w := newWorker(t, pool, registry(t, orderedHandler(t, nil)),
+		inbox.WorkerConfig{Concurrency: 2, Lease: childLease, PollInterval: 20 * time.Millisecond})
+	var armed atomic.Bool
+	armed.Store(true)
+	inbox.SetTestHooks(w, nil, func(id inbox.ID) {
+		if armed.CompareAndSwap(true, false) {
+			childtest.Mark("committing %s", id)
+			blockUntilKilled()
+		}
+	})
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	blockUntilKilled()
+}
+
+// TestCrashOfTheWorkerHoldingAKeysHead SIGKILLs a worker process that
+// completed the head of a key and promoted the next one, right before its
+// COMMIT: an accept of the key waits for the key's lock meanwhile and goes
+// through once the process is gone; the head is recovered and runs again
+// first, and the key is handled in accept order, each message once.
+func TestCrashOfTheWorkerHoldingAKeysHead(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, dsn := newPool(t)
+	c := newClient(t, pool, inbox.Config{})
+	w := newWorker(t, pool, orderedRegistry(t, pool, nil), inbox.WorkerConfig{Lease: childLease})
+	ids := orderedIDs(t, c, "k", 1, 3)
+
+	ch := startChild(t, dsn, "ordered", 0)
+	idText, ok := strings.CutPrefix(ch.Marker(t), "committing ")
+	is.True(ok)
+	is.Equal(idText, ids[0].String())
+	accepted := make(chan error, 1)
+	go func() {
+		_, err := c.Accept(ctx, orderedMsg(inbox.Tenant("t1"), "k", 4))
+		accepted <- err
+	}()
+	select {
+	case err := <-accepted:
+		t.Fatalf("an accept of the key went through while a worker held its lock (err %v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	ch.Kill(t)
+	select {
+	case err := <-accepted:
+		is.NoErr(err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the accept still waits after the worker holding the key was killed")
+	}
+	is.Equal(stateOf(t, pool, ids[0]).Status, "PROCESSING")
+	is.Equal(countRows(t, pool, "blocked"), 3) // the promotion rolled back
+
+	recoverAll(t, pool, w)
+	for {
+		n, err := w.Drain(ctx)
+		is.NoErr(err)
+		if n == 0 {
+			break
+		}
+	}
+	is.Equal(handledOrder(t, pool)["k"], []int{1, 2, 3, 4})
+	is.Equal(countRows(t, pool, "status = 'COMPLETED'"), 4)
+	is.Equal(stateOf(t, pool, ids[0]).Attempts, 2)
 }

@@ -13,7 +13,9 @@
 -- ORDINALITY; Citus refuses the zipping set-returning functions of one select
 -- list); IDs travel as text for the simple protocol.
 -- The receipts share one scope, @scope_id, and every table reference carries
--- it: on Citus the transaction stays on the scope's node.
+-- it: on Citus the transaction stays on the scope's node. The consumer and
+-- ordering key tell the worker which keys' next receipts to promote
+-- (ReceiptPromote) before it commits.
 WITH done AS (
     DELETE FROM pginbox_work w
     USING unnest(sqlc.arg(ids)::text[]) WITH ORDINALITY AS held (id, n)
@@ -32,4 +34,4 @@ SET status = 'COMPLETED',
 FROM done
 WHERE r.scope_id = sqlc.arg(scope_id)::text
   AND r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
-RETURNING r.id, r.payload, r.metadata;
+RETURNING r.id, r.payload, r.metadata, r.consumer, r.ordering_key;

@@ -26,7 +26,8 @@ WITH w AS MATERIALIZED (
 SELECT r.id, r.scope_kind, r.scope_id, r.consumer, coalesce(w.status, r.status)::text AS status,
     coalesce(w.version, r.version)::bigint AS version,
     (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
-    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
+    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired,
+    r.ordering_key
 FROM pginbox_receipts r
 LEFT JOIN w ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = @id
@@ -49,7 +50,8 @@ WITH w AS MATERIALIZED (
 SELECT r.id, r.scope_kind, r.scope_id, r.consumer, coalesce(w.status, r.status)::text AS status,
     coalesce(w.version, r.version)::bigint AS version,
     (r.payload IS NULL)::boolean AS purged, r.payload_purged_at,
-    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired
+    coalesce(w.lease_expires_at < now(), false)::boolean AS lease_expired,
+    r.ordering_key
 FROM pginbox_receipts r
 LEFT JOIN w ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
 WHERE r.id = @id

@@ -7,7 +7,8 @@
 SELECT id, scope_kind, scope_id, source, consumer, message_id, event_type,
     schema_version, fingerprint, NULL::json AS payload, '{}'::jsonb AS metadata, status,
     attempts, max_attempts, available_at, claim_token, lease_expires_at, last_error,
-    created_at, updated_at, completed_at, version, replay_of, payload_purged_at
+    created_at, updated_at, completed_at, version, replay_of, payload_purged_at,
+    ordering_key, ordering_seq, blocked
 FROM pginbox_receipts_live r
 WHERE (sqlc.arg(all_scopes)::boolean
        OR (r.scope_kind = sqlc.arg(scope_kind)::text AND r.scope_id = sqlc.arg(scope_id)::text))

@@ -30,6 +30,15 @@ var plans = map[string]expectation{
 	"ReceiptQueueBatchRouted":    {kind: router},
 	"ReceiptsByIdentitiesRouted": {kind: router},
 
+	// Ordering keys: accept of a keyed message, promotion at completion, skip.
+	"ReceiptKeyLock":           {kind: router},
+	"ReceiptInsertKeyed":       {kind: refused, why: "the single-server keyed accept (the sequence number drawn in the insert, whose scope is a parameter: Citus would pull it through the coordinator); on Citus a keyed accept sends ReceiptInsertKeyedRouted and ReceiptSeqKeyedRouted instead"},
+	"ReceiptInsertKeyedRouted": {kind: router},
+	"ReceiptSeqKeyedRouted":    {kind: router},
+	"ReceiptQueueKeyed":        {kind: router},
+	"ReceiptPromote":           {kind: router},
+	"ReceiptSkip":              {kind: router},
+
 	// The worker.
 	"ReceiptClaim":         {kind: refused, why: singleNodeClaim},
 	"ReceiptDueScopes":     {kind: multi, why: fanOutDiscovery},

@@ -47,7 +47,7 @@ func TestV3UpgradeQuarantinesAPayloadItCannotConvert(t *testing.T) {
 	is.NoErr(err)
 	cur, err := m.Current(ctx)
 	is.NoErr(err)
-	is.Equal(cur, int64(8))
+	is.Equal(cur, int64(9))
 
 	type row struct {
 		status, lastError string

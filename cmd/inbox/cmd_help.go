@@ -33,7 +33,7 @@ func init() {
 
 // helpOrder lists commands in the order a new user meets them; commands
 // registered later (bench) follow in name order.
-var helpOrder = []string{"demo", "migrate", "stats", "list", "show", "requeue", "replay", "purge", "outbox", "tenancy", "bench", "version", "help"}
+var helpOrder = []string{"demo", "migrate", "stats", "list", "show", "requeue", "skip", "replay", "purge", "outbox", "tenancy", "bench", "version", "help"}
 
 func orderedCommands() []*command {
 	var out []*command
@@ -65,7 +65,7 @@ Commands:
 
 const helpOutro = `
 Database: --database-url or $DATABASE_URL (a PostgreSQL URL or key=value DSN).
-Scope (stats, list, show, requeue, replay, purge): --tenant ID for one tenant,
+Scope (stats, list, show, requeue, skip, replay, purge): --tenant ID for one tenant,
 --global for global-scope receipts; the default is every scope (operator view).
 With tenancy enabled (` + "`inbox tenancy status`" + `), every scope needs a role with
 BYPASSRLS; a role without it passes --tenant or --global.

@@ -52,7 +52,8 @@ type jsonConsumerStats struct {
 	Processing          int64    `json:"processing"`
 	Retryable           int64    `json:"retryable"`
 	Dead                int64    `json:"dead"`
-	Completed           *int64   `json:"completed"` // null when not counted
+	Blocked             int64    `json:"blocked,omitempty"` // PENDING behind an earlier receipt of their ordering key
+	Completed           *int64   `json:"completed"`         // null when not counted
 	Due                 int64    `json:"due"`
 	OldestDueAgeSeconds *float64 `json:"oldest_due_age_seconds"` // null when nothing is due
 }
@@ -60,15 +61,16 @@ type jsonConsumerStats struct {
 type jsonStats struct {
 	Scope     jsonScope           `json:"scope"`
 	Dead      int64               `json:"dead"`
+	Blocked   int64               `json:"blocked,omitempty"`
 	Consumers []jsonConsumerStats `json:"consumers"`
 }
 
 func toJSONStats(scope jsonScope, st *inbox.Stats) jsonStats {
-	out := jsonStats{Scope: scope, Consumers: []jsonConsumerStats{}, Dead: st.Dead}
+	out := jsonStats{Scope: scope, Consumers: []jsonConsumerStats{}, Dead: st.Dead, Blocked: st.Blocked}
 	for _, c := range st.Consumers {
 		j := jsonConsumerStats{
 			Consumer: c.Consumer, Pending: c.Pending, Processing: c.Processing, Retryable: c.Retryable,
-			Dead: c.Dead, Due: c.Due,
+			Dead: c.Dead, Blocked: c.Blocked, Due: c.Due,
 		}
 		if st.CompletedCounted {
 			j.Completed = &c.Completed

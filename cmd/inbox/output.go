@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -46,6 +47,9 @@ type jsonReceipt struct {
 	ReplayOf        string            `json:"replay_of,omitempty"`
 	PayloadPurgedAt *time.Time        `json:"payload_purged_at,omitempty"`
 	Fingerprint     string            `json:"fingerprint,omitempty"`
+	OrderingKey     string            `json:"ordering_key,omitempty"`
+	OrderingSeq     int64             `json:"ordering_seq,omitempty"`
+	Blocked         bool              `json:"blocked,omitempty"`
 	Metadata        map[string]string `json:"metadata,omitempty"`
 	Payload         json.RawMessage   `json:"payload,omitempty"`
 }
@@ -116,6 +120,9 @@ func toJSONReceipt(r *inbox.Receipt) jsonReceipt {
 		CompletedAt:     utcPtr(r.CompletedAt),
 		ReplayOf:        idString(r.ReplayOf),
 		PayloadPurgedAt: utcPtr(r.PayloadPurgedAt),
+		OrderingKey:     r.OrderingKey,
+		OrderingSeq:     r.OrderingSeq,
+		Blocked:         r.Blocked,
 		Metadata:        r.Metadata,
 		Payload:         r.Payload,
 	}
@@ -232,6 +239,9 @@ func renderStats(w io.Writer, st *inbox.Stats, nameWidth int) error {
 		return err
 	}
 	fmt.Fprintf(w, "dead: %d\n", st.Dead)
+	if st.Blocked > 0 {
+		fmt.Fprintf(w, "blocked: %d (PENDING, waiting behind an earlier receipt of their ordering key)\n", st.Blocked)
+	}
 	return nil
 }
 
@@ -247,9 +257,17 @@ func renderList(w io.Writer, page *inbox.ListResult, showScope bool) error {
 	if showScope {
 		head = "ID\tSCOPE\tSTATUS\tVER\tATTEMPTS\tCONSUMER\tSOURCE\tMESSAGE ID\tEVENT\tCREATED"
 	}
+	// A KEY column only when a receipt of the page has an ordering key.
+	keyed := slices.ContainsFunc(page.Receipts, func(r inbox.Receipt) bool { return r.OrderingKey != "" })
+	if keyed {
+		head += "\tKEY"
+	}
 	fmt.Fprintln(tw, head)
 	for _, r := range page.Receipts {
 		status := string(r.Status)
+		if r.Blocked {
+			status += " (blocked)"
+		}
 		if r.Purged() {
 			status += " (purged)"
 		}
@@ -263,6 +281,13 @@ func renderList(w io.Writer, page *inbox.ListResult, showScope bool) error {
 		cols = append(cols, status, fmt.Sprint(r.Version), fmt.Sprintf("%d/%d", r.Attempts, r.MaxAttempts),
 			visible.String(r.Consumer), visible.String(r.Source), visible.String(r.MessageID),
 			fmt.Sprintf("%s v%d", visible.String(r.EventType), r.SchemaVersion), fmtTime(r.CreatedAt))
+		if keyed {
+			key := "-"
+			if r.OrderingKey != "" {
+				key = fmt.Sprintf("%s #%d", visible.String(r.OrderingKey), r.OrderingSeq)
+			}
+			cols = append(cols, key)
+		}
 		fmt.Fprintln(tw, strings.Join(cols, "\t"))
 	}
 	return tw.Flush()
@@ -284,6 +309,12 @@ func renderReceipt(w io.Writer, d *inbox.ReceiptDetails, now time.Time) error {
 	kv("status", string(d.Status))
 	kv("version", fmt.Sprint(d.Version))
 	kv("attempts", fmt.Sprintf("%d of %d", d.Attempts, d.MaxAttempts))
+	if d.OrderingKey != "" {
+		kv("ordering key", fmt.Sprintf("%s (#%d of its key)", visible.String(d.OrderingKey), d.OrderingSeq))
+	}
+	if d.Blocked {
+		kv("waits", "behind an earlier receipt of its ordering key (a DEAD one holds the key until it is requeued or skipped)")
+	}
 	switch d.Status {
 	case inbox.StatusPending, inbox.StatusRetryable:
 		kv("due", fmt.Sprintf("%s (%s)", fmtTime(d.AvailableAt), fmtRelative(d.AvailableAt, now)))

@@ -16,9 +16,9 @@ func (u UserSignedUp) Validate() error {
 	return nil
 }
 
-// UserSignedUpV2 is a second version: a separate Go type.
+// UserSignedUpV2 is a second version: a separate Go type, ordered per user.
 //
-//inbox:event type=user.signed_up version=2 consumers=crm.sync.v2 unknown=allow
+//inbox:event type=user.signed_up version=2 consumers=crm.sync.v2 unknown=allow ordering=UserID
 type UserSignedUpV2 struct {
 	UserID string `json:"userId"`
 	Email  string `json:"email"`

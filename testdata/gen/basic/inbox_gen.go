@@ -223,7 +223,10 @@ type UserSignedUpV2Consumer interface {
 // inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
 // inbox.NewEventMessage.
 func UserSignedUpV2Message(to UserSignedUpV2Consumer, d Delivery, p UserSignedUpV2) (inbox.Message, error) {
-	return inbox.NewEventMessage(to, "user.signed_up", 2, d, p)
+	msg, err := inbox.NewEventMessage(to, "user.signed_up", 2, d, p)
+	// Ordered by UserID: see inbox.Message.OrderingKey.
+	msg.OrderingKey = p.UserID
+	return msg, err
 }
 
 // AcceptUserSignedUpV2 accepts user.signed_up v2 for consumer to: see
