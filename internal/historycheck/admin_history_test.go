@@ -266,7 +266,10 @@ func TestAdminHistory(t *testing.T) {
 	wg.Wait()
 
 	model := versionsModel(initial)
-	res, info := porcupine.CheckOperationsVerbose(model, history, time.Minute)
+	// Killed sessions leave replays of unknown outcome, and every purge spans
+	// all receipts, so the search can be long on a loaded machine: a check
+	// that runs out of time reports Unknown, which fails too.
+	res, info := porcupine.CheckOperationsVerbose(model, history, 5*time.Minute)
 	anomalies := 0
 	if res != porcupine.Ok {
 		anomalies++
@@ -278,7 +281,11 @@ func TestAdminHistory(t *testing.T) {
 		if err := porcupine.VisualizePath(model, info, path); err != nil {
 			t.Logf("writing the history: %v", err)
 		}
-		t.Errorf("the history is not linearizable (%s): kept in %s", res, path)
+		if res == porcupine.Unknown {
+			t.Errorf("the linearizability check ran out of time (%d operations): kept in %s", len(history), path)
+		} else {
+			t.Errorf("the history is not linearizable (%s): kept in %s", res, path)
+		}
 	}
 	for i, id := range ids {
 		// The pool may still hold connections whose sessions were killed.
