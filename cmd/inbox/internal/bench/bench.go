@@ -50,7 +50,9 @@ const (
 	// Fairness: cold tenants' pickup latency alone and under a hot tenant's
 	// flood.
 	ScenarioFairness = "fairness"
-	ScenarioRelay    = "relay"
+	// Ordered: a drain with ordering keys against the same drain without.
+	ScenarioOrdered = "ordered"
+	ScenarioRelay   = "relay"
 )
 
 // Scenarios lists every scenario name Options.Scenarios accepts.
@@ -61,13 +63,13 @@ var Scenarios = []string{
 	ScenarioCitus,
 	ScenarioJobs, ScenarioJobsBatched,
 	ScenarioIngest, ScenarioIngestBatched, ScenarioIngestAccept, ScenarioIngestAcceptBatched,
-	ScenarioFairness,
+	ScenarioFairness, ScenarioOrdered,
 }
 
 // DefaultScenarios are what a plain `inbox bench` runs: every scenario but
-// citus (which needs Citus installed) and the job-queue, ingest and
-// fairness ones, which take a fixed wall time each.
-var DefaultScenarios = Scenarios[:len(Scenarios)-8]
+// citus (which needs Citus installed), the job-queue, ingest and fairness
+// ones, which take a fixed wall time each, and ordered.
+var DefaultScenarios = Scenarios[:len(Scenarios)-9]
 
 // Options configures a run. Zero fields take the defaults noted.
 type Options struct {
@@ -94,6 +96,7 @@ type Options struct {
 	Batches      int // accept-batch calls per phase; default 200
 
 	DrainMessages           int   // receipts per drain phase; default Calls
+	OrderedMessages         int   // receipts per ordered phase; default 10,000
 	DrainConcurrency        []int // worker concurrencies; default 4 and 16
 	DrainBatch              int   // messages per handler transaction in drain-batched; default 10
 	DrainBatchedConcurrency []int // worker concurrencies of drain-batched; default 4 and 16
@@ -161,6 +164,7 @@ func (o Options) withDefaults() Options {
 	def(&o.BatchSize, 100)
 	def(&o.Batches, 200)
 	def(&o.DrainMessages, o.Calls)
+	def(&o.OrderedMessages, 10_000)
 	def(&o.RetainedRows, 1_000_000)
 	def(&o.HoldRate, 200)
 	if o.Hold <= 0 {
@@ -422,6 +426,8 @@ func (s *suite) run(ctx context.Context, name string) []*Result {
 		return s.citus(ctx)
 	case ScenarioFairness:
 		return []*Result{s.fairness(ctx)}
+	case ScenarioOrdered:
+		return []*Result{s.ordered(ctx)}
 	}
 	return nil
 }

@@ -458,3 +458,29 @@ func TestBenchFairnessScenario(t *testing.T) {
 	is.True(extra["cold_idle_p95_ms"].(float64) > 0)
 	is.True(extra["hot_completed_per_sec"].(float64) > 0)
 }
+
+// The ordered scenario drains the backlog with and without keys, each
+// receipt once, in its key's order.
+func TestBenchOrderedScenario(t *testing.T) {
+	is := is.New(t)
+	dsn := inboxtest.Database(t)
+	var stdout, stderr bytes.Buffer
+	jsonPath := filepath.Join(t.TempDir(), "ordered.jsonl")
+	code := bench.Command(context.Background(), []string{"--database-url", dsn, "--quiet", "--json-file", jsonPath,
+		"--scenarios", "ordered", "--ordered-messages", "400", "--rounds", "1", "--drain-concurrency", "4"}, &stdout, &stderr)
+	if code != 0 {
+		t.Log(stderr.String(), stdout.String())
+	}
+	is.Equal(code, 0)
+	jsonLines, err := os.ReadFile(jsonPath)
+	is.NoErr(err)
+	var r map[string]any
+	is.NoErr(json.Unmarshal(bytes.TrimSpace(jsonLines), &r))
+	is.Equal(r["scenario"], "ordered")
+	is.Equal(r["ok"], true)
+	is.True(r["calls"].(float64) == 400)
+	is.True(r["ratio"].(float64) > 0)
+	extra := r["extra"].(map[string]any)
+	is.Equal(extra["hot_keys"].(float64), float64(10))
+	is.True(extra["hot_keys_per_sec"].(float64) > 0)
+}

@@ -57,6 +57,7 @@ func CommandWithHooks(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&o.BatchSize, "batch-size", 100, "messages per accept-batch call")
 	fs.IntVar(&o.Batches, "batches", 200, "accept-batch calls per phase")
 	fs.IntVar(&o.DrainMessages, "drain-messages", 0, "receipts per drain phase (default --calls)")
+	fs.IntVar(&o.OrderedMessages, "ordered-messages", 0, "receipts per phase of ordered (default 10,000: 1,000 keys of 10, then 10 hot keys)")
 	fs.StringVar(&drainConcur, "drain-concurrency", "4,16", "comma-separated worker concurrencies for drain")
 	fs.IntVar(&o.DrainBatch, "drain-batch", 10, "messages per handler transaction in drain-batched, jobs-batched and ingest-*-batched")
 	fs.StringVar(&drainBatchedConcur, "drain-batched-concurrency", "4,16", "comma-separated worker concurrencies for drain-batched")
