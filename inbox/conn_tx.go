@@ -151,6 +151,39 @@ func (t *connTx) Commit(ctx context.Context) error {
 	return nil
 }
 
+// commitAfter runs b's statements and COMMIT in one round trip. A statement
+// of b that fails makes the server skip the rest of the pipeline, COMMIT
+// included: nothing commits, and the server's error is returned.
+func (t *connTx) commitAfter(ctx context.Context, b *pgx.Batch) error {
+	if t.closed {
+		return pgx.ErrTxClosed
+	}
+	defer t.end()
+	n := b.Len()
+	b.Queue("COMMIT")
+	br := t.conn.SendBatch(ctx, b)
+	var err error
+	for range n {
+		if _, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	var tag pgconn.CommandTag
+	if err == nil {
+		tag, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
 func (t *connTx) Rollback(ctx context.Context) error {
 	if t.closed {
 		return pgx.ErrTxClosed

@@ -279,13 +279,7 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 // server refused the COMMIT, so nothing committed. A commit whose outcome is
 // unknown (the connection failed) returns nil: if it did not commit, the
 // receipts stay PROCESSING until their leases expire and recovery retries them.
-func (w *Worker) commit(tx pgx.Tx, jobs []*job) error {
-	pctx, pcancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
-	defer pcancel()
-	if err := w.promote(pctx, tx, jobs); err != nil {
-		// The transaction failed before COMMIT: nothing committed.
-		return err
-	}
+func (w *Worker) commit(tx *connTx, jobs []*job) error {
 	if w.hooks.beforeCommit != nil {
 		for _, j := range jobs {
 			w.hooks.beforeCommit(j.l.r.ID)
@@ -293,7 +287,12 @@ func (w *Worker) commit(tx pgx.Tx, jobs []*job) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
-	err := tx.Commit(ctx)
+	var err error
+	if b := promotion(ctx, jobs); b != nil {
+		err = tx.commitAfter(ctx, b) // an error before COMMIT: nothing committed
+	} else {
+		err = tx.Commit(ctx)
+	}
 	switch {
 	case err == nil:
 		if w.hooks.afterCommit != nil {

@@ -3,20 +3,24 @@ package inbox
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pginbox/pginbox/db"
 )
 
-// promote makes the next receipt of every ordering key among jobs due, in
-// their handler transaction right before it commits. ReceiptStart removed
-// their work rows; under the keys' locks (ReceiptKeyLock) the promotion sees
-// every receipt an accept of the key committed, and an accept that waits for
-// the lock sees this transaction's removal once it commits. The locks are
-// taken only now, after the handlers ran, so an accept of the key never
-// waits for a handler. Jobs without a key cost nothing.
-func (w *Worker) promote(ctx context.Context, tx pgx.Tx, jobs []*job) error {
+// promotion queues what makes the next receipt of every ordering key among
+// jobs due, to run in their handler transaction's commit round trip
+// (connTx.commitAfter), or returns nil when no job has a key. ReceiptStart
+// removed their work rows; under the keys' locks (ReceiptKeyLock) the
+// promotion sees every receipt an accept of the key committed, and an
+// accept that waits for the lock sees this transaction's removal once it
+// commits. The locks are taken only then, after the handlers ran, and held
+// for the commit alone, so an accept of the key never waits for a handler.
+// The keys' consumers are woken at commit (once per transaction; when no
+// receipt followed, the wake-up finds nothing).
+func promotion(ctx context.Context, jobs []*job) *pgx.Batch {
 	var consumers, keys, locks []string
 	for _, j := range jobs {
 		if j.orderingKey == "" {
@@ -31,30 +35,28 @@ func (w *Worker) promote(ctx context.Context, tx pgx.Tx, jobs []*job) error {
 		return nil
 	}
 	// The jobs of one transaction share a scope (execute groups them).
-	s := jobs[0].l.r.Identity.Scope
-	woken, err := promoteKeys(ctx, tx, s, consumers, keys, locks)
-	if err != nil {
-		return err
-	}
-	if len(woken) > 0 {
-		// At commit, like accept's wake-up.
-		if err := db.New(tx).ReceiptNotify(ctx, woken); err != nil {
-			return fmt.Errorf("waking the workers of the promoted receipts: %w", err)
-		}
-	}
-	return nil
+	b := &pgx.Batch{}
+	queuePromotion(ctx, b, jobs[0].l.r.Identity.Scope, consumers, keys, locks)
+	_ = db.New(batchQueue{b}).ReceiptNotify(ctx, slices.Compact(slices.Sorted(slices.Values(consumers))))
+	return b
 }
 
-// promoteKeys locks the keys and promotes their next receipts in one round
-// trip (the promotion runs after the lock is granted, with a snapshot taken
-// then), returning the consumers of the promoted receipts.
-func promoteKeys(ctx context.Context, tx pgx.Tx, s Scope, consumers, keys, locks []string) ([]string, error) {
-	b := &pgx.Batch{}
+// queuePromotion queues the keys' locks and the promotion of their next
+// receipts (which runs after the locks are granted, with a snapshot taken
+// then); the promotion returns the consumers of the promoted receipts.
+func queuePromotion(ctx context.Context, b *pgx.Batch, s Scope, consumers, keys, locks []string) {
 	_ = db.New(batchQueue{b}).ReceiptKeyLock(ctx, db.ReceiptKeyLockParams{Keys: locks, ScopeID: s.ID})
 	queueQuery(ctx, b, func(q *db.Queries) error {
 		_, err := q.ReceiptPromote(ctx, db.ReceiptPromoteParams{ScopeID: s.ID, ScopeKind: string(s.Kind), Consumers: consumers, Keys: keys})
 		return err
 	})
+}
+
+// promoteKeys locks the keys and promotes their next receipts in one round
+// trip, returning the consumers of the promoted receipts.
+func promoteKeys(ctx context.Context, tx pgx.Tx, s Scope, consumers, keys, locks []string) ([]string, error) {
+	b := &pgx.Batch{}
+	queuePromotion(ctx, b, s, consumers, keys, locks)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
