@@ -39,6 +39,10 @@ WITH RECURSIVE walk AS (
     ) n
     WHERE s.depth < $4::integer
 ), wrap AS (
+    -- From the first scope on, stopping at the cursor. No upper bound in the
+    -- index condition: a row comparison bounds the scan on its first column
+    -- only, so a bound would read every entry of the scopes after the
+    -- cursor before finding none. The step past the cursor is filtered out.
     SELECT c.name AS consumer, f.scope_kind, f.scope_id, f.available_at, 1 AS depth
     FROM unnest($1::text[]) AS c (name)
     CROSS JOIN LATERAL (
@@ -46,7 +50,6 @@ WITH RECURSIVE walk AS (
         FROM pginbox_work w
         WHERE w.consumer = c.name
           AND w.status IN ('PENDING', 'RETRYABLE')
-          AND (w.scope_kind, w.scope_id) <= ($2::text, $3::text)
         ORDER BY w.scope_kind, w.scope_id, w.available_at
         LIMIT 1
     ) f
@@ -59,17 +62,19 @@ WITH RECURSIVE walk AS (
         WHERE w.consumer = s.consumer
           AND w.status IN ('PENDING', 'RETRYABLE')
           AND (w.scope_kind, w.scope_id) > (s.scope_kind, s.scope_id)
-          AND (w.scope_kind, w.scope_id) <= ($2::text, $3::text)
         ORDER BY w.scope_kind, w.scope_id, w.available_at
         LIMIT 1
     ) n
     WHERE s.depth < $4::integer
+      AND (s.scope_kind, s.scope_id) < ($2::text, $3::text)
 ), served AS (
     SELECT t.consumer, t.scope_kind, t.scope_id
     FROM (
         SELECT s.consumer, s.scope_kind, s.scope_id FROM walk s WHERE s.available_at <= now()
         UNION ALL
-        SELECT s.consumer, s.scope_kind, s.scope_id FROM wrap s WHERE s.available_at <= now()
+        SELECT s.consumer, s.scope_kind, s.scope_id FROM wrap s
+        WHERE s.available_at <= now()
+          AND (s.scope_kind, s.scope_id) <= ($2::text, $3::text)
     ) t
     LIMIT $5::integer
 ), share AS (
