@@ -288,13 +288,17 @@ func (w *Worker) commit(tx *connTx, jobs []*job) error {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
 	var err error
-	if b := promotion(ctx, jobs); b != nil {
+	b := promotion(ctx, jobs)
+	if b != nil {
 		err = tx.commitAfter(ctx, b) // an error before COMMIT: nothing committed
 	} else {
 		err = tx.Commit(ctx)
 	}
 	switch {
 	case err == nil:
+		if b != nil {
+			signal(w.wake) // a key's next receipt may be due now
+		}
 		if w.hooks.afterCommit != nil {
 			for _, j := range jobs {
 				w.hooks.afterCommit(j.l.r.ID)

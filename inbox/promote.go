@@ -3,7 +3,6 @@ package inbox
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -18,8 +17,10 @@ import (
 // accept that waits for the lock sees this transaction's removal once it
 // commits. The locks are taken only then, after the handlers ran, and held
 // for the commit alone, so an accept of the key never waits for a handler.
-// The keys' consumers are woken at commit (once per transaction; when no
-// receipt followed, the wake-up finds nothing).
+// The worker's own claim loop is woken after the commit (commit), not every
+// worker through NOTIFY: a NOTIFY per handler transaction would serialize
+// the commits (the server takes one lock for every notifying commit), and
+// any worker's next claim finds the promoted receipt.
 func promotion(ctx context.Context, jobs []*job) *pgx.Batch {
 	var consumers, keys, locks []string
 	for _, j := range jobs {
@@ -37,7 +38,6 @@ func promotion(ctx context.Context, jobs []*job) *pgx.Batch {
 	// The jobs of one transaction share a scope (execute groups them).
 	b := &pgx.Batch{}
 	queuePromotion(ctx, b, jobs[0].l.r.Identity.Scope, consumers, keys, locks)
-	_ = db.New(batchQueue{b}).ReceiptNotify(ctx, slices.Compact(slices.Sorted(slices.Values(consumers))))
 	return b
 }
 
