@@ -35,7 +35,9 @@ func (c *Consumer) handle(ctx context.Context, m types.Message) {
 		return
 	}
 	log = log.With("message_id", msg.MessageID)
-	res, err := c.acc.Accept(ctx, msg)
+	actx, cancelAccept := context.WithTimeout(ctx, c.cfg.AcceptTimeout)
+	res, err := c.acc.Accept(actx, msg)
+	cancelAccept()
 	stopExtending()
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
