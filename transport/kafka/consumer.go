@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,9 @@ type Consumer struct {
 	mu      sync.Mutex
 	pending offsets // accepted, not yet committed
 
-	acked, deadLettered, rewinds, committed atomic.Int64
+	acked, deadLettered, rewinds, committed, topicsLost atomic.Int64
+
+	read map[string]bool // Run's: topics read from since their last loss
 }
 
 // offsets are the next offsets to read, per topic and partition.
@@ -46,7 +49,14 @@ type Stats struct {
 	DeadLettered int64 // records produced to the dead-letter topic
 	Rewinds      int64 // partitions rewound to re-read a record that was not accepted
 	Commits      int64 // successful offset commits
+	TopicsLost   int64 // topics that disappeared after Run read from them (ErrTopicLost)
 }
+
+// ErrTopicLost is reported (Config.OnError, an Error log line and
+// Stats.TopicsLost) when a topic Run read records from is no longer known
+// to the cluster: deleted, or lost with a broker's data. The records it
+// held are gone. Run keeps polling and reads it again once it exists.
+var ErrTopicLost = errors.New("pginbox/kafka: the topic disappeared after the consumer had read from it")
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
@@ -57,12 +67,13 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Consumer{acc: acc, cfg: cfg, pending: offsets{}}, nil
+	return &Consumer{acc: acc, cfg: cfg, pending: offsets{}, read: map[string]bool{}}, nil
 }
 
 // Stats returns the consumer's counters.
 func (c *Consumer) Stats() Stats {
-	return Stats{Acked: c.acked.Load(), DeadLettered: c.deadLettered.Load(), Rewinds: c.rewinds.Load(), Commits: c.committed.Load()}
+	return Stats{Acked: c.acked.Load(), DeadLettered: c.deadLettered.Load(), Rewinds: c.rewinds.Load(), Commits: c.committed.Load(),
+		TopicsLost: c.topicsLost.Load()}
 }
 
 // Close ends a Run in progress and waits for it to return (Run returns nil,
@@ -99,7 +110,15 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return nil
 		}
 		fetches.EachError(func(topic string, partition int32, err error) {
+			if c.topicGone(ctx, topic, err) {
+				return
+			}
 			c.cfg.Logger.WarnContext(ctx, "pginbox/kafka: fetch error", "topic", topic, "partition", partition, "err", err)
+		})
+		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) > 0 {
+				c.read[p.Topic] = true // read from (again): a later loss is reported
+			}
 		})
 		ok := c.process(ctx, cl, fetches)
 		c.commit(ctx, cl, nil)
@@ -114,6 +133,25 @@ func (c *Consumer) Run(ctx context.Context) error {
 		case <-time.After(backoff(failures)):
 		}
 	}
+}
+
+// topicGone reports err when it says a topic Run read from no longer
+// exists, once per loss, and says whether it did.
+func (c *Consumer) topicGone(ctx context.Context, topic string, err error) bool {
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.UnknownTopicID) {
+		return false
+	}
+	if !c.read[topic] {
+		return true // never read from, or already reported
+	}
+	c.read[topic] = false
+	c.topicsLost.Add(1)
+	lost := fmt.Errorf("%w: %q: the records it held are gone; Run reads it again once it exists: %w", ErrTopicLost, topic, err)
+	c.cfg.Logger.ErrorContext(ctx, "pginbox/kafka: topic lost", "topic", topic, "err", lost)
+	if c.cfg.OnError != nil {
+		c.cfg.OnError(lost)
+	}
+	return true
 }
 
 // process accepts every partition of fetches concurrently, queues the

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eclipse/paho.golang/autopaho"
@@ -28,6 +29,9 @@ type Consumer struct {
 
 	deliveries chan delivery
 
+	acked, deadLettered, retries, connects, sessionsLost atomic.Int64
+	consumed                                             atomic.Bool // a message arrived since the last session loss
+
 	mu       sync.Mutex
 	conn     net.Conn // the current network connection
 	gen      uint64   // counts connections; a delivery belongs to one
@@ -39,6 +43,29 @@ type delivery struct {
 	gen uint64
 	cli *paho.Client
 	pb  *paho.Publish
+}
+
+// ErrSessionLost is reported (Config.OnError, an Error log line and
+// Stats.SessionsLost) when the broker answers a reconnect without the
+// session Run had consumed in: the session expired (Config.SessionExpiry),
+// was taken over by another client with the same ClientID, or the broker
+// restarted without persistence. The messages it held for the Consumer are
+// gone. Run subscribes again and goes on with the new session.
+var ErrSessionLost = errors.New("pginbox/mqtt: the broker lost the session after the consumer had consumed in it")
+
+// Stats counts what a Consumer did since it was created.
+type Stats struct {
+	Acked        int64 // messages acknowledged after Accept (accepted or duplicate)
+	DeadLettered int64 // messages published to the dead-letter topic, then acknowledged
+	Retries      int64 // failed accepts answered with a reconnect for redelivery
+	Connects     int64 // successful connects, the first included
+	SessionsLost int64 // reconnects without the session Run had consumed in (ErrSessionLost)
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() Stats {
+	return Stats{Acked: c.acked.Load(), DeadLettered: c.deadLettered.Load(), Retries: c.retries.Load(),
+		Connects: c.connects.Load(), SessionsLost: c.sessionsLost.Load()}
 }
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
@@ -98,6 +125,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		ConnectUsername:               c.cfg.Username,
 		ConnectPassword:               c.cfg.Password,
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, ack *paho.Connack) {
+			c.connected(ack)
 			go c.subscribe(connCtx, cm, ack, c.generation())
 		},
 		OnConnectError: func(err error) { c.log.Warn("pginbox/mqtt: connecting failed; retrying", "err", err) },
@@ -140,6 +168,21 @@ func (c *Consumer) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL
 	c.gen++
 	c.mu.Unlock()
 	return conn, nil
+}
+
+// connected counts a connection and reports a session the broker no
+// longer has after messages arrived in it.
+func (c *Consumer) connected(ack *paho.Connack) {
+	c.connects.Add(1)
+	if ack.SessionPresent || !c.consumed.Swap(false) {
+		return
+	}
+	c.sessionsLost.Add(1)
+	lost := fmt.Errorf("%w: client ID %q: the messages it held are gone (session expired after Config.SessionExpiry, taken over by a client with the same ID, or a broker restart without persistence); Run subscribes again", ErrSessionLost, c.cfg.ClientID)
+	c.log.Error("pginbox/mqtt: session lost", "err", lost)
+	if c.cfg.OnError != nil {
+		c.cfg.OnError(lost)
+	}
 }
 
 // subscribe (re)subscribes after every connection; a refused subscription

@@ -20,6 +20,7 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 		log.Debug("pginbox/mqtt: skipping a message of a connection being replaced; the broker redelivers it")
 		return
 	}
+	c.consumed.Store(true)
 	// An accept finishes even when Run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.AcceptTimeout)
 	defer cancel()
@@ -33,7 +34,9 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 	res, err := c.acc.Accept(ctx, msg)
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
-		c.ack(log, d)
+		if c.ack(log, d) {
+			c.acked.Add(1)
+		}
 		log.Debug("pginbox/mqtt: accepted", "outcome", res.Outcome, "receipt", res.ID)
 	case inbox.ActionRetry:
 		c.retry(log, d, err)
@@ -45,14 +48,17 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 // ack releases the PUBACK (paho sends acknowledgements in arrival order).
 // A lost connection loses it; the broker then redelivers and the next
 // accept is a Duplicate.
-func (c *Consumer) ack(log *slog.Logger, d delivery) {
+// It reports whether the acknowledgement was handed to paho.
+func (c *Consumer) ack(log *slog.Logger, d delivery) bool {
 	if !c.current(d.gen) {
 		log.Debug("pginbox/mqtt: connection replaced before the acknowledgement; the broker redelivers")
-		return
+		return false
 	}
 	if err := d.cli.Ack(d.pb); err != nil {
 		log.Warn("pginbox/mqtt: acknowledging failed; the broker redelivers after a reconnect", "err", err)
+		return false
 	}
+	return true
 }
 
 func (c *Consumer) retry(log *slog.Logger, d delivery, err error) {
@@ -61,6 +67,7 @@ func (c *Consumer) retry(log *slog.Logger, d delivery, err error) {
 		return
 	}
 	log.Warn("pginbox/mqtt: accept failed; reconnecting for redelivery", "err", err, "in", c.cfg.RetryDelay)
+	c.retries.Add(1)
 	c.retryLater(d.gen)
 }
 
@@ -122,5 +129,7 @@ func (c *Consumer) reject(ctx context.Context, log *slog.Logger, cm *autopaho.Co
 		c.retry(log, d, fmt.Errorf("pginbox/mqtt: dead-lettering failed: %w", err))
 		return
 	}
-	c.ack(log, d)
+	if c.ack(log, d) {
+		c.deadLettered.Add(1)
+	}
 }

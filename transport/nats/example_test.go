@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -98,21 +99,54 @@ func must(err error) {
 // longer than the relay's Lease plus PublishTimeout.
 func ExampleNewPublisher() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		panic(err)
-	}
+	dsn, dropDB := exampleDSN() // production: os.Getenv("DATABASE_URL")
+	defer dropDB()
+	pool, err := pgxpool.New(ctx, dsn)
+	must(err)
 	defer pool.Close()
-	pub, err := pgnats.NewPublisher(pgnats.PublisherConfig{URL: "nats://127.0.0.1:4222"})
-	if err != nil {
-		panic(err)
-	}
+
+	nc, err := nats.Connect(exampleNATSURL()) // to set up the stream and read it
+	must(err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	must(err)
+	id := randomID() // unique names: examples and tests share the server
+	subject := "example." + id + ".billing"
+	// File storage (the default): a publish is acknowledged once stored.
+	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EXAMPLE_BILLING_" + id, Subjects: []string{subject}})
+	must(err)
+	defer js.DeleteStream(ctx, "EXAMPLE_BILLING_"+id)
+
+	pub, err := pgnats.NewPublisher(pgnats.PublisherConfig{URL: exampleNATSURL()})
+	must(err)
 	defer pub.Close()
-	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{Lease: time.Minute}) // stream Duplicates: 2m by default
-	if err != nil {
-		panic(err)
+	// The event is emitted in the transaction that changes the invoice.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := outbox.Emit(ctx, tx, outbox.Event{Source: "billing", Destination: subject, Type: "invoice.paid",
+			SchemaVersion: 1, Payload: map[string]string{"invoiceId": "i-1"}})
+		return err
+	})
+	must(err)
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{
+		Lease:  time.Minute, // stream Duplicates: 2m by default
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	must(err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+
+	// What a consumer of the stream gets.
+	var msg *jetstream.RawStreamMsg
+	for i := 0; msg == nil && i < 3000; i++ { // up to 30s
+		time.Sleep(10 * time.Millisecond)
+		msg, _ = stream.GetMsg(ctx, 1)
 	}
-	if err := relay.Run(ctx); err != nil {
-		panic(err)
+	if msg == nil {
+		panic("nothing published within 30s")
 	}
+	fmt.Println(msg.Header.Get(jetstream.MsgIDHeader) != "", msg.Header.Get(pgnats.HeaderSource), msg.Header.Get(pgnats.HeaderEventType), string(msg.Data))
+	stop()
+	must(<-done)
+	// Output: true billing invoice.paid {"invoiceId":"i-1"}
 }

@@ -3,37 +3,53 @@ package rabbitmq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
+	"log/slog"
 	"os"
-	"os/signal"
+	"strconv"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/rabbitmq"
 )
 
 // A consumer for one tenant's queue: the queue decides the tenant, the
-// producer's message-id property is the message ID.
+// producer's message-id property is the message ID. The example needs a
+// RabbitMQ broker (INBOX_TEST_RABBITMQ_URL, default on 127.0.0.1:5672) and
+// uses a fresh database and queue names of its own; in production, use a
+// pool from DATABASE_URL and run until SIGINT (signal.NotifyContext).
 func ExampleNewConsumer() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
+	ctx := context.Background()
+	pool, dropDB := examplePool(ctx)
+	defer dropDB()
 	defer pool.Close()
 	client, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{"orders.projection.v1"}})
 	if err != nil {
 		log.Fatal(err)
 	}
+	url := exampleURL()
+	queue := exampleName("acme.orders")
+	declare := func(ch *amqp.Channel) error { // runs after every (re)connect
+		if err := ch.ExchangeDeclare(queue+".dlx", amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
+			return err
+		}
+		// A quorum queue: retries are bounded by its delivery count.
+		_, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+		return err
+	}
 	c, err := rabbitmq.NewConsumer(client, rabbitmq.Config{
-		URL:                "amqp://guest:guest@127.0.0.1:5672/",
-		Queue:              "acme.orders", // a quorum queue: retries are bounded by its delivery count
+		URL:                url,
+		Queue:              queue,
 		Scope:              inbox.Tenant("acme"),
-		DeadLetterExchange: "acme.orders.dlx",
+		DeadLetterExchange: queue + ".dlx",
+		Setup:              declare,
 		Decode: func(d amqp.Delivery) (inbox.Message, error) {
 			if d.MessageId == "" {
 				return inbox.Message{}, errors.New("no message-id property") // dead-lettered, reason "decode"
@@ -45,42 +61,150 @@ func ExampleNewConsumer() {
 				Payload:       d.Body,
 			}, nil
 		},
+		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := c.Run(ctx); err != nil { // reconnects until ctx ends
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }() // reconnects until the context ends
+
+	// A producer's message, with its event ID as the message-id property.
+	conn, ch := exampleChannel(url)
+	defer conn.Close()
+	defer cleanUp(ch, queue)
+	if err := declare(ch); err != nil {
 		log.Fatal(err)
 	}
-}
-
-// A relay publishing the outbox to RabbitMQ with publisher confirms: each
-// event goes to the queue its Destination names, with the event ID as the
-// message-id property, so the receiving consumer (DecodeEvent) deduplicates.
-func ExampleNewPublisher() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	err = ch.PublishWithContext(ctx, "", queue, false, false, amqp.Publishing{
+		MessageId: "evt-1", Type: "order.created", ContentType: "application/json", DeliveryMode: amqp.Persistent,
+		Body: []byte(`{"orderId":"o-1"}`),
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
+	var status string
+	for i := 0; status == "" && i < 3000; i++ { // up to 30s
+		time.Sleep(10 * time.Millisecond)
+		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
+	}
+	fmt.Println("evt-1:", status)
+	stop()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output: evt-1: PENDING
+}
+
+// A relay publishing the outbox to RabbitMQ: each event goes to the queue its
+// Destination names (through the default exchange), persistent and
+// confirmed, with the event ID as the message-id property, so the receiving
+// consumer (DecodeEvent) deduplicates. Same broker and database as above.
+func ExampleNewPublisher() {
+	ctx := context.Background()
+	pool, dropDB := examplePool(ctx)
+	defer dropDB()
 	defer pool.Close()
+	url := exampleURL()
+	queue := exampleName("billing.v1")
+	declare := func(ch *amqp.Channel) error {
+		_, err := ch.QueueDeclare(queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+		return err
+	}
 	pub, err := rabbitmq.NewPublisher(rabbitmq.PublisherConfig{
-		URL: "amqp://guest:guest@127.0.0.1:5672/",
-		Setup: func(ch *amqp.Channel) error { // runs after every (re)connect
-			_, err := ch.QueueDeclare("billing.v1", true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
-			return err
-		},
+		URL:   url,
+		Setup: declare, // runs after every (re)connect
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer pub.Close()
-	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{})
+	conn, ch := exampleChannel(url)
+	defer conn.Close()
+	defer cleanUp(ch, queue)
+	if err := declare(ch); err != nil { // the reader's side; the Publisher's Setup declares it too
+		log.Fatal(err)
+	}
+
+	// The event is emitted in the transaction that changes the invoice.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := outbox.Emit(ctx, tx, outbox.Event{Source: "billing", Destination: queue, Type: "invoice.paid",
+			SchemaVersion: 1, Payload: map[string]string{"invoiceId": "i-1"}})
+		return err
+	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := relay.Run(ctx); err != nil {
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
 		log.Fatal(err)
 	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+
+	// What a consumer of the queue gets.
+	var d amqp.Delivery
+	for i, ok := 0, false; !ok; i++ {
+		if i == 3000 {
+			log.Fatal("nothing published within 30s")
+		}
+		time.Sleep(10 * time.Millisecond)
+		d, ok, _ = ch.Get(queue, true)
+	}
+	m, err := rabbitmq.DecodeEvent("billing.projection.v1")(d)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(m.Source, m.EventType, d.DeliveryMode == amqp.Persistent, string(d.Body))
+	stop()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output: billing invoice.paid true {"invoiceId":"i-1"}
+}
+
+func exampleURL() string {
+	if v := os.Getenv("INBOX_TEST_RABBITMQ_URL"); v != "" {
+		return v
+	}
+	return "amqp://guest:guest@127.0.0.1:5672/"
+}
+
+// exampleName is name made unique: examples and tests share the broker.
+func exampleName(name string) string {
+	return "example-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + name
+}
+
+func exampleChannel(url string) (*amqp.Connection, *amqp.Channel) {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		log.Fatal(err)
+	}
+	return conn, ch
+}
+
+// cleanUp deletes the example's queue and dead-letter exchange.
+func cleanUp(ch *amqp.Channel, queue string) {
+	_, _ = ch.QueueDelete(queue, false, false, false)
+	_ = ch.ExchangeDelete(queue+".dlx", false, false)
+}
+
+// examplePool is a pool on a fresh migrated database, and its drop.
+func examplePool(ctx context.Context) (*pgxpool.Pool, func()) {
+	dsn, drop, err := inboxtest.NewDatabase(ctx) // production: os.Getenv("DATABASE_URL")
+	if err != nil {
+		log.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		drop()
+		log.Fatal(err)
+	}
+	return pool, drop
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -95,22 +96,51 @@ func must(err error) {
 // sent twice.
 func ExampleNewPublisher() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		panic(err)
-	}
+	dsn, dropDB := exampleDSN() // production: os.Getenv("DATABASE_URL")
+	defer dropDB()
+	pool, err := pgxpool.New(ctx, dsn)
+	must(err)
 	defer pool.Close()
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	rdb := redis.NewClient(&redis.Options{Addr: exampleRedisAddr()})
 	defer rdb.Close()
-	pub, err := redisstream.NewPublisher(redisstream.PublisherConfig{Redis: rdb, MaxLen: 1_000_000})
-	if err != nil {
-		panic(err)
+	stream := "example:" + randomID() + ":billing" // unique: examples and tests share the server
+	defer rdb.Del(ctx, stream)
+	pub, err := redisstream.NewPublisher(redisstream.PublisherConfig{
+		Redis:  rdb,
+		MaxLen: 1_000_000,
+		// The test Redis keeps no append-only file. Production leaves this
+		// false and runs Redis with appendonly yes (appendfsync always or
+		// everysec): NewPublisher refuses a Redis that would lose an entry
+		// it answered for.
+		AllowNotDurable: true,
+	})
+	must(err)
+	// The event is emitted in the transaction that changes the invoice.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := outbox.Emit(ctx, tx, outbox.Event{Source: "billing", Destination: stream, Type: "invoice.paid",
+			SchemaVersion: 1, Payload: map[string]string{"invoiceId": "i-1"}})
+		return err
+	})
+	must(err)
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{Logger: slog.New(slog.DiscardHandler)})
+	must(err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+
+	// What a consumer of the stream gets.
+	var entries []redis.XMessage
+	for i := 0; len(entries) == 0 && i < 3000; i++ { // up to 30s
+		time.Sleep(10 * time.Millisecond)
+		entries, _ = rdb.XRange(ctx, stream, "-", "+").Result()
 	}
-	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{})
-	if err != nil {
-		panic(err)
+	if len(entries) == 0 {
+		panic("nothing published within 30s")
 	}
-	if err := relay.Run(ctx); err != nil {
-		panic(err)
-	}
+	m, err := redisstream.DecodeEvent("billing.projection.v1")(entries[0])
+	must(err)
+	fmt.Println(entries[0].Values[redisstream.DefaultIDField] != "", m.Source, m.EventType, string(m.Payload.(json.RawMessage)))
+	stop()
+	must(<-done)
+	// Output: true billing invoice.paid {"invoiceId":"i-1"}
 }

@@ -26,6 +26,7 @@ const (
 	DefaultRetryDelay        = time.Second
 	DefaultMaxRetryDelay     = time.Minute
 	DefaultConcurrency       = 10
+	DefaultAcceptTimeout     = 30 * time.Second
 )
 
 // Accepter is the part of *inbox.Client the consumer uses.
@@ -93,6 +94,12 @@ type Config struct {
 	// for up to min(Concurrency, 10). Defaults to DefaultConcurrency.
 	Concurrency int
 
+	// AcceptTimeout bounds one accept. An accept in flight when Run is
+	// stopped is not cancelled but finishes within it, so it also bounds how
+	// long a stop waits on a slow database. Defaults to
+	// DefaultAcceptTimeout.
+	AcceptTimeout time.Duration
+
 	// Logger receives the consumer's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -112,6 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
+	}
+	if c.AcceptTimeout == 0 {
+		c.AcceptTimeout = DefaultAcceptTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -144,6 +154,8 @@ func (c Config) validate() error {
 		return cfgerr.New("sqs", "Config.MaxRetryDelay is %v: it must be from RetryDelay (%v) to 12h", c.MaxRetryDelay, c.RetryDelay)
 	case c.Concurrency < 1:
 		return cfgerr.New("sqs", "Config.Concurrency is %d: it must be at least 1", c.Concurrency)
+	case c.AcceptTimeout < 0:
+		return cfgerr.New("sqs", "Config.AcceptTimeout is %v: it must not be negative", c.AcceptTimeout)
 	}
 	return nil
 }

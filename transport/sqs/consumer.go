@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,6 +24,20 @@ type Consumer struct {
 	acc    Accepter
 	cfg    Config
 	log    *slog.Logger
+
+	acked, deadLettered, retries atomic.Int64
+}
+
+// Stats counts what a Consumer did since it was created.
+type Stats struct {
+	Acked        int64 // messages deleted after Accept (accepted or duplicate)
+	DeadLettered int64 // messages sent to DeadLetterQueueURL, then deleted
+	Retries      int64 // failed accepts: the message hidden for the retry delay
+}
+
+// Stats returns the consumer's counters.
+func (c *Consumer) Stats() Stats {
+	return Stats{Acked: c.acked.Load(), DeadLettered: c.deadLettered.Load(), Retries: c.retries.Load()}
 }
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).

@@ -33,6 +33,7 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 		{"retry delay", func(c *pgsqs.Config) { c.RetryDelay = -time.Second }, "sqs.Config.RetryDelay: is -1s"},
 		{"max retry delay", func(c *pgsqs.Config) { c.RetryDelay, c.MaxRetryDelay = time.Minute, time.Second }, "sqs.Config.MaxRetryDelay: is 1s: it must be from RetryDelay (1m0s)"},
 		{"concurrency", func(c *pgsqs.Config) { c.Concurrency = -1 }, "sqs.Config.Concurrency: is -1"},
+		{"accept timeout", func(c *pgsqs.Config) { c.AcceptTimeout = -time.Second }, "sqs.Config.AcceptTimeout: is -1s"},
 	}
 	for _, tc := range cases {
 		cfg := config(c, "http://q/1/orders", "", t)

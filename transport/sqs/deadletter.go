@@ -40,7 +40,9 @@ func (c *Consumer) reject(ctx context.Context, log *slog.Logger, m types.Message
 		// Received again and rejected again: the dead-letter queue then holds
 		// two copies, with the same AttrMessageID if it had one.
 		log.Warn("pginbox/sqs: delete after the dead letter failed; the message will be received again", "err", err)
+		return
 	}
+	c.deadLettered.Add(1)
 }
 
 func (c *Consumer) sendDeadLetter(ctx context.Context, m types.Message, receives int, reason string, cause error) error {

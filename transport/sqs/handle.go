@@ -35,7 +35,9 @@ func (c *Consumer) handle(ctx context.Context, m types.Message) {
 		return
 	}
 	log = log.With("message_id", msg.MessageID)
-	res, err := c.acc.Accept(ctx, msg)
+	actx, cancelAccept := context.WithTimeout(ctx, c.cfg.AcceptTimeout)
+	res, err := c.acc.Accept(actx, msg)
+	cancelAccept()
 	stopExtending()
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
@@ -44,6 +46,7 @@ func (c *Consumer) handle(ctx context.Context, m types.Message) {
 			log.Warn("pginbox/sqs: delete failed; the message will be received again", "err", err)
 			return
 		}
+		c.acked.Add(1)
 		log.Debug("pginbox/sqs: accepted", "outcome", res.Outcome, "receipt", res.ID)
 	case inbox.ActionRetry:
 		c.retry(ctx, log, m, receives, err)
@@ -80,6 +83,7 @@ func (c *Consumer) extend(ctx context.Context, log *slog.Logger, m types.Message
 // retry hides m for the retry delay; it is then received again.
 func (c *Consumer) retry(ctx context.Context, log *slog.Logger, m types.Message, receives int, cause error) {
 	delay := c.cfg.retryDelay(receives)
+	c.retries.Add(1)
 	log.Warn("pginbox/sqs: accept failed; receiving it again", "err", cause, "in", delay)
 	if err := c.setVisibility(ctx, m, delay); err != nil {
 		log.Warn("pginbox/sqs: setting the retry delay failed; the message is received again after its visibility timeout", "err", err)

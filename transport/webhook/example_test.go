@@ -6,20 +6,28 @@ import (
 	"fmt"
 	"log"
 	"net/http"
-	"os"
+	"net/http/httptest"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/transport/webhook"
 )
 
 // A webhook endpoint: each sender's key decides its tenant, and a 2xx goes out
-// only after the event is stored.
+// only after the event is stored. The example serves it on a test server and
+// sends one event twice; in production, serve it with http.ListenAndServe on a
+// pool from DATABASE_URL.
 func ExampleNewHandler() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	dsn, dropDB, err := inboxtest.NewDatabase(ctx) // production: os.Getenv("DATABASE_URL")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dropDB()
+	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -28,17 +36,36 @@ func ExampleNewHandler() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	secret := []byte("0123456789abcdef0123456789abcdef") // production: from your secret store
 	h, err := webhook.NewHandler(client, webhook.Config{
-		Keys: []webhook.Key{
-			{ID: "acme-2026", Secret: []byte(os.Getenv("ACME_WEBHOOK_SECRET")), Scope: inbox.Tenant("acme")},
-		},
+		Keys:   []webhook.Key{{ID: "acme-2026", Secret: secret, Scope: inbox.Tenant("acme")}},
 		Decode: webhook.Envelope("acme-shop", "orders.projection.v1"),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	http.Handle("POST /webhooks/orders", h)
-	log.Fatal(http.ListenAndServe("127.0.0.1:8080", nil))
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhooks/orders", h)
+	srv := httptest.NewServer(mux) // production: http.ListenAndServe(addr, mux)
+	defer srv.Close()
+
+	body := []byte(`{"id":"evt-1","type":"order.created","version":1,"data":{"orderId":"o-1"}}`)
+	for range 2 { // a sender's retry is a duplicate
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/webhooks/orders", bytes.NewReader(body))
+		if err != nil {
+			log.Fatal(err)
+		}
+		webhook.Sign(req.Header, "acme-2026", secret, time.Now(), body)
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		res.Body.Close()
+		fmt.Println(res.StatusCode, res.Header.Get(webhook.HeaderOutcome))
+	}
+	// Output:
+	// 202 accepted
+	// 200 duplicate
 }
 
 // A sender signs each attempt with the current time (a fixed one here, so the

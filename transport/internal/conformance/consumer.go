@@ -416,8 +416,8 @@ func consumerRestart(t *testing.T, d ConsumerDriver) {
 		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return ledger.Receipts(t) >= at })
 		b.Restart(t)
 	}
-	drill.Eventually(t, 120*time.Second, "every message received after the restart", func() bool { return ledger.Receipts(t) == n })
-	settled(t, ch, 120*time.Second)
+	drill.Eventually(t, 60*time.Second, "every message received after the restart", func() bool { return ledger.Receipts(t) == n })
+	settled(t, ch, 60*time.Second)
 	ledger.Report(t, "consumer broker restart", all, n)
 }
 

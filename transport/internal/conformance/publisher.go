@@ -170,7 +170,7 @@ func publisherRestart(t *testing.T, d PublisherDriver) {
 	drill.Eventually(t, 60*time.Second, "60 events published", func() bool { return relaytest.Published(t, pool) >= 60 })
 	b.Restart(t)
 	ev.More(t, pool, dest.Name(), 100)
-	drill.Eventually(t, 120*time.Second, "every event published after the restart", func() bool { return relaytest.Published(t, pool) == len(ev.IDs) })
+	drill.Eventually(t, 60*time.Second, "every event published after the restart", func() bool { return relaytest.Published(t, pool) == len(ev.IDs) })
 	stop()
 	report(t, d, dest, "publisher broker restart", ev, len(ev.IDs), true)
 }

@@ -1,0 +1,180 @@
+//go:build unix
+
+package mqtt_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/conformance"
+	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/mqtt"
+)
+
+func TestConsumerConformance(t *testing.T) {
+	t.Parallel()
+	conformance.RunConsumer(t, driver{})
+}
+
+// driver runs the consumer suite on Mosquitto. The package has no
+// publisher, so the publisher suite does not apply.
+type driver struct{}
+
+func (driver) SharedAddr(t *testing.T) string { return parseURL(t, brokerURL(t)).Host }
+
+// PrivateBroker is a mosquitto of the test's own that writes its
+// persistence file after every change (autosave_on_changes with an
+// interval of 1): Mosquitto keeps sessions and queued messages in memory
+// and, by default, saves them only every 30 minutes and at a clean stop, so
+// a killed broker would lose everything since.
+func (driver) PrivateBroker(t *testing.T) conformance.Broker {
+	return conformance.StartProcess(t, "mosquitto", "INBOX_TEST_MOSQUITTO", "/usr/sbin/mosquitto", func(port int, dir string) []string {
+		conf := filepath.Join(dir, "mosquitto.conf")
+		body := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\n"+
+			"autosave_interval 1\nautosave_on_changes true\nmax_queued_messages 0\nlog_dest none\n", port, dir)
+		if os.Geteuid() == 0 {
+			body += "user root\n" // else it drops to the mosquitto user, who cannot write the test's directory
+		}
+		if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"-c", conf}
+	})
+}
+
+func (driver) Skip(c conformance.Case) string {
+	if c == conformance.Poison {
+		// MQTT keeps no delivery count, so the Consumer has no delivery
+		// limit: a message whose accept always fails is retried until the
+		// database takes it, and holds back the later messages meanwhile
+		// (acknowledgements go out in arrival order).
+		return "MQTT has no delivery count, so there is no delivery limit to dead-letter a poison message at"
+	}
+	return ""
+}
+
+func (driver) NewChannel(t *testing.T, addr string) conformance.Channel {
+	e := newEnv(t, "mqtt://"+addr)
+	c := &channel{e: e, dead: e.subscribeDead(t)}
+	// The consumer's session exists, subscribed, before anything is sent:
+	// the broker drops messages nobody subscribes to.
+	expiry := uint32(mqtt.DefaultSessionExpiry / time.Second)
+	s := connectRaw(t, e.url, &paho.Connect{ClientID: e.cid, CleanStart: true, KeepAlive: 30,
+		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}, nil)
+	ctx, cancel := contextTimeout(10 * time.Second)
+	defer cancel()
+	if _, err := s.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: e.topic, QoS: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Disconnect(&paho.Disconnect{})
+	// Runs after the consumers stopped: what the broker still holds for
+	// the session, read by resuming it, is the broker's own count of the
+	// messages never acknowledged.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			if n := e.leftovers(t); n != 0 {
+				t.Errorf("the broker still held %d messages for the consumer's session at the end", n)
+			}
+		}
+	})
+	return c
+}
+
+// channel is a test env seen by the suite. The broker's count of a
+// session's unacknowledged messages can only be read by resuming the
+// session, which would take it over from the running consumer, so
+// Unsettled counts what the consumers report settled, and the end of the
+// case checks the broker's own count (see NewChannel).
+type channel struct {
+	e    *env
+	dead *collector
+
+	mu        sync.Mutex
+	pub       *paho.Client
+	sent      int
+	consumers []*mqtt.Consumer
+}
+
+func (c *channel) Send(t testing.TB, id, payload string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pub == nil {
+		c.pub = c.e.publisher(t)
+	}
+	if err := tryPublish(c.pub, c.e.topic, id, payload); err != nil {
+		c.pub = c.e.publisher(t) // the broker restarted
+		publish(t, c.pub, c.e.topic, id, payload)
+	}
+	c.sent++
+}
+
+// decodeConformance maps a message for the suite; an empty payload fails.
+// The message ID comes from the message-id user property.
+func decodeConformance(p *paho.Publish) (inbox.Message, error) {
+	if len(p.Payload) == 0 {
+		return inbox.Message{}, errors.New("empty payload")
+	}
+	return inbox.Message{
+		Identity:      inbox.Identity{Source: conformance.Source, Consumer: conformance.Consumer},
+		EventType:     conformance.EventType,
+		SchemaVersion: conformance.SchemaVersion,
+		Payload:       p.Payload,
+	}, nil
+}
+
+// Start ignores Setup.DeliveryLimit: MQTT has none (see Skip).
+func (c *channel) Start(t testing.TB, s conformance.Setup) (func(), error) {
+	cfg := c.e.config("mqtt://"+s.Addr, s.Log)
+	cfg.Scope = s.Scope
+	cfg.Decode = decodeConformance
+	cfg.AcceptTimeout = 5 * time.Second // a held accept of the cancel case ends soon after the stop
+	consumer, err := mqtt.NewConsumer(s.Accepter, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.consumers = append(c.consumers, consumer)
+	c.mu.Unlock()
+	return drill.Run(t, consumer.Run), nil
+}
+
+func (c *channel) Unsettled(t testing.TB) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	open := int64(c.sent)
+	for _, k := range c.consumers {
+		s := k.Stats()
+		open -= s.Acked + s.DeadLettered
+	}
+	return max(0, int(open)) // a message acknowledged twice (its first ack lost to a cut) counts twice
+}
+
+func (c *channel) DeadLetters(t testing.TB) []conformance.DeadLetter {
+	var out []conformance.DeadLetter
+	for _, p := range c.dead.all() {
+		var props paho.UserProperties
+		if p.Properties != nil {
+			props = p.Properties.User
+		}
+		out = append(out, conformance.DeadLetter{
+			MessageID: props.Get(mqtt.DefaultIDProperty),
+			Reason:    props.Get(mqtt.PropertyReason),
+			Payload:   string(p.Payload),
+			Receipt:   props.Get(mqtt.PropertyReceipt),
+		})
+	}
+	return out
+}
+
+func contextTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
