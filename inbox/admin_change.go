@@ -103,17 +103,7 @@ func (v *AdminView) Requeue(ctx context.Context, id ID, p ChangeParams) (*Requeu
 // row and the wake-up commit or roll back with it. The receipt stays locked
 // until then. A refusal (not found, conflict, wrong state) leaves tx usable.
 func (v *AdminView) RequeueTx(ctx context.Context, tx pgx.Tx, id ID, p ChangeParams) (*RequeueResult, error) {
-	if v.err != nil {
-		return nil, v.err
-	}
-	if err := p.validate(); err != nil {
-		return nil, err
-	}
-	if err := v.enterCaller(ctx, tx); err != nil {
-		return nil, err
-	}
-	q := db.New(tx)
-	cur, err := v.lock(ctx, q, id, "requeue", p.ExpectedVersion, requeueFrom)
+	q, cur, err := v.startChange(ctx, tx, id, "requeue", p, requeueFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -173,17 +163,7 @@ func (v *AdminView) Replay(ctx context.Context, id ID, p ChangeParams) (*ReplayR
 // original's version bump, the audit row and the wake-up commit or roll back
 // with it. The original stays locked until then. A refusal leaves tx usable.
 func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangeParams) (*ReplayResult, error) {
-	if v.err != nil {
-		return nil, v.err
-	}
-	if err := p.validate(); err != nil {
-		return nil, err
-	}
-	if err := v.enterCaller(ctx, tx); err != nil {
-		return nil, err
-	}
-	q := db.New(tx)
-	cur, err := v.lock(ctx, q, id, "replay", p.ExpectedVersion, replayFrom)
+	q, cur, err := v.startChange(ctx, tx, id, "replay", p, replayFrom)
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +223,24 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 		return nil, dbError("replay: audit", err)
 	}
 	return &ReplayResult{OriginalID: id, OriginalVersion: version, NewID: newID, AuditID: audit.ID}, nil
+}
+
+// startChange begins an operator's change of receipt id in the caller's tx:
+// it checks the view and p, enters tx's scope and locks the receipt (lock).
+func (v *AdminView) startChange(ctx context.Context, tx pgx.Tx, id ID, action string, p ChangeParams, allowed []Status) (*db.Queries, db.ReceiptGetForUpdateRow, error) {
+	var none db.ReceiptGetForUpdateRow
+	if v.err != nil {
+		return nil, none, v.err
+	}
+	if err := p.validate(); err != nil {
+		return nil, none, err
+	}
+	if err := v.enterCaller(ctx, tx); err != nil {
+		return nil, none, err
+	}
+	q := db.New(tx)
+	cur, err := v.lock(ctx, q, id, action, p.ExpectedVersion, allowed)
+	return q, cur, err
 }
 
 // lock locks the receipt's work row (the row a claim takes) and the receipt,

@@ -53,17 +53,7 @@ func (v *AdminView) Skip(ctx context.Context, id ID, p ChangeParams) (*SkipResul
 // the key's next receipt, its audit row and the wake-up commit or roll back
 // with it. A refusal (not found, conflict, wrong state) leaves tx usable.
 func (v *AdminView) SkipTx(ctx context.Context, tx pgx.Tx, id ID, p ChangeParams) (*SkipResult, error) {
-	if v.err != nil {
-		return nil, v.err
-	}
-	if err := p.validate(); err != nil {
-		return nil, err
-	}
-	if err := v.enterCaller(ctx, tx); err != nil {
-		return nil, err
-	}
-	q := db.New(tx)
-	cur, err := v.lock(ctx, q, id, "skip", p.ExpectedVersion, skipFrom)
+	q, cur, err := v.startChange(ctx, tx, id, "skip", p, skipFrom)
 	if err != nil {
 		return nil, err
 	}
