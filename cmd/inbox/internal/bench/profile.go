@@ -16,11 +16,12 @@ const (
 	appDrain  = "pginbox-bench-drain"
 )
 
-// startProfile profiles one pginbox phase when Options.ProfileDir is set: a CPU
-// profile of this process (the worker and the producers, told apart by the
-// pprof label "side"), the statements the server ran (pg_stat_statements,
-// reset here), wait events sampled from pg_stat_activity, and the CPU time of
-// this process, of each group of server backends and of the whole machine.
+// startProfile profiles one phase (pginbox's, or a raw loop's to compare)
+// when Options.ProfileDir is set: a CPU profile of this process (the worker
+// and the producers, told apart by the pprof label "side"), the statements
+// the server ran (pg_stat_statements, reset here), wait events sampled from
+// pg_stat_activity, and the CPU time of this process, of each group of server
+// backends and of the whole machine.
 // The returned function ends the phase's profile; messages is how many it
 // completed, for the per-message columns.
 func (s *suite) startProfile(name string) (stop func(messages int)) {
