@@ -83,12 +83,14 @@ func TestSkipUnblocksTheKeyAndIsAudited(t *testing.T) {
 	}
 	// A waiting receipt says why and where to act.
 	res = b.get("/receipts/" + k.next.String())
-	wantBody(t, res, orderKey, "waits behind an earlier receipt of its key", "use Requeue or Skip")
+	wantBody(t, res, orderKey, "waits behind an earlier receipt of its key", "use Requeue or Skip",
+		`id="key-blocked">1 receipt of its key (BLOCKED)`) // the last one waits behind it
 	wantNoBody(t, res, "Skip receipt")
 
 	// The DEAD head offers both requeue and skip.
 	page := b.get("/receipts/" + k.head.String())
-	wantBody(t, page, orderKey, "holds its key", "Requeue receipt", "Skip receipt", "stays DEAD")
+	wantBody(t, page, orderKey, "holds its key", `id="key-blocked">2 receipts of its key (BLOCKED)`,
+		"Requeue receipt", "Skip receipt", "stays DEAD")
 	token, version := skipForm(t, page.body)
 	if version != "3" {
 		t.Fatalf("skip form version %s, want 3", version)
@@ -103,7 +105,7 @@ func TestSkipUnblocksTheKeyAndIsAudited(t *testing.T) {
 	wantBody(t, res, "Skipped: the receipt stays DEAD", "skipped: no longer holds its key",
 		"alice@example.com", "o-7 was deleted upstream (INC-9)", "DEAD → DEAD", "3 → 4",
 		"Requeue receipt") // it can still be requeued, now without order
-	wantNoBody(t, res, "Skip receipt")
+	wantNoBody(t, res, "Skip receipt", "key-blocked")
 
 	var action, actor, reason string
 	if err := f.pool.QueryRow(context.Background(), "SELECT action, actor, reason FROM pginbox_audit WHERE receipt_id = $1", k.head).Scan(&action, &actor, &reason); err != nil {
