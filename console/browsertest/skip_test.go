@@ -105,6 +105,13 @@ func TestSkipInBrowser(t *testing.T) {
 	b.wantText(`form[action$="/skip"]`, "stays DEAD")
 	b.wantText(`form[action$="/requeue"] button`, "Requeue receipt")
 	b.screenshot("receipt-skip")
+	// On a phone both forms fit the screen.
+	b.do("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("skip-reason")))
+	if got := b.eval(`String(document.documentElement.scrollWidth <= window.innerWidth)`); got != "true" {
+		t.Fatalf("the receipt page scrolls sideways on a phone (%s px wide)", b.eval(`String(document.documentElement.scrollWidth)`))
+	}
+	b.screenshot("receipt-skip-phone")
+	b.do("desktop viewport", chromedp.EmulateViewport(1280, 900), chromedp.Reload(), chromedp.WaitVisible(chromedp.ID("skip-reason")))
 
 	b.do("skip", chromedp.SendKeys(chromedp.ID("skip-reason"), "account 4711 closed for good; capture booked by hand (FIN-2203)"),
 		chromedp.Click(chromedp.CSS(`form[action$="/skip"] button`)), chromedp.WaitVisible(chromedp.CSS(".notice")))
