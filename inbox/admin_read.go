@@ -44,8 +44,8 @@ func (v *AdminView) Get(ctx context.Context, id ID) (*ReceiptDetails, error) {
 		}
 		out = &ReceiptDetails{Receipt: r, Replays: make([]ReplaySummary, 0, len(replays)), Audit: make([]AuditEntry, 0, len(audit))}
 		if r.OrderingKey != "" && r.Status != StatusCompleted {
-			// One key's entries of pginbox_work_ordering: cheap however
-			// large the backlog.
+			// Reads only this key's entries of pginbox_work_ordering: the
+			// cost grows with the key's backlog, not the table's.
 			out.KeyBlocked, err = q.ReceiptKeyBlockedBehind(ctx, db.ReceiptKeyBlockedBehindParams{
 				ScopeID: row.ScopeID, Consumer: row.Consumer, ScopeKind: row.ScopeKind, OrderingKey: r.OrderingKey, OrderingSeq: r.OrderingSeq,
 			})
