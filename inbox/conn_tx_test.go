@@ -118,6 +118,46 @@ func TestHandlerTransactionOpensWithItsFirstStatement(t *testing.T) {
 	is.Equal(timeouts, []string{"5s 5s", "5s 5s", "5s 5s"})
 }
 
+// The statement that opens a handler transaction (ReceiptStart) runs on a
+// generic plan: left to choose, the server planned it afresh at every call,
+// and planning cost more than running it. The handler's own statements run
+// with the session's plan_cache_mode again.
+func TestHandlerStartRunsOnAGenericPlan(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan" })
+	var msgs []inbox.Message
+	for i := range 8 {
+		msgs = append(msgs, orderMsg(fmt.Sprint("evt-", i), raw(`{"orderId":"o-1"}`)))
+	}
+	acceptAll(t, newClient(t, pool, inbox.Config{}), msgs...)
+
+	var mu sync.Mutex
+	var seen []string
+	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
+		var mode string
+		var generic, custom int64
+		err := m.Tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), generic_plans, custom_plans
+			FROM pg_prepared_statements
+			WHERE statement LIKE '%-- name: ' || 'ReceiptStart %' -- not this statement itself`).Scan(&mode, &generic, &custom)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s generic>0:%v custom:%d", mode, generic > 0, custom))
+		mu.Unlock()
+		return nil
+	}), inbox.WorkerConfig{Concurrency: 1, PollInterval: 50 * time.Millisecond})
+	is.NoErr(w.Start(ctx))
+	eventually(t, 20*time.Second, "every receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 8 })
+	is.NoErr(w.Stop(ctx))
+	is.Equal(len(seen), 8)
+	for _, s := range seen {
+		is.Equal(s, "force_custom_plan generic>0:true custom:0")
+	}
+}
+
 // The handler's transaction does what pgx's does: savepoints (Begin),
 // large objects, batches, ErrTxClosed-free use until the worker ends it.
 func TestHandlerTransactionSavepointsAndLargeObjects(t *testing.T) {

@@ -60,15 +60,23 @@ func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchRe
 	b := &pgx.Batch{}
 	if s.openMs > 0 {
 		openQueries(b, s.openMs)
+		b.Queue(genericPlansOn)
 	}
 	queueScope(ctx, b, s.p)
 	if s.pid != nil {
 		b.Queue(backendPIDQuery)
 	}
 	b.Queue(sql, args...)
+	if s.openMs > 0 {
+		b.Queue(genericPlansOff) // read by the caller's Close
+	}
 	br := s.b.SendBatch(ctx, b)
 	if s.openMs > 0 {
-		if err := openedResults(br); err != nil {
+		err := openedResults(br)
+		if err == nil {
+			_, err = br.Exec()
+		}
+		if err != nil {
 			br.Close()
 			return nil, err
 		}
@@ -83,6 +91,19 @@ func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchRe
 	}
 	return br, nil
 }
+
+// genericPlansOn and genericPlansOff bracket the worker's statement that
+// opens a handler transaction (ReceiptStart) so it runs on a generic plan,
+// then restore the caller's plan_cache_mode for the handler's own statements.
+// Left to choose, the server plans it afresh at every call (a custom plan for
+// an array of known length looks cheaper), and planning it costs more than
+// running it. Both are local to the transaction. Not on Citus, which routes
+// a statement by planning it for its parameters.
+const (
+	genericPlansOn = "SELECT set_config('pginbox.plan_cache_mode', current_setting('plan_cache_mode'), true), " +
+		"set_config('plan_cache_mode', 'force_generic_plan', true)"
+	genericPlansOff = "SELECT set_config('plan_cache_mode', current_setting('pginbox.plan_cache_mode'), true)"
+)
 
 // readPID reads backendPIDQuery's result when s asked for it.
 func (s scopedDB) readPID(br pgx.BatchResults) error {

@@ -23,7 +23,7 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 		Scenario:    fmt.Sprintf("drain-c%d", concurrency),
 		Description: fmt.Sprintf("Worker (Concurrency %d) drains a backlog of %s receipts; each handler inserts one business row in the worker's transaction", concurrency, thousands(n)),
 		Concurrency: concurrency, Rounds: s.o.Rounds,
-		Target: ">= 0.80 x raw per-transaction ceiling", OK: true, Failures: []string{},
+		Target: ">= 0.60 x raw per-transaction ceiling", OK: true, Failures: []string{},
 	}
 	sides := []string{"pginbox", "raw"}
 	if perTx > 1 {
@@ -119,7 +119,7 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 	}
 	s.finishHooked(r, hooked)
 	s.finishRLS(r, rls)
-	r.MeetsTarget = r.Ratio >= 0.8
+	r.MeetsTarget = r.Ratio >= 0.6 // docs/TARGETS.md says why not 0.8
 	if perTx > 1 {
 		m := rawBatched.measure("")
 		r.setExtra("raw_batched_per_sec", round2(m.CallsPerSec))
