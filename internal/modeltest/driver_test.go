@@ -35,8 +35,9 @@ type handlerTx struct {
 	key             *string
 }
 
-// driver runs the model's steps against PostgreSQL: the statements of
-// queries/ through db, the admin changes through inbox.AdminView.
+// driver runs the model's steps against PostgreSQL: accepts through
+// inbox.Client, the workers' statements of queries/ through db, the admin
+// changes through inbox.AdminView.
 type driver struct {
 	t      *testing.T
 	ctx    context.Context
