@@ -23,7 +23,7 @@ generate:
 ## screenshots: regenerate docs/console/*.png with headless Chromium (the
 ## console's browser test in console/browsertest).
 screenshots:
-	cd console/browsertest && INBOX_SCREENSHOT_DIR=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestConsoleInBrowser$$' .
+	cd console/browsertest && INBOX_SCREENSHOT_DIR=$(CURDIR)/docs/console $(GO) test -count=1 -run '^(TestConsoleInBrowser|TestSkipInBrowser)$$' .
 
 ## test: the whole test suite with the race detector, in the root module and
 ## in every nested module (integrations with their own go.mod).

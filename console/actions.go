@@ -34,6 +34,18 @@ func (h *handler) replay(w http.ResponseWriter, r *http.Request, s *session) {
 	})
 }
 
+// skip takes a DEAD receipt out of its ordering key's order, so the key's
+// next receipt runs, at the version the page showed. The receipt stays DEAD.
+func (h *handler) skip(w http.ResponseWriter, r *http.Request, s *session) {
+	h.change(w, r, s, "skip", func(id inbox.ID, p inbox.ChangeParams) ([]any, error) {
+		res, err := s.view.Skip(r.Context(), id, p)
+		if err != nil {
+			return nil, err
+		}
+		return []any{"ordering_key", res.OrderingKey, "promoted", res.Promoted, "version", res.Version, "audit_id", res.AuditID}, nil
+	})
+}
+
 // change runs an audited change with the form's version and reason and the
 // session's actor. Success redirects to the receipt (so a reload does not
 // post again); a refusal shows the receipt's current state with why.
@@ -55,7 +67,7 @@ func (h *handler) change(w http.ResponseWriter, r *http.Request, s *session, act
 		attrs, err = act(id, inbox.ChangeParams{ExpectedVersion: version, Actor: s.Actor, Reason: reason})
 		if err == nil {
 			h.log.Info("pginbox console: "+action, append([]any{"receipt_id", id, "actor", s.Actor, "scope", s.Scope.String(), "reason", reason}, attrs...)...)
-			done := map[string]string{"requeue": "requeued", "replay": "replayed"}[action]
+			done := map[string]string{"requeue": "requeued", "replay": "replayed", "skip": "skipped"}[action]
 			http.Redirect(w, r, h.cfg.Prefix+"/receipts/"+id.String()+"?done="+done, http.StatusSeeOther)
 			return
 		}
@@ -74,7 +86,7 @@ func (h *handler) change(w http.ResponseWriter, r *http.Request, s *session, act
 	}
 	p := h.newPage(s, "Receipt "+id.String(), "receipts")
 	p.ErrorTitle, p.Error = title, forViewer(s, code, text)
-	refused := refusal{reason: reason}
+	refused := refusal{action: action, reason: reason}
 	if errors.Is(err, inbox.ErrVersionConflict) {
 		// The status the page showed, to say what changed. Only a known
 		// status is repeated back.
@@ -86,8 +98,10 @@ func (h *handler) change(w http.ResponseWriter, r *http.Request, s *session, act
 }
 
 // refusal is what a refused action leaves for the receipt page: the reason
-// the user typed, and for a version conflict the status their page showed.
+// the user typed (back in that action's form), and for a version conflict the
+// status their page showed.
 type refusal struct {
+	action string
 	reason string
 	seen   inbox.Status
 }

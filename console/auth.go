@@ -43,7 +43,7 @@ func (h *handler) action(fn handlerFunc) http.Handler {
 		}
 		if h.cfg.ReadOnly {
 			h.message(w, r, s, http.StatusForbidden, "Read-only console",
-				"This console is read-only (Config.ReadOnly, or inbox console --read-only): requeue, replay and purge are disabled. Use a console without read-only mode, or the inbox CLI.")
+				"This console is read-only (Config.ReadOnly, or inbox console --read-only): requeue, replay, skip and purge are disabled. Use a console without read-only mode, or the inbox CLI.")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)

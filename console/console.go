@@ -1,8 +1,8 @@
 // Package console is pginbox's web console: an http.Handler that shows
-// receipts to the people on call and lets them requeue, replay and purge
-// through the admin API. It is server-rendered HTML with embedded assets and
-// no dependencies beyond the standard library; every page works without
-// JavaScript.
+// receipts to the people on call and lets them requeue, replay, skip and
+// purge through the admin API. It is server-rendered HTML with embedded
+// assets and no dependencies beyond the standard library; every page works
+// without JavaScript.
 //
 //	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{})
 //	...
@@ -70,8 +70,8 @@ type Config struct {
 	// Defaults to AllScopes().
 	LocalScope Scope
 
-	// ReadOnly hides every action (requeue, replay, purge) and refuses them
-	// with 403. Defaults to false.
+	// ReadOnly hides every action (requeue, replay, skip, purge) and refuses
+	// them with 403. Defaults to false.
 	ReadOnly bool
 
 	// Prefix is the URL path the console is mounted at, without a trailing
@@ -195,6 +195,7 @@ func (h *handler) routes() {
 	m.Handle("GET "+p+"/receipts/{id}", h.page(h.receipt))
 	m.Handle("POST "+p+"/receipts/{id}/requeue", h.action(h.requeue))
 	m.Handle("POST "+p+"/receipts/{id}/replay", h.action(h.replay))
+	m.Handle("POST "+p+"/receipts/{id}/skip", h.action(h.skip))
 	m.Handle("GET "+p+"/dead", h.page(h.dead))
 	m.Handle("GET "+p+"/purge", h.page(h.purgeForm))
 	m.Handle("POST "+p+"/purge", h.action(h.purge))

@@ -129,6 +129,41 @@ func (q *Queries) ReceiptInsertKeyedRouted(ctx context.Context, arg ReceiptInser
 	return err
 }
 
+const receiptKeyBlockedBehind = `-- name: ReceiptKeyBlockedBehind :one
+SELECT count(*)::bigint AS blocked
+FROM pginbox_work
+WHERE scope_id = $1::text
+  AND consumer = $2::text
+  AND scope_kind = $3::text
+  AND ordering_key = $4::text
+  AND ordering_seq > $5::bigint
+  AND status = 'BLOCKED'
+`
+
+type ReceiptKeyBlockedBehindParams struct {
+	ScopeID     string
+	Consumer    string
+	ScopeKind   string
+	OrderingKey string
+	OrderingSeq int64
+}
+
+// How many receipts of a key wait (BLOCKED) behind sequence number
+// @ordering_seq: for the receipt page of a keyed receipt, such as a DEAD head
+// that holds its key. It reads pginbox_work_ordering for that key only.
+func (q *Queries) ReceiptKeyBlockedBehind(ctx context.Context, arg ReceiptKeyBlockedBehindParams) (int64, error) {
+	row := q.db.QueryRow(ctx, receiptKeyBlockedBehind,
+		arg.ScopeID,
+		arg.Consumer,
+		arg.ScopeKind,
+		arg.OrderingKey,
+		arg.OrderingSeq,
+	)
+	var blocked int64
+	err := row.Scan(&blocked)
+	return blocked, err
+}
+
 const receiptKeyLock = `-- name: ReceiptKeyLock :exec
 SELECT count(l.locked)::bigint AS locked
 FROM (

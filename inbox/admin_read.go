@@ -43,6 +43,16 @@ func (v *AdminView) Get(ctx context.Context, id ID) (*ReceiptDetails, error) {
 			return dbError("get receipt: audit trail", err)
 		}
 		out = &ReceiptDetails{Receipt: r, Replays: make([]ReplaySummary, 0, len(replays)), Audit: make([]AuditEntry, 0, len(audit))}
+		if r.OrderingKey != "" && r.Status != StatusCompleted {
+			// Reads only this key's entries of pginbox_work_ordering: the
+			// cost grows with the key's backlog, not the table's.
+			out.KeyBlocked, err = q.ReceiptKeyBlockedBehind(ctx, db.ReceiptKeyBlockedBehindParams{
+				ScopeID: row.ScopeID, Consumer: row.Consumer, ScopeKind: row.ScopeKind, OrderingKey: r.OrderingKey, OrderingSeq: r.OrderingSeq,
+			})
+			if err != nil {
+				return dbError("get receipt: receipts behind it", err)
+			}
+		}
 		for _, rp := range replays {
 			out.Replays = append(out.Replays, ReplaySummary{ID: rp.ID, Status: Status(rp.Status), Version: rp.Version, CreatedAt: rp.CreatedAt, CompletedAt: rp.CompletedAt})
 		}

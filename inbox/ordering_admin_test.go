@@ -97,6 +97,8 @@ func TestOrderingKeyDeadHeadBlocksUntilSkipped(t *testing.T) {
 
 	dead, err := admin.Get(ctx, ids[0])
 	is.NoErr(err)
+	is.Equal(dead.KeyBlocked, int64(2)) // both later receipts wait behind it
+	is.Equal(r2.KeyBlocked, int64(1))   // the third waits behind the second
 	p := inbox.ChangeParams{ExpectedVersion: dead.Version, Actor: "ops", Reason: "bad event, skipping"}
 	// Refusals change nothing.
 	_, err = admin.Skip(ctx, ids[0], inbox.ChangeParams{ExpectedVersion: dead.Version - 1, Actor: "ops", Reason: "x"})
@@ -123,6 +125,7 @@ func TestOrderingKeyDeadHeadBlocksUntilSkipped(t *testing.T) {
 	is.Equal(len(details.Audit), 1)
 	is.Equal(details.Audit[0].Action, inbox.AuditSkip)
 	is.Equal(details.Audit[0].Actor, "ops")
+	is.Equal(details.KeyBlocked, int64(0))
 
 	// Skipped already: refused.
 	_, err = admin.Skip(ctx, ids[0], inbox.ChangeParams{ExpectedVersion: res.Version, Actor: "ops", Reason: "again"})

@@ -73,6 +73,11 @@ type ReceiptDetails struct {
 	// Audit is the trail of admin actions on this receipt, oldest first; for a
 	// replay it starts with the replay of its original that created it.
 	Audit []AuditEntry
+	// KeyBlocked is the number of later receipts of its ordering key (same
+	// consumer and scope) that wait, BLOCKED, for an earlier one: for a DEAD
+	// receipt that holds its key, the receipts it holds back until it is
+	// requeued or skipped. Zero without a key, and once COMPLETED.
+	KeyBlocked int64
 }
 
 // ReplaySummary is one receipt created by a replay.

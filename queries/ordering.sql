@@ -144,3 +144,16 @@ WHERE w.scope_id = sqlc.arg(scope_id)::text
   AND r.scope_id = sqlc.arg(scope_id)::text
   AND r.id = w.receipt_id AND r.scope_kind = w.scope_kind
 RETURNING w.version, w.consumer, r.ordering_key::text AS ordering_key;
+
+-- name: ReceiptKeyBlockedBehind :one
+-- How many receipts of a key wait (BLOCKED) behind sequence number
+-- @ordering_seq: for the receipt page of a keyed receipt, such as a DEAD head
+-- that holds its key. It reads pginbox_work_ordering for that key only.
+SELECT count(*)::bigint AS blocked
+FROM pginbox_work
+WHERE scope_id = sqlc.arg(scope_id)::text
+  AND consumer = sqlc.arg(consumer)::text
+  AND scope_kind = sqlc.arg(scope_kind)::text
+  AND ordering_key = sqlc.arg(ordering_key)::text
+  AND ordering_seq > sqlc.arg(ordering_seq)::bigint
+  AND status = 'BLOCKED';

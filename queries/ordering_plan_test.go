@@ -13,10 +13,11 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 )
 
-// The keyed accept and the promotion stay index-driven with a million keyed
-// receipts queued (10,000 keys of 100, each key's head PENDING and the rest
-// BLOCKED): each reads the ordering indexes of its key, a few pages, not the
-// backlog. EXPLAIN ANALYZE runs them in a transaction that is rolled back.
+// The keyed accept, the promotion and the count behind a key's head stay
+// index-driven with a million keyed receipts queued (10,000 keys of 100, each
+// key's head PENDING and the rest BLOCKED): each reads the ordering indexes
+// of its key, a few pages, not the backlog. EXPLAIN ANALYZE runs them in a
+// transaction that is rolled back.
 func TestOrderingPlansWithAMillionQueued(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -48,7 +49,7 @@ ANALYZE pginbox_receipts, pginbox_work`
 		"id": newID, "scope_kind": "tenant", "scope_id": "t-7", "source": "bench", "consumer": "orders",
 		"message_id": "new-1", "event_type": "order.created", "schema_version": 1, "fingerprint": make([]byte, 32),
 		"payload": "{}", "metadata": "{}", "max_attempts": 10, "ordering_key": "k-4567",
-		"consumers": []string{"orders"}, "keys": []string{"k-4567"},
+		"consumers": []string{"orders"}, "keys": []string{"k-4567"}, "ordering_seq": 1,
 	}
 	hit := regexp.MustCompile(`Buffers: shared hit=(\d+)(?: read=(\d+))?`)
 	tx, err := conn.Begin(ctx)
@@ -60,6 +61,7 @@ ANALYZE pginbox_receipts, pginbox_work`
 		{"ReceiptInsertKeyed", "pginbox_receipts_ordering"},
 		{"ReceiptQueueKeyed", "pginbox_work_ordering"},
 		{"ReceiptPromote", "pginbox_work_ordering"},
+		{"ReceiptKeyBlockedBehind", "pginbox_work_ordering"},
 	} {
 		q, ok := named[c.name]
 		if !ok {

@@ -38,6 +38,7 @@ var plans = map[string]expectation{
 	"ReceiptQueueKeyed":        {kind: router},
 	"ReceiptPromote":           {kind: router},
 	"ReceiptSkip":              {kind: router},
+	"ReceiptKeyBlockedBehind":  {kind: router},
 
 	// The worker.
 	"ReceiptClaim":         {kind: refused, why: singleNodeClaim},

@@ -46,7 +46,7 @@ func runConsole(ctx context.Context, e *env, args []string) error {
 	d.add(fs)
 	s.add(fs)
 	listen := fs.String("listen", "127.0.0.1:8080", "loopback `ADDR` (host:port) to serve on")
-	readOnly := fs.Bool("read-only", false, "hide and refuse requeue, replay and purge")
+	readOnly := fs.Bool("read-only", false, "hide and refuse requeue, replay, skip and purge")
 	actor := fs.String("actor", "", "who, for the audit trail of actions (default $USER; not needed with --read-only)")
 	pos, err := parseFlags(e, consoleCmd, fs, args)
 	if err != nil {

@@ -467,7 +467,7 @@ func (b *browserSession) eval(expr string) string {
 
 // docsShots are the screenshots that go to $INBOX_SCREENSHOT_DIR (the
 // committed ones under docs/console); the others stay with the test run.
-var docsShots = map[string]bool{"overview": true, "overview-phone": true, "list": true, "dead": true, "receipt": true, "receipt-requeued": true}
+var docsShots = map[string]bool{"overview": true, "overview-phone": true, "list": true, "dead": true, "receipt": true, "receipt-requeued": true, "receipt-skip": true}
 
 // screenshot saves the whole page as name.png in the test's artifact
 // directory and, for docsShots, in $INBOX_SCREENSHOT_DIR when set.

@@ -61,16 +61,15 @@ func ExampleNewConsumer() {
 				Payload:       d.Body,
 			}, nil
 		},
-		Logger: slog.New(slog.DiscardHandler),
+		// Reconnects and dead letters are warnings: keep them visible.
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }() // reconnects until the context ends
 
 	// A producer's message, with its event ID as the message-id property.
+	// It waits in the queue until the consumer runs.
 	conn, ch := exampleChannel(url)
 	defer conn.Close()
 	defer cleanUp(ch, queue)
@@ -84,6 +83,11 @@ func ExampleNewConsumer() {
 	if err != nil {
 		log.Fatal(err)
 	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx) }() // reconnects until the context ends
+
 	var status string
 	for i := 0; status == "" && i < 3000; i++ { // up to 30s
 		time.Sleep(10 * time.Millisecond)

@@ -63,7 +63,9 @@ func (driver) Skip(c conformance.Case) string {
 	return ""
 }
 
-func (driver) Deduplicates() bool { return false } // a standard queue keeps every send
+// Deduplicates: the publisher cases read from FIFO queues (NewDestination),
+// which drop a resend of an event ID within five minutes.
+func (driver) Deduplicates() bool { return true }
 
 // clientAt is an SQS client of the server (or proxy) at addr.
 func clientAt(addr string) *sqs.Client {
@@ -85,9 +87,13 @@ func (driver) NewChannel(t *testing.T, addr string) conformance.Channel {
 	return ch
 }
 
+// NewDestination is a FIFO queue: only FIFO queues keep order (per message
+// group, the event's ordering key), which the publisher cases check. A
+// standard queue's order is best effort, and a receive the SDK retried
+// returns its first attempt's messages only after their visibility timeout.
 func (driver) NewDestination(t testing.TB, addr string) conformance.Destination {
 	c := clientAt(addr)
-	return &channel{c: c, queue: createQueue(t, c, "conf-dest-"+randomID(), nil)}
+	return &channel{c: c, queue: createQueue(t, c, "conf-dest-"+randomID()+".fifo", nil)}
 }
 
 func (driver) NewPublisher(t testing.TB, addr string) outbox.Publisher {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -115,26 +116,39 @@ func send(t testing.TB, c *sqs.Client, url, id, body string) {
 	}
 }
 
-// drain receives (and deletes) every message the queue holds now.
+// drain receives and deletes every message url holds. The SDK retries a
+// receive whose response it could not read (seen under load: the
+// connection closed mid-body), and the messages the first attempt took stay
+// in flight until their visibility timeout: drain receives with a short one
+// and goes on until the queue reports none left, visible or in flight.
 func drain(t testing.TB, c *sqs.Client, url string) []types.Message {
 	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
 	var all []types.Message
 	for {
-		out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 2,
 			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out.Messages) == 0 {
-			return all
-		}
 		for _, m := range out.Messages {
 			all = append(all, m)
-			if _, err := c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+			if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if len(out.Messages) > 0 {
+			continue
+		}
+		left := held(t, c, url)
+		if left == 0 {
+			return all
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("draining %s: %d messages still in flight after 30s", url, left)
 		}
 	}
 }

@@ -308,7 +308,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		prog.note("starting an ephemeral PostgreSQL cluster (fsync %s)", onOff(!o.NoFsync))
 		copts := pgcluster.Options{Fsync: !o.NoFsync}
 		if o.ProfileDir != "" {
-			copts.Settings = map[string]string{"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all"}
+			copts.Settings = map[string]string{"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all",
+				"pg_stat_statements.track_planning": "on"}
 		}
 		cluster, err := pgcluster.Start(ctx, copts)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -483,4 +484,39 @@ func TestBenchOrderedScenario(t *testing.T) {
 	extra := r["extra"].(map[string]any)
 	is.Equal(extra["hot_keys"].(float64), float64(10))
 	is.True(extra["hot_keys_per_sec"].(float64) > 0)
+}
+
+// --profile covers both sides of drain, and the CPU account counts the drain
+// backends' time before the phase's pool closes (once it had closed, the
+// backends were gone and counted nothing).
+func TestBenchDrainProfilesBothSides(t *testing.T) {
+	is := is.New(t)
+	dsn := inboxtest.Database(t)
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := append(tinyArgs(dsn), "--scenarios", "drain", "--drain-concurrency", "2", "--drain-messages", "400", "--json", "--profile", dir)
+	if code := bench.Command(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, phase := range []string{"drain-c2-round1", "drain-c2-raw-round1"} {
+		account, err := os.ReadFile(filepath.Join(dir, phase+".cpu.txt"))
+		is.NoErr(err)
+		var line string
+		for l := range strings.Lines(string(account)) {
+			if strings.Contains(l, "backends "+"pginbox-bench-drain") {
+				line = l
+			}
+		}
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "backends pginbox-bench-drain"))
+		if len(f) < 1 {
+			t.Fatalf("%s: no drain backends line in\n%s", phase, account)
+		}
+		cpu, err := strconv.ParseFloat(f[0], 64)
+		is.NoErr(err)
+		if cpu <= 0 {
+			t.Errorf("%s: the drain backends used %v CPU seconds, want > 0:\n%s", phase, cpu, account)
+		}
+		_, err = os.Stat(filepath.Join(dir, phase+".waits.txt"))
+		is.NoErr(err)
+	}
 }

@@ -62,23 +62,25 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 			switch side {
 			case "pginbox":
 				statsOK = statsOK && s.resetStats(ctx)
-				stopProfile := s.startProfile(fmt.Sprintf("%s-round%d", r.Scenario, round+1))
-				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, nil, false)
-				stopProfile(got.calls)
+				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, nil, false, fmt.Sprintf("%s-round%d", r.Scenario, round+1))
 				if err == nil && statsOK {
 					var t tableStats
 					if t, err = s.receiptStats(ctx); err == nil {
 						writes.add(t.withoutInserts())
 					}
 				}
-			case "raw":
-				got, err = s.rawDrain(ctx, label, ids, concurrency, 1)
-			case "raw-batched":
-				got, err = s.rawDrain(ctx, label, ids, concurrency, perTx)
+			case "raw", "raw-batched":
+				rawPerTx := 1
+				if side == "raw-batched" {
+					rawPerTx = perTx
+				}
+				// Profiled too: the per-message analysis compares the two
+				// sides statement by statement.
+				got, err = s.rawDrain(ctx, label, ids, concurrency, rawPerTx, fmt.Sprintf("%s-%s-round%d", r.Scenario, side, round+1))
 			case sideHooked:
-				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, s.hooksFor(side), false)
+				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, s.hooksFor(side), false, "")
 			case sideRLS:
-				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, nil, true)
+				got, err = s.pginboxDrain(ctx, label, n, concurrency, perTx, nil, true, "")
 			}
 			if err != nil {
 				r.failf("%s: %v", side, err)
@@ -138,8 +140,10 @@ func (s *suite) drain(ctx context.Context, concurrency, perTx int) *Result {
 // A worker has no per-message call to time from outside, so this phase has a
 // rate but no latencies.
 // With rls, tenancy is enabled for the phase, the handlers run on the
-// application role and the worker's SystemPool on the system role.
-func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, perTx int, hooks *Hooks, rls bool) (sample, error) {
+// application role and the worker's SystemPool on the system role. A
+// non-empty profile names the phase's profile (startProfile), taken while
+// the pool's backends still exist.
+func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, perTx int, hooks *Hooks, rls bool, profile string) (sample, error) {
 	base := s.base
 	var sys *pgxpool.Pool
 	if rls {
@@ -186,10 +190,12 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 		err := s.admin.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts_live WHERE status = 'COMPLETED'").Scan(&c)
 		return c, err
 	}
+	stopProfile := s.startProfile(profile)
 	stop := s.prog.phase(label, n, func() int { return int(handled.Load()) })
 	start := time.Now()
 	if err := w.Start(ctx); err != nil {
 		stop()
+		stopProfile(0)
 		return sample{}, err
 	}
 	var waitErr error
@@ -213,6 +219,7 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 	}
 	elapsed := time.Since(start)
 	stop()
+	stopProfile(int(handled.Load()))
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := w.Stop(stopCtx); err != nil {
@@ -228,14 +235,15 @@ func (s *suite) pginboxDrain(ctx context.Context, label string, n, concurrency, 
 	return got, nil
 }
 
-func (s *suite) rawDrain(ctx context.Context, label string, ids [][16]byte, concurrency, perTx int) (sample, error) {
-	pool, err := newPool(ctx, s.base, concurrency)
+func (s *suite) rawDrain(ctx context.Context, label string, ids [][16]byte, concurrency, perTx int, profile string) (sample, error) {
+	pool, err := newNamedPool(ctx, s.base, concurrency, appDrain)
 	if err != nil {
 		return sample{}, err
 	}
 	defer pool.Close()
 	batches := (len(ids) + perTx - 1) / perTx
-	return load(ctx, s.prog, label, batches, concurrency, perTx, func(ctx context.Context, b int) error {
+	stopProfile := s.startProfile(profile)
+	got := load(ctx, s.prog, label, batches, concurrency, perTx, func(ctx context.Context, b int) error {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			return err
@@ -254,5 +262,7 @@ func (s *suite) rawDrain(ctx context.Context, label string, ids [][16]byte, conc
 			}
 		}
 		return tx.Commit(ctx)
-	}), nil
+	})
+	stopProfile(got.calls)
+	return got, nil
 }

@@ -16,11 +16,12 @@ const (
 	appDrain  = "pginbox-bench-drain"
 )
 
-// startProfile profiles one pginbox phase when Options.ProfileDir is set: a CPU
-// profile of this process (the worker and the producers, told apart by the
-// pprof label "side"), the statements the server ran (pg_stat_statements,
-// reset here), wait events sampled from pg_stat_activity, and the CPU time of
-// this process, of each group of server backends and of the whole machine.
+// startProfile profiles one phase (pginbox's, or a raw loop's to compare)
+// when Options.ProfileDir is set: a CPU profile of this process (the worker
+// and the producers, told apart by the pprof label "side"), the statements
+// the server ran (pg_stat_statements, reset here), wait events sampled from
+// pg_stat_activity, and the CPU time of this process, of each group of server
+// backends and of the whole machine.
 // The returned function ends the phase's profile; messages is how many it
 // completed, for the per-message columns.
 func (s *suite) startProfile(name string) (stop func(messages int)) {
@@ -64,6 +65,7 @@ func (s *suite) startProfile(name string) (stop func(messages int)) {
 // columns.
 func (s *suite) writeStatements(ctx context.Context, path string, messages int) error {
 	rows, err := s.admin.Query(ctx, `SELECT calls, rows, round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 3),
+			plans, round(total_plan_time::numeric, 1),
 			shared_blks_hit + shared_blks_read, wal_records, wal_bytes::bigint,
 			coalesce(substring(query from '-- name: (\w+)'), left(regexp_replace(query, '\s+', ' ', 'g'), 100))
 		FROM pg_stat_statements
@@ -86,16 +88,18 @@ func (s *suite) writeStatements(ctx context.Context, path string, messages int) 
 	}
 	fmt.Fprintf(f, "pg_stat_statements over the profiled window: %d messages completed\n\n", messages)
 	tw := tabwriter.NewWriter(f, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "calls\tcalls/msg\trows\ttotal ms\tmean ms\tms/msg\tbuffers\twal records\twal bytes\twal B/msg\tstatement")
+	// Planning is counted apart from execution (track_planning): a
+	// statement the server re-plans at every call pays it each time.
+	fmt.Fprintln(tw, "calls\tcalls/msg\trows\ttotal ms\tmean ms\tms/msg\tplans\tplan ms/msg\tbuffers\twal records\twal bytes\twal B/msg\tstatement")
 	for rows.Next() {
-		var calls, nrows, blocks, wal, walBytes int64
-		var total, mean float64
+		var calls, nrows, plans, blocks, wal, walBytes int64
+		var total, mean, planTotal float64
 		var q string
-		if err := rows.Scan(&calls, &nrows, &total, &mean, &blocks, &wal, &walBytes, &q); err != nil {
+		if err := rows.Scan(&calls, &nrows, &total, &mean, &plans, &planTotal, &blocks, &wal, &walBytes, &q); err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%.3f\t%s\t%d\t%d\t%d\t%s\t%s\n", calls, per(float64(calls)), nrows, total, mean,
-			per(total), blocks, wal, walBytes, per(float64(walBytes)), q)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%.1f\t%.3f\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", calls, per(float64(calls)), nrows, total, mean,
+			per(total), plans, per(planTotal), blocks, wal, walBytes, per(float64(walBytes)), q)
 	}
 	if err := rows.Err(); err != nil {
 		return err
