@@ -52,7 +52,8 @@ history-check:
 	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^Test(Admin|Worker)History$$' .
 
 ## model-defects: the model with a past fix switched off (scope keys, the
-## hung-handler watchdog) must fail its invariants.
+## hung-handler watchdog, the ordering keys' lock, the promotion in the
+## handler's commit) must fail its invariants.
 model-defects:
 	bash scripts/model-defects
 

@@ -22,7 +22,8 @@ func (d *driver) compare(s State) ([]string, error) {
 	rows, err := d.pool.Query(d.ctx, `
 SELECT r.id, r.scope_id, r.message_id, r.status, r.version, r.attempts, r.payload IS NOT NULL, r.replay_of,
        coalesce(w.status, 'NONE'), coalesce(w.scope_id, ''), coalesce(w.attempts, 0), w.claim_token,
-       coalesce(w.lease_expires_at < now(), false), coalesce(w.available_at <= now(), false), coalesce(w.version, 0)
+       coalesce(w.lease_expires_at < now(), false), coalesce(w.available_at <= now(), false), coalesce(w.version, 0),
+       coalesce(r.ordering_key, ''), coalesce(r.ordering_seq, 0), coalesce(w.ordering_key, ''), coalesce(w.ordering_seq, 0)
 FROM pginbox_receipts r
 LEFT JOIN pginbox_work w ON w.receipt_id = r.id`)
 	if err != nil {
@@ -35,7 +36,8 @@ LEFT JOIN pginbox_work w ON w.receipt_id = r.id`)
 		var r dbRow
 		var version, attempts, wattempts, wversion int64
 		if err := rows.Scan(&id, &r.Scope, &r.Msg, &r.Status, &version, &attempts, &r.Payload, &r.replayOf,
-			&r.work.Status, &r.work.Scope, &wattempts, &r.token, &r.work.Expired, &r.work.Due, &wversion); err != nil {
+			&r.work.Status, &r.work.Scope, &wattempts, &r.token, &r.work.Expired, &r.work.Due, &wversion,
+			&r.Key, &r.Seq, &r.work.Key, &r.work.Seq); err != nil {
 			return nil, err
 		}
 		r.Version, r.Attempts, r.work.Attempts, r.work.Version = version, attempts, wattempts, wversion
@@ -74,6 +76,8 @@ LEFT JOIN pginbox_work w ON w.receipt_id = r.id`)
 			replayOf = d.model(*r.replayOf)
 		}
 		diff(n, "replay_of", m.ReplayOf, replayOf)
+		diff(n, "ordering key", m.Key, r.Key)
+		diff(n, "ordering seq", m.Seq, r.Seq)
 		w := s.Work[k]
 		diff(n, "work status", w.Status, r.work.Status)
 		if w.Status == "NONE" {
@@ -82,6 +86,8 @@ LEFT JOIN pginbox_work w ON w.receipt_id = r.id`)
 		diff(n, "work scope", w.Scope, r.work.Scope)
 		diff(n, "work attempts", w.Attempts, r.work.Attempts)
 		diff(n, "work version", w.Version, r.work.Version)
+		diff(n, "work ordering key", w.Key, r.work.Key)
+		diff(n, "work ordering seq", w.Seq, r.work.Seq)
 		token := "none"
 		if r.token != nil {
 			token = r.token.String()
@@ -131,6 +137,9 @@ func describe(s Step) string {
 	}
 	if s.Msg != "" {
 		fmt.Fprintf(&b, " msg=%s", s.Msg)
+	}
+	if s.Key != "" {
+		fmt.Fprintf(&b, " key=%s", s.Key)
 	}
 	fmt.Fprintf(&b, " flag=%v arg=%d -> %s", s.Flag, s.Arg, s.Outcome)
 	return b.String()

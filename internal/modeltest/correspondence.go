@@ -27,6 +27,8 @@ var Steps = map[string]string{
 	"crashWorker":    "a worker process dies",
 	"serverCrash":    "the server restarts, possibly losing unflushed claims",
 	"forge":          "a tenant's own SQL references another scope's receipt",
+	"acceptCommits":  "without KEY_LOCK only: a keyed accept's transaction commits after its statements",
+	"promoteAfter":   "without PROMOTE_IN_COMMIT only: the promotion in a transaction after the commit",
 }
 
 var (

@@ -2,7 +2,7 @@ package modeltest
 
 import (
 	"context"
-	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -29,16 +29,22 @@ type handlerTx struct {
 	conn *pgxpool.Conn
 	tx   pgx.Tx
 	pid  int32
+	// What ReceiptStart returned: the receipt's consumer, scope and ordering
+	// key, whose next receipt the commit promotes.
+	consumer, scope string
+	key             *string
 }
 
-// driver runs the model's steps against PostgreSQL: the statements of
-// queries/ through db, the admin changes through inbox.AdminView.
+// driver runs the model's steps against PostgreSQL: accepts through
+// inbox.Client, the workers' statements of queries/ through db, the admin
+// changes through inbox.AdminView.
 type driver struct {
 	t      *testing.T
 	ctx    context.Context
 	pool   *pgxpool.Pool
 	q      *db.Queries
 	admin  *inbox.AdminView
+	client *inbox.Client
 	ids    map[int64]inbox.ID // model receipt -> database receipt
 	tokens map[int64]inbox.ID // model token -> claim token
 	txs    map[string]*handlerTx
@@ -53,16 +59,23 @@ func newDriver(t *testing.T, pool *pgxpool.Pool) *driver {
 	if err != nil {
 		t.Fatal(err)
 	}
+	client, err := inbox.NewClient(pool, inbox.Config{MaxAttempts: maxAttempts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
 	return &driver{
-		t: t, ctx: t.Context(), pool: pool, q: db.New(pool), admin: admin.Operator(),
+		t: t, ctx: t.Context(), pool: pool, q: db.New(pool), admin: admin.Operator(), client: client,
 		ids: map[int64]inbox.ID{}, tokens: map[int64]inbox.ID{}, txs: map[string]*handlerTx{},
 		pendingExpiry: map[int64]bool{},
 	}
 }
 
-func consumer(scope, msg string) string { return "c-" + scope + "-" + msg }
+// consumer is the one consumer of a scope: the model's ordering key of a
+// scope is the code's (consumer, scope, key).
+func consumer(scope string) string { return "c-" + scope }
 
-var allConsumers = []string{consumer("s1", "m1"), consumer("s1", "m2"), consumer("s2", "m1"), consumer("s2", "m2")}
+var allConsumers = []string{consumer("s1"), consumer("s2")}
 
 func (d *driver) exec(sql string, args ...any) {
 	d.t.Helper()
@@ -77,21 +90,24 @@ func (d *driver) apply(prev, next State) error {
 	id := d.ids[s.ID]
 	switch s.Act {
 	case "accept":
-		fp := sha256.Sum256([]byte(s.Scope + "/" + s.Msg))
-		payload := `{"n":1}`
-		newID := inboxtype.New()
-		_, err := d.q.ReceiptAccept(d.ctx, db.ReceiptAcceptParams{
-			ID: newID, ScopeKind: "tenant", ScopeID: s.Scope, Source: "model",
-			Consumer: consumer(s.Scope, s.Msg), MessageID: s.Msg, EventType: "model.event", SchemaVersion: 1,
-			Fingerprint: fp[:], Payload: &payload, Metadata: "{}", MaxAttempts: maxAttempts,
+		// Through Client.Accept: a keyed message takes its key's lock and
+		// queues BLOCKED or PENDING (ReceiptKeyLock, ReceiptInsertKeyed,
+		// ReceiptQueueKeyed), an unkeyed one runs ReceiptAccept.
+		res, err := d.client.Accept(d.ctx, inbox.Message{
+			Identity:  inbox.Identity{Scope: inbox.Tenant(s.Scope), Source: "model", Consumer: consumer(s.Scope), MessageID: s.Msg},
+			EventType: "model.event", SchemaVersion: 1, Payload: json.RawMessage(`{"n":1}`), OrderingKey: s.Key,
 		})
-		got := "ok"
-		if errors.Is(err, pgx.ErrNoRows) {
-			got = "duplicate"
-		} else if err != nil {
+		if err != nil {
 			return err
+		}
+		got := "ok"
+		if res.Outcome == inbox.Duplicate {
+			got = "duplicate"
+			if res.ID != id {
+				return fmt.Errorf("accept: duplicate of %v, the model's receipt %d is %v", res.ID, s.ID, id)
+			}
 		} else {
-			d.ids[s.ID] = newID
+			d.ids[s.ID] = res.ID
 		}
 		return outcome(s, got)
 	case "claim":
@@ -101,7 +117,7 @@ func (d *driver) apply(prev, next State) error {
 		d.exec(`UPDATE pginbox_work SET available_at = now() - interval '1 day' - $2 * interval '1 second' WHERE receipt_id = $1`, id, d.claims)
 		tok := inboxtype.New()
 		rc := next.Receipts[key(s.ID)]
-		rows, err := d.q.ReceiptClaim(d.ctx, db.ReceiptClaimParams{Consumers: []string{consumer(rc.Scope, rc.Msg)}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: leaseMs})
+		rows, err := d.q.ReceiptClaim(d.ctx, db.ReceiptClaimParams{Consumers: []string{consumer(rc.Scope)}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: leaseMs})
 		if err != nil {
 			return err
 		}
@@ -158,14 +174,23 @@ func (d *driver) apply(prev, next State) error {
 			conn.Release()
 			return err
 		}
-		d.txs[s.Worker] = &handlerTx{conn: conn, tx: tx, pid: pid}
+		d.txs[s.Worker] = &handlerTx{conn: conn, tx: tx, pid: pid, consumer: rows[0].Consumer, scope: sc, key: rows[0].OrderingKey}
 		return outcome(s, "ok")
 	case "commit", "rollback":
 		h := d.txs[s.Worker]
 		delete(d.txs, s.Worker)
 		var err error
 		if s.Act == "commit" {
-			err = h.tx.Commit(d.ctx)
+			var promoted int
+			promoted, err = d.promote(h)
+			if err == nil {
+				err = h.tx.Commit(d.ctx)
+			} else {
+				_ = h.tx.Rollback(d.ctx)
+			}
+			if err == nil && (promoted == 1) != (s.Created != 0) {
+				err = fmt.Errorf("commit promoted %d receipts, the model receipt %d", promoted, s.Created)
+			}
 		} else {
 			err = h.tx.Rollback(d.ctx)
 		}
@@ -231,11 +256,17 @@ func (d *driver) apply(prev, next State) error {
 			d.unlocked(lockedID)
 		}
 		return nil
-	case "requeue", "replay":
+	case "requeue", "replay", "skip":
 		p := inbox.ChangeParams{ExpectedVersion: s.Arg, Actor: "model", Reason: "model trace"}
 		var err error
 		if s.Act == "requeue" {
 			_, err = d.admin.Requeue(d.ctx, id, p)
+		} else if s.Act == "skip" {
+			var res *inbox.SkipResult
+			res, err = d.admin.Skip(d.ctx, id, p)
+			if err == nil && res.Promoted != (s.Created != 0) {
+				return fmt.Errorf("skip of receipt %d promoted: %v, the model promoted receipt %d", s.ID, res.Promoted, s.Created)
+			}
 		} else {
 			var res *inbox.ReplayResult
 			res, err = d.admin.Replay(d.ctx, id, p)
@@ -257,6 +288,25 @@ func (d *driver) apply(prev, next State) error {
 		return d.forge(s, id)
 	}
 	return fmt.Errorf("the driver does not know step %q", s.Act)
+}
+
+// promote runs, in the handler's transaction before its commit, what the
+// worker sends in the commit's round trip for a receipt with an ordering
+// key: the key's lock, then the promotion of its next receipt.
+// It returns how many receipts it promoted.
+func (d *driver) promote(h *handlerTx) (int, error) {
+	if h.key == nil {
+		return 0, nil
+	}
+	q := db.New(h.tx)
+	// The lock's name as the inbox builds it (consumer, scope kind, scope ID
+	// and key); here only the serialization it gives matters.
+	lock := h.consumer + "\x1f" + "tenant" + "\x1f" + h.scope + "\x1f" + *h.key
+	if err := q.ReceiptKeyLock(d.ctx, db.ReceiptKeyLockParams{Keys: []string{lock}, ScopeID: h.scope}); err != nil {
+		return 0, err
+	}
+	woken, err := q.ReceiptPromote(d.ctx, db.ReceiptPromoteParams{ScopeID: h.scope, ScopeKind: "tenant", Consumers: []string{h.consumer}, Keys: []string{*h.key}})
+	return len(woken), err
 }
 
 func (d *driver) lockedBy(s State, w string) int64 {
@@ -327,7 +377,7 @@ func (d *driver) forge(s Step, id inbox.ID) error {
 	switch s.Msg {
 	case "work":
 		_, err = d.pool.Exec(d.ctx, `INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts) VALUES ($1, 'tenant', $2, $3, 2)`,
-			id, s.Scope, consumer(s.Scope, "m1"))
+			id, s.Scope, consumer(s.Scope))
 	case "audit":
 		_, err = d.pool.Exec(d.ctx, `INSERT INTO pginbox_audit (receipt_id, scope_kind, scope_id, action, actor, reason, from_status, to_status, from_version, to_version)
 			VALUES ($1, 'tenant', $2, 'requeue', 'forger', 'forged', 'DEAD', 'PENDING', 1, 2)`, id, s.Scope)

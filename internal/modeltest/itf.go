@@ -31,6 +31,8 @@ type Receipt struct {
 	Attempts int64  `json:"attempts"`
 	Payload  bool   `json:"payload"`
 	ReplayOf int64  `json:"replayOf"`
+	Key      string `json:"key"` // ordering key, "" for none
+	Seq      int64  `json:"seq"` // its number in the key, 0 for none
 }
 
 // Work is the model's pginbox_work row (Status NONE: no row).
@@ -42,6 +44,8 @@ type Work struct {
 	Expired  bool   `json:"expired"`
 	Due      bool   `json:"due"`
 	Version  int64  `json:"version"`
+	Key      string `json:"key"` // the row's ordering key, "" for none or skipped
+	Seq      int64  `json:"seq"`
 }
 
 // Claim is what a worker believes it holds.
@@ -62,6 +66,7 @@ type Step struct {
 	Arg     int64  `json:"arg"`
 	Created int64  `json:"created"`
 	Outcome string `json:"outcome"`
+	Key     string `json:"key"`
 }
 
 // ReadTrace reads an ITF file of the receipts model.
