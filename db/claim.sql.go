@@ -106,8 +106,7 @@ WITH RECURSIVE walk AS (
         attempts = w.attempts + 1,
         version = w.version + 1,
         updated_at = now()
-    FROM due
-    WHERE w.receipt_id = due.receipt_id
+    WHERE w.receipt_id = ANY (ARRAY(SELECT due.receipt_id FROM due))
     RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.claim_token, w.attempts, w.max_attempts
 )
 SELECT r.id, c.claim_token, r.scope_kind, r.scope_id, r.source, r.consumer,
@@ -116,6 +115,7 @@ SELECT r.id, c.claim_token, r.scope_kind, r.scope_id, r.source, r.consumer,
 FROM claimed c
 JOIN pginbox_receipts r
   ON r.id = c.receipt_id AND r.scope_kind = c.scope_kind AND r.scope_id = c.scope_id
+WHERE r.id = ANY (ARRAY(SELECT c2.receipt_id FROM claimed c2))
 `
 
 type ReceiptClaimParams struct {
@@ -165,6 +165,11 @@ type ReceiptClaimRow struct {
 // ALL under LIMIT is read child by child, and wrap is read only when walk
 // runs short), each get an equal share of @max_count (returned as share: a
 // scope that filled its share may have more), oldest first within the scope.
+//
+// The worker runs it on a generic plan (planning it cost more than running
+// it). The claimed rows are found by ID arrays (= ANY), so the plan stays on
+// the primary keys whatever the generic plan guesses for LIMIT @max_count: a
+// join would be planned for a tenth of the table, as a hash join over it.
 func (q *Queries) ReceiptClaim(ctx context.Context, arg ReceiptClaimParams) ([]ReceiptClaimRow, error) {
 	rows, err := q.db.Query(ctx, receiptClaim,
 		arg.Consumers,

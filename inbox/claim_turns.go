@@ -43,7 +43,7 @@ type claimCursor struct{ kind, id string }
 // reports that a scope filled its share.
 func (w *Worker) claimTurns(ctx context.Context, conn *pgxpool.Conn, scopes, n int) (rows []db.ReceiptClaimScopeRow, more bool, err error) {
 	from := w.cursor
-	got, err := db.New(pipetx.Async{Conn: conn.Conn()}).ReceiptClaim(ctx, db.ReceiptClaimParams{
+	got, err := db.New(pipetx.Async{Conn: conn.Conn(), GenericPlan: true}).ReceiptClaim(ctx, db.ReceiptClaimParams{
 		Consumers:      w.owned,
 		AfterScopeKind: from.kind,
 		AfterScopeID:   from.id,

@@ -19,6 +19,11 @@
 -- ALL under LIMIT is read child by child, and wrap is read only when walk
 -- runs short), each get an equal share of @max_count (returned as share: a
 -- scope that filled its share may have more), oldest first within the scope.
+--
+-- The worker runs it on a generic plan (planning it cost more than running
+-- it). The claimed rows are found by ID arrays (= ANY), so the plan stays on
+-- the primary keys whatever the generic plan guesses for LIMIT @max_count: a
+-- join would be planned for a tenth of the table, as a hash join over it.
 WITH RECURSIVE walk AS (
     SELECT c.name AS consumer, f.scope_kind, f.scope_id, f.available_at, 1 AS depth
     FROM unnest(sqlc.arg(consumers)::text[]) AS c (name)
@@ -112,8 +117,7 @@ WITH RECURSIVE walk AS (
         attempts = w.attempts + 1,
         version = w.version + 1,
         updated_at = now()
-    FROM due
-    WHERE w.receipt_id = due.receipt_id
+    WHERE w.receipt_id = ANY (ARRAY(SELECT due.receipt_id FROM due))
     RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.claim_token, w.attempts, w.max_attempts
 )
 SELECT r.id, c.claim_token, r.scope_kind, r.scope_id, r.source, r.consumer,
@@ -121,4 +125,5 @@ SELECT r.id, c.claim_token, r.scope_kind, r.scope_id, r.source, r.consumer,
     r.created_at, (SELECT n FROM share) AS share
 FROM claimed c
 JOIN pginbox_receipts r
-  ON r.id = c.receipt_id AND r.scope_kind = c.scope_kind AND r.scope_id = c.scope_id;
+  ON r.id = c.receipt_id AND r.scope_kind = c.scope_kind AND r.scope_id = c.scope_id
+WHERE r.id = ANY (ARRAY(SELECT c2.receipt_id FROM claimed c2));

@@ -15,14 +15,30 @@ import (
 // WAL flush (synchronous_commit off, local to it). It is for bookkeeping whose
 // loss in a server crash only returns rows to their earlier state, such as
 // claims: the durable commit that follows a claim flushes it anyway.
-type Async struct{ Conn *pgx.Conn }
+//
+// With GenericPlan, the statement runs on a generic plan (plan_cache_mode,
+// local to its transaction): for a statement whose planning costs more than
+// its run and that the server would otherwise plan at every call. Its plan
+// must not depend on its parameters' values. Not on Citus, which routes a
+// statement by planning it for its parameters.
+type Async struct {
+	Conn        *pgx.Conn
+	GenericPlan bool
+}
 
-const asyncSetting = "SELECT set_config('synchronous_commit', 'off', true)"
+const (
+	asyncSetting        = "SELECT set_config('synchronous_commit', 'off', true)"
+	asyncGenericSetting = "SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)"
+)
 
 func (a Async) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(asyncSetting)
+	if a.GenericPlan {
+		b.Queue(asyncGenericSetting)
+	} else {
+		b.Queue(asyncSetting)
+	}
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")
 	br := a.Conn.SendBatch(ctx, b)
