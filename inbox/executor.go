@@ -288,7 +288,7 @@ func (w *Worker) commit(tx *connTx, jobs []*job) error {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
 	var err error
-	b := promotion(ctx, jobs)
+	b := promotion(ctx, jobs, !w.distributed())
 	if b != nil {
 		err = tx.commitAfter(ctx, b) // an error before COMMIT: nothing committed
 	} else {

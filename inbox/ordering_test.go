@@ -280,3 +280,35 @@ func TestOrderingKeyOrderWithRandomFailures(t *testing.T) {
 	}
 	is.True(calls.Load() > keys*perKey) // some failed and ran again
 }
+
+// The promotion in a handler transaction's commit round trip runs on a
+// generic plan: left to choose, the server planned ReceiptPromote at every
+// commit, and planning cost more than running it.
+func TestOrderingPromotionRunsOnAGenericPlan(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan" })
+	c := newClient(t, pool, inbox.Config{})
+	for n := 1; n <= 8; n++ {
+		_, err := c.Accept(ctx, orderedMsg(inbox.Tenant("t1"), "k1", n))
+		is.NoErr(err)
+	}
+	w := newWorker(t, pool, orderedRegistry(t, pool, nil), inbox.WorkerConfig{Concurrency: 1, PollInterval: 20 * time.Millisecond})
+	is.NoErr(w.Start(ctx))
+	eventually(t, 30*time.Second, "every message handled", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 8 })
+	is.NoErr(w.Stop(ctx))
+
+	var generic, custom int64
+	conns := pool.AcquireAllIdle(ctx)
+	for _, conn := range conns {
+		var g, c int64
+		err := conn.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+			FROM pg_prepared_statements WHERE statement LIKE '%-- name: ' || 'ReceiptPromote %'`).Scan(&g, &c)
+		is.NoErr(err)
+		generic, custom = generic+g, custom+c
+		conn.Release()
+	}
+	is.True(generic >= 7) // the commits of receipts 1 to 7 promoted the next
+	is.Equal(custom, int64(0))
+}

@@ -21,7 +21,12 @@ import (
 // worker through NOTIFY: a NOTIFY per handler transaction would serialize
 // the commits (the server takes one lock for every notifying commit), and
 // any worker's next claim finds the promoted receipt.
-func promotion(ctx context.Context, jobs []*job) *pgx.Batch {
+//
+// With generic, the promotion runs on a generic plan: left to choose, the
+// server plans it at every commit, and planning it costs more than running
+// it. Only COMMIT follows it, so the setting ends with the transaction. Not
+// on Citus, which routes a statement by planning it for its parameters.
+func promotion(ctx context.Context, jobs []*job, generic bool) *pgx.Batch {
 	var consumers, keys, locks []string
 	for _, j := range jobs {
 		if j.orderingKey == "" {
@@ -37,6 +42,9 @@ func promotion(ctx context.Context, jobs []*job) *pgx.Batch {
 	}
 	// The jobs of one transaction share a scope (execute groups them).
 	b := &pgx.Batch{}
+	if generic {
+		b.Queue("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
+	}
 	queuePromotion(ctx, b, jobs[0].l.r.Identity.Scope, consumers, keys, locks)
 	return b
 }

@@ -57,6 +57,36 @@ ANALYZE pginbox_receipts, pginbox_work`
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
+	// checkPlan runs an EXPLAIN and checks that the statement read a few
+	// index pages of its key.
+	checkPlan := func(name, index, explain string, args ...any) {
+		t.Helper()
+		rows, err := tx.Query(ctx, explain, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		plan := strings.Join(lines, "\n")
+		if strings.Contains(plan, "Seq Scan on pginbox_") || !strings.Contains(plan, index) {
+			t.Fatalf("%s does not use %s:\n%s", name, index, plan)
+		}
+		m := hit.FindStringSubmatch(plan)
+		if m == nil {
+			t.Fatalf("%s: no buffer counts in the plan:\n%s", name, plan)
+		}
+		pages, _ := strconv.Atoi(m[1])
+		if m[2] != "" {
+			read, _ := strconv.Atoi(m[2])
+			pages += read
+		}
+		t.Logf("%s: %d pages with 1,000,000 keyed receipts queued", name, pages)
+		if pages > 200 {
+			t.Fatalf("%s read %d pages: want a few index pages of its key:\n%s", name, pages, plan)
+		}
+	}
 	for _, c := range []struct{ name, index string }{
 		{"ReceiptInsertKeyed", "pginbox_receipts_ordering"},
 		{"ReceiptQueueKeyed", "pginbox_work_ordering"},
@@ -75,30 +105,21 @@ ANALYZE pginbox_receipts, pginbox_work`
 			}
 			args[i] = v
 		}
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) "+strings.TrimSpace(stripComments(q.sql)), args...)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		plan := strings.Join(lines, "\n")
-		if strings.Contains(plan, "Seq Scan on pginbox_") || !strings.Contains(plan, c.index) {
-			t.Fatalf("%s does not use %s:\n%s", c.name, c.index, plan)
-		}
-		m := hit.FindStringSubmatch(plan)
-		if m == nil {
-			t.Fatalf("%s: no buffer counts in the plan:\n%s", c.name, plan)
-		}
-		pages, _ := strconv.Atoi(m[1])
-		if m[2] != "" {
-			read, _ := strconv.Atoi(m[2])
-			pages += read
-		}
-		t.Logf("%s: %d pages with 1,000,000 keyed receipts queued", c.name, pages)
-		if pages > 200 {
-			t.Fatalf("%s read %d pages: want a few index pages of its key:\n%s", c.name, pages, plan)
-		}
+		checkPlan(c.name, c.index, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) "+strings.TrimSpace(stripComments(q.sql)), args...)
 	}
+	// The worker runs ReceiptPromote on a generic plan (promotion): seen
+	// through a prepared statement with plan_cache_mode forcing it.
+	promote := named["ReceiptPromote"]
+	if _, err := tx.Exec(ctx, "PREPARE promote_generic AS "+strings.TrimSpace(stripComments(promote.sql))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	literal := map[string]string{"scope_id": "'t-7'", "scope_kind": "'tenant'", "consumers": "ARRAY['orders']", "keys": "ARRAY['k-4568']"}
+	var lits []string
+	for _, p := range promote.params {
+		lits = append(lits, literal[p])
+	}
+	checkPlan("ReceiptPromote (generic plan)", "pginbox_work_ordering", "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF) EXECUTE promote_generic("+strings.Join(lits, ", ")+")")
 }

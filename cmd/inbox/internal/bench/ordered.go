@@ -60,7 +60,7 @@ func (s *suite) ordered(ctx context.Context) *Result {
 				return r
 			}
 			label := fmt.Sprintf("ordered %d keys round %d/%d", k, round+1, s.o.Rounds)
-			got, err := s.pginboxDrain(ctx, label, n, concurrency, 1, nil, false, "")
+			got, err := s.pginboxDrain(ctx, label, n, concurrency, 1, nil, false, fmt.Sprintf("ordered-%dkeys-round%d", k, round+1))
 			if err != nil {
 				r.failf("%d keys: %v", k, err)
 				return r
