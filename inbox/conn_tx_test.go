@@ -118,9 +118,9 @@ func TestHandlerTransactionOpensWithItsFirstStatement(t *testing.T) {
 	is.Equal(timeouts, []string{"5s 5s", "5s 5s", "5s 5s"})
 }
 
-// The statement that opens a handler transaction (ReceiptStart) runs on a
-// generic plan: left to choose, the server planned it afresh at every call,
-// and planning cost more than running it. The handler's own statements run
+// The statement that opens a handler transaction (ReceiptStart) and the
+// claim run on generic plans: left to choose, the server planned them afresh
+// at every call, and planning cost more than running them. The handler's own statements run
 // with the session's plan_cache_mode again.
 func TestHandlerStartRunsOnAGenericPlan(t *testing.T) {
 	t.Parallel()
@@ -156,6 +156,18 @@ func TestHandlerStartRunsOnAGenericPlan(t *testing.T) {
 	for _, s := range seen {
 		is.Equal(s, "force_custom_plan generic>0:true custom:0")
 	}
+	// The claims ran on generic plans too (pipetx.Async with GenericPlan).
+	var generic, custom int64
+	for _, conn := range pool.AcquireAllIdle(ctx) {
+		var g, c int64
+		err := conn.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+			FROM pg_prepared_statements WHERE statement LIKE '%-- name: ' || 'ReceiptClaim %'`).Scan(&g, &c)
+		conn.Release()
+		is.NoErr(err)
+		generic, custom = generic+g, custom+c
+	}
+	is.True(generic > 0)
+	is.Equal(custom, int64(0))
 }
 
 // The handler's transaction does what pgx's does: savepoints (Begin),

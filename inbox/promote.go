@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
 // promotion queues what makes the next receipt of every ordering key among
@@ -43,7 +44,7 @@ func promotion(ctx context.Context, jobs []*job, generic bool) *pgx.Batch {
 	// The jobs of one transaction share a scope (execute groups them).
 	b := &pgx.Batch{}
 	if generic {
-		b.Queue("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
+		b.Queue("SELECT " + pipetx.ForceGenericPlan)
 	}
 	queuePromotion(ctx, b, jobs[0].l.r.Identity.Scope, consumers, keys, locks)
 	return b

@@ -101,7 +101,7 @@ func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchRe
 // a statement by planning it for its parameters.
 const (
 	genericPlansOn = "SELECT set_config('pginbox.plan_cache_mode', current_setting('plan_cache_mode'), true), " +
-		"set_config('plan_cache_mode', 'force_generic_plan', true)"
+		pipetx.ForceGenericPlan
 	genericPlansOff = "SELECT set_config('plan_cache_mode', current_setting('pginbox.plan_cache_mode'), true)"
 )
 

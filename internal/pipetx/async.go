@@ -26,9 +26,13 @@ type Async struct {
 	GenericPlan bool
 }
 
+// ForceGenericPlan is the select-list item that makes the rest of a
+// transaction run its prepared statements on generic plans.
+const ForceGenericPlan = "set_config('plan_cache_mode', 'force_generic_plan', true)"
+
 const (
 	asyncSetting        = "SELECT set_config('synchronous_commit', 'off', true)"
-	asyncGenericSetting = "SELECT set_config('synchronous_commit', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)"
+	asyncGenericSetting = asyncSetting + ", " + ForceGenericPlan
 )
 
 func (a Async) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {

@@ -89,6 +89,37 @@ func TestAsyncIsOneRoundTripAndCommits(t *testing.T) {
 	is.Equal(after, "on") // local to its transaction
 }
 
+// With GenericPlan, the statement runs on a generic plan, even where the
+// session asks for custom plans, and the setting ends with its transaction.
+func TestAsyncGenericPlan(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	conn := connect(t, nil)
+	_, err := conn.Exec(ctx, "SET plan_cache_mode = force_custom_plan")
+	is.NoErr(err)
+	const stmt = "INSERT INTO t SELECT $1::int WHERE $1::int > 0 -- generic plan test"
+	n := 0
+	for _, generic := range []bool{false, true} {
+		for range 3 {
+			n++
+			_, err := pipetx.Async{Conn: conn, GenericPlan: generic}.Exec(ctx, stmt, n)
+			is.NoErr(err)
+		}
+		var g, c int64
+		is.NoErr(conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+			WHERE statement = $1`, stmt).Scan(&g, &c))
+		if generic {
+			is.Equal([]int64{g, c}, []int64{3, 3}) // the second three ran generic
+		} else {
+			is.Equal([]int64{g, c}, []int64{0, 3})
+		}
+	}
+	var mode string
+	is.NoErr(conn.QueryRow(ctx, "SELECT current_setting('plan_cache_mode')").Scan(&mode))
+	is.Equal(mode, "force_custom_plan")
+}
+
 // A statement that fails rolls its transaction back and leaves the
 // connection ready for the next one.
 func TestAsyncStatementErrorRollsBack(t *testing.T) {
