@@ -81,6 +81,70 @@ func TestClaimsServeScopesInTurns(t *testing.T) {
 	}
 }
 
+// A tenant's message accepted while the worker is busy with another tenant's
+// backlog is claimed at the next free place in the queue, not when the
+// queued backlog has drained to half: its notification starts a claim, the
+// claim serves the cold scope first (its turn comes after the hot scope's),
+// and the ready queue alternates scopes. Counted in hot handler runs, not
+// time: with ClaimBatch 50, waiting for a half-empty queue lets about 25 run.
+func TestNotifiedClaimSkipsTheQueuedBacklog(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, _ := newPool(t)
+	c := newClient(t, pool, inbox.Config{})
+	const hot = 300
+	msgs := make([]inbox.Message, hot)
+	for i := range msgs {
+		msgs[i] = orderMsg(fmt.Sprintf("hot-%04d", i), map[string]int{"n": i})
+		msgs[i].Scope = inbox.Tenant("hot")
+	}
+	_, err := c.AcceptBatch(ctx, msgs)
+	is.NoErr(err)
+
+	var mu sync.Mutex
+	hotRuns, coldAt := 0, -1 // hot runs so far; hot runs when the cold message ran
+	reg := registry(t, func(ctx context.Context, m *handler.Msg) error {
+		mu.Lock()
+		if m.Scope.ID == "hot" {
+			hotRuns++
+		} else {
+			coldAt = hotRuns
+		}
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, ClaimBatch: 50, PollInterval: time.Minute})
+	is.NoErr(w.Start(ctx))
+	defer w.Stop(ctx)
+	// The queue is full (a claim of 50 against one running handler) once
+	// the first hot handlers have run.
+	eventually(t, 30*time.Second, "the hot backlog draining", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return hotRuns >= 3
+	})
+	mu.Lock()
+	acceptedAt := hotRuns
+	mu.Unlock()
+	cold := orderMsg("cold-1", map[string]int{"n": 1})
+	cold.Scope = inbox.Tenant("cold")
+	_, err = c.Accept(ctx, cold)
+	is.NoErr(err)
+	eventually(t, 60*time.Second, "the cold tenant's message handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return coldAt >= 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("the cold message ran after %d more hot handler runs", coldAt-acceptedAt)
+	if coldAt-acceptedAt > 10 {
+		t.Fatalf("%d hot handlers ran between the cold message's accept and its handler, want at most 10: the claim waited for the queue to drain to half", coldAt-acceptedAt)
+	}
+}
+
 // A claim serves fewer scopes rather than give each a share smaller than a
 // handler transaction: with 16 tenants, ClaimBatch 40 and MessagesPerTx 10,
 // a claim serves 4 tenants with 10 each (not 16 with 3 each), and the

@@ -11,6 +11,11 @@ import (
 // claimLoop keeps the ready queue topped up: it claims when there is room,
 // again at once after a full claim, and otherwise waits for a notification, a
 // freed slot or the poll interval.
+//
+// A notification is claimed for as soon as there is room, queue half empty or
+// not: the new message may be another scope's, and the claim serves scopes in
+// turns, so it reaches a slot after one handler instead of after the queued
+// backlog of a busy scope.
 func (w *Worker) claimLoop(ctx context.Context, wg *sync.WaitGroup) {
 	defer wg.Done()
 	poll := time.NewTimer(0)
@@ -28,7 +33,8 @@ func (w *Worker) claimLoop(ctx context.Context, wg *sync.WaitGroup) {
 		claimed, full := false, false
 		// Top the queue up once half of it is taken, so handlers never wait
 		// for a claim and claims stay batched.
-		if free > 0 && queued <= w.cfg.ClaimBatch/2 {
+		if free > 0 && (queued <= w.cfg.ClaimBatch/2 || w.notified.Load()) {
+			w.notified.Store(false)
 			n := min(free, w.cfg.ClaimBatch)
 			leases, more, err := w.claim(ctx, n)
 			if err != nil && ctx.Err() == nil {

@@ -45,6 +45,7 @@ func (w *Worker) listen(ctx context.Context) error {
 			return err
 		}
 		if w.ownedSet[n.Payload] {
+			w.notified.Store(true)
 			signal(w.wake)
 		}
 	}

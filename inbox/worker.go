@@ -61,6 +61,7 @@ type Worker struct {
 	cancelHandlers context.CancelCauseFunc
 
 	wake      chan struct{} // new work may be due
+	notified  atomic.Bool   // a notification came since the last claim (claimLoop)
 	slotFreed chan struct{} // a handler slot or queue place came free
 
 	mu      sync.Mutex

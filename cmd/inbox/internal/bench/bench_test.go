@@ -436,7 +436,8 @@ func TestBenchCitus(t *testing.T) {
 }
 
 // The fairness scenario handles every cold message exactly once in both
-// phases and reports both phases' latencies.
+// phases, reports both phases' latencies, and drains the hot backlog once
+// more without the cold tenants for the throughput baseline.
 func TestBenchFairnessScenario(t *testing.T) {
 	is := is.New(t)
 	dsn := inboxtest.Database(t)
@@ -458,6 +459,9 @@ func TestBenchFairnessScenario(t *testing.T) {
 	extra := r["extra"].(map[string]any)
 	is.True(extra["cold_idle_p95_ms"].(float64) > 0)
 	is.True(extra["hot_completed_per_sec"].(float64) > 0)
+	is.True(extra["hot_alone_per_sec"].(float64) > 0)
+	is.True(extra["hot_throughput_vs_alone"].(float64) > 0)
+	is.True(strings.Contains(r["verified"].(string), "without them"))
 }
 
 // The ordered scenario drains the backlog with and without keys, each
