@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +14,8 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/citustest"
 	"github.com/pginbox/pginbox/internal/pgcluster"
-	"github.com/pginbox/pginbox/schema"
 )
 
 // On Citus, Accept runs on the scope's node alone: every command Citus
@@ -78,40 +77,8 @@ func TestCitusAcceptRoutesToOneNode(t *testing.T) {
 // node's messages although its discovery read (every shard) fails.
 func TestCitusNodeDownOtherNodeFlows(t *testing.T) {
 	ctx := t.Context()
-	c, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{})
-	if errors.Is(err, pgcluster.ErrCitusNotInstalled) && os.Getenv("CI") != "true" {
-		t.Skipf("skipping: this test needs Citus: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
-	const dbname = "node_down"
-	if err := c.CreateDatabase(ctx, dbname); err != nil {
-		t.Fatal(err)
-	}
-	dsn := c.ConnString(dbname)
-	if _, err := schema.MigrateCitus(ctx, dsn, schema.CitusOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// One tenant on each worker node.
-	tenantOn := make([]string, len(c.Workers))
-	for i := 0; tenantOn[0] == "" || tenantOn[1] == ""; i++ {
-		tenant := fmt.Sprintf("tenant-%03d", i)
-		_, node, err := c.ShardOf(ctx, dbname, "pginbox_receipts", tenant)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for w, n := range c.Workers {
-			if n == node && tenantOn[w] == "" {
-				tenantOn[w] = tenant
-			}
-		}
-	}
+	c, dsn := citustest.Private(t)
+	tenantOn := citustest.TenantOnEachWorker(t, c, "pginbox_receipts")
 	down, up := tenantOn[0], tenantOn[1]
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/pipetx"
+	"github.com/pginbox/pginbox/internal/recentscopes"
 )
 
 // layout records whether pginbox's tables are distributed by Citus, read
@@ -82,7 +82,7 @@ func (w *Worker) distributed() bool { return w.layout.cached() }
 //
 // A worker node down fails the discovery read (it reads every shard) and
 // the claims of that node's scopes, not the others': the round then claims
-// from the scopes discovery listed recently (recentScopes) and skips a scope
+// from the scopes discovery listed recently (recentscopes) and skips a scope
 // whose claim fails, so the tenants of the nodes still up keep flowing. Its
 // errors come back as one, logged once per round; a scope with due work
 // that was never listed waits until discovery works again.
@@ -92,13 +92,19 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 		Consumers: w.owned, MaxScopes: int32(most),
 	})
 	if err != nil {
-		scopes = w.recent.list(most)
+		for _, r := range w.recent.Recent(most) {
+			scopes = append(scopes, db.ReceiptDueScopesRow{ScopeKind: r.Kind, ScopeID: r.ID})
+		}
 		if len(scopes) == 0 {
 			return nil, err
 		}
 		errs = append(errs, fmt.Errorf("listing the scopes with due work (claiming from %d scopes seen recently instead): %w", len(scopes), err))
 	} else {
-		w.recent.saw(scopes, time.Now(), w.cfg.ClaimScopes)
+		seen := make([]recentscopes.Scope, len(scopes))
+		for i, r := range scopes {
+			seen[i] = recentscopes.Scope{Kind: r.ScopeKind, ID: r.ScopeID}
+		}
+		w.recent.Saw(seen, time.Now(), w.cfg.ClaimScopes)
 	}
 	var out []db.ReceiptClaimScopeRow
 	failed := 0
@@ -140,71 +146,4 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 		errs = append(errs, fmt.Errorf("claiming from %d scopes (skipped, the others claimed): %w", failed, claimErr))
 	}
 	return out, errors.Join(errs...)
-}
-
-// recentScopes remembers the scopes the claim's discovery listed lately, for
-// the rounds whose discovery fails (a worker node down).
-type recentScopes struct {
-	mu     sync.Mutex
-	scopes map[string]recentScope // by scope kind and ID
-}
-
-type recentScope struct {
-	row  db.ReceiptDueScopesRow
-	seen time.Time
-}
-
-// recentScopesTTL is how long a scope listed by discovery stays a fallback.
-const recentScopesTTL = 10 * time.Minute
-
-// saw records rows as listed at now, keeping at most 4*limit scopes (the
-// most recently seen) and none older than recentScopesTTL.
-func (r *recentScopes) saw(rows []db.ReceiptDueScopesRow, now time.Time, limit int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.scopes == nil {
-		r.scopes = make(map[string]recentScope)
-	}
-	for _, row := range rows {
-		r.scopes[row.ScopeKind+"\x00"+row.ScopeID] = recentScope{row: row, seen: now}
-	}
-	for k, s := range r.scopes {
-		if now.Sub(s.seen) > recentScopesTTL {
-			delete(r.scopes, k)
-		}
-	}
-	if over := len(r.scopes) - 4*limit; over > 0 {
-		all := r.sorted()
-		for _, s := range all[len(all)-over:] {
-			delete(r.scopes, s.row.ScopeKind+"\x00"+s.row.ScopeID)
-		}
-	}
-}
-
-// list returns at most limit of the scopes seen recently, the most recently
-// seen first.
-func (r *recentScopes) list(limit int) []db.ReceiptDueScopesRow {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	all := r.sorted()
-	out := make([]db.ReceiptDueScopesRow, 0, min(limit, len(all)))
-	for _, s := range all[:min(limit, len(all))] {
-		out = append(out, s.row)
-	}
-	return out
-}
-
-// sorted returns the scopes, most recently seen first. r.mu is held.
-func (r *recentScopes) sorted() []recentScope {
-	all := make([]recentScope, 0, len(r.scopes))
-	for _, s := range r.scopes {
-		all = append(all, s)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if !all[i].seen.Equal(all[j].seen) {
-			return all[i].seen.After(all[j].seen)
-		}
-		return all[i].row.ScopeID < all[j].row.ScopeID
-	})
-	return all
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/internal/recentscopes"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -52,8 +53,8 @@ type Worker struct {
 	events         eventHub
 	restriction    restrictionWatch
 	layout         layout
-	recent         recentScopes // scopes with due work seen by the claim's discovery (Citus)
-	cursor         claimCursor  // where the next claim on one server begins (claimTurns)
+	recent         recentscopes.List // scopes with due work seen by the claim's discovery (Citus)
+	cursor         claimCursor       // where the next claim on one server begins (claimTurns)
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).

@@ -10,6 +10,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/errtext"
+	"github.com/pginbox/pginbox/internal/recentscopes"
 )
 
 // claimScopesMax bounds the scopes one claim round on Citus asks.
@@ -46,13 +47,29 @@ func (r *Relay) claimRows(ctx context.Context) ([]db.OutboxClaimRow, error) {
 // node (OutboxClaimScope). Scopes that filled their share are asked again
 // while n has room. A scope whose claim fails (its node down) is skipped;
 // the rows claimed before are returned with the error: they are committed.
+//
+// A worker node down fails the discovery read; the round then claims from
+// the scopes it listed recently, so the other nodes' events keep flowing
+// (a scope never listed waits until discovery works again).
 func (r *Relay) claimScopes(ctx context.Context, n int) ([]db.OutboxClaimRow, error) {
+	var errs []error
 	scopes, err := db.New(r.pool).OutboxDueScopes(ctx, claimScopesMax)
 	if err != nil {
-		return nil, dbError("outbox claim: listing the scopes with due events", err)
+		for _, s := range r.recent.Recent(claimScopesMax) {
+			scopes = append(scopes, db.OutboxDueScopesRow{ScopeKind: s.Kind, ScopeID: s.ID})
+		}
+		if len(scopes) == 0 {
+			return nil, dbError("outbox claim: listing the scopes with due events", err)
+		}
+		errs = append(errs, dbError(fmt.Sprintf("outbox claim: listing the scopes with due events (claiming from %d scopes seen recently instead)", len(scopes)), err))
+	} else {
+		seen := make([]recentscopes.Scope, len(scopes))
+		for i, s := range scopes {
+			seen[i] = recentscopes.Scope{Kind: s.ScopeKind, ID: s.ScopeID}
+		}
+		r.recent.Saw(seen, time.Now(), claimScopesMax)
 	}
 	var out []db.OutboxClaimRow
-	var errs []error
 	for len(scopes) > 0 && len(out) < n {
 		share := max(1, (n-len(out)+len(scopes)-1)/len(scopes))
 		var more []db.OutboxDueScopesRow

@@ -1,0 +1,40 @@
+package recentscopes
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// The list gives the most recently seen scopes first, at most the limit
+// asked, and keeps at most four times the claim's scope limit.
+func TestList(t *testing.T) {
+	var l List
+	if got := l.Recent(5); len(got) != 0 {
+		t.Fatalf("empty: listed %v", got)
+	}
+	t0 := time.Now()
+	tenants := func(ids ...string) []Scope {
+		var out []Scope
+		for _, id := range ids {
+			out = append(out, Scope{Kind: "tenant", ID: id})
+		}
+		return out
+	}
+	l.Saw(tenants("a", "b"), t0, 1)
+	l.Saw(tenants("c"), t0.Add(time.Second), 1)
+	got := l.Recent(2)
+	if len(got) != 2 || got[0].ID != "c" || got[1].ID != "a" {
+		t.Fatalf("Recent(2) = %v, want c then a", got)
+	}
+	for i := range 10 {
+		l.Saw(tenants(fmt.Sprint("s", i)), t0.Add(time.Duration(2+i)*time.Second), 1)
+	}
+	if got := l.Recent(100); len(got) != 4 || got[0].ID != "s9" || got[3].ID != "s6" {
+		t.Fatalf("after 13 scopes with limit 1: %v, want s9..s6", got)
+	}
+	l.Saw(tenants("late"), t0.Add(time.Hour), 1)
+	if got := l.Recent(100); len(got) != 1 || got[0].ID != "late" {
+		t.Fatalf("an hour later: %v, want only late (the others expired)", got)
+	}
+}

@@ -1,0 +1,67 @@
+package outbox_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/internal/citustest"
+	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/outbox"
+)
+
+// With one Citus worker node stopped, a running relay still publishes the
+// other node's events although its discovery read (every shard) fails: it
+// claims from the scopes it saw recently and skips the stopped node's.
+func TestCitusRelayNodeDownOtherNodePublishes(t *testing.T) {
+	ctx := t.Context()
+	c, dsn := citustest.Private(t)
+	tenants := citustest.TenantOnEachWorker(t, c, "pginbox_outbox")
+	down, up := tenants[0], tenants[1]
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	rec := &recorder{}
+	r := newRelay(t, pool, rec, outbox.RelayConfig{PollInterval: 100 * time.Millisecond})
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	waitPublished := func(ids []outbox.ID) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			got := rec.published()
+			missing := 0
+			for _, id := range ids {
+				if !slices.Contains(got, id) {
+					missing++
+				}
+			}
+			if missing == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d events not published after 30s", missing, len(ids))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// Both nodes up: the relay sees both tenants.
+	waitPublished(append(emitAs(t, pool, down, event("", 1)), emitAs(t, pool, up, event("", 1))...))
+
+	if err := c.Workers[0].Shutdown(pgcluster.ShutdownFast); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(emitAs(t, pool, up, event("", 2), event("", 3), event("", 4)))
+
+	if err := c.Workers[0].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(emitAs(t, pool, down, event("", 5)))
+}
