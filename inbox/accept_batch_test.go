@@ -36,7 +36,7 @@ func acceptBatchResolvesEveryItem(t *testing.T, pool *pgxpool.Pool) {
 
 	done, err := c.Accept(ctx, orderMsg("evt-done", raw(`{"n":1}`)))
 	is.NoErr(err)
-	// A worker completes it (inboxtest.SetState's statements do not run on Citus).
+	// A worker completes it, as an application would.
 	reg := handler.NewRegistry()
 	is.NoErr(reg.Register(handler.Key{Consumer: "orders.projection.v1", EventType: "order.created", SchemaVersion: 1},
 		func(context.Context, *handler.Msg) error { return nil }))

@@ -2,14 +2,17 @@ package inboxtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inboxtype"
 )
 
 // SetState forces receipt id into a state, as a test fixture: set is a SQL SET
@@ -68,56 +71,87 @@ func setState(ctx context.Context, pool *pgxpool.Pool, id inbox.ID, set string, 
 			return fmt.Errorf("unknown column %q", col)
 		}
 	}
+	// The receipt's scope first (a read of every shard on Citus); then every
+	// statement names it, so on Citus each runs on the scope's node alone.
+	var kind, scope, consumer string
+	var attempts, maxAttempts, version int32
+	err := pool.QueryRow(ctx, `SELECT scope_kind, scope_id, consumer, attempts, max_attempts, version
+		FROM pginbox_receipts WHERE id = $1`, id).Scan(&kind, &scope, &consumer, &attempts, &maxAttempts, &version)
+	if err != nil {
+		return fmt.Errorf("reading the receipt: %w", err)
+	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		all := append([]any{id}, args...)
+		const receipt = " WHERE id = $1 AND scope_kind = $2 AND scope_id = $3"
+		const work = " WHERE receipt_id = $1 AND scope_kind = $2 AND scope_id = $3"
+		queued := true
+		err := tx.QueryRow(ctx, "SELECT attempts, version FROM pginbox_work"+work, id, kind, scope).Scan(&attempts, &version)
+		if errors.Is(err, pgx.ErrNoRows) {
+			queued = false
+		} else if err != nil {
+			return err
+		}
 		switch status {
 		case "":
 		case string(inbox.StatusCompleted):
 			// Settled: the queue row's counters move to the receipt.
-			if _, err := tx.Exec(ctx, `UPDATE pginbox_receipts r SET status = 'COMPLETED',
-				attempts = coalesce(w.attempts, r.attempts), version = coalesce(w.version, r.version),
-				completed_at = coalesce(r.completed_at, now())
-				FROM (SELECT 1) one LEFT JOIN pginbox_work w ON w.receipt_id = $1 WHERE r.id = $1`, id); err != nil {
+			if _, err := tx.Exec(ctx, `UPDATE pginbox_receipts SET status = 'COMPLETED', attempts = $4, version = $5,
+				completed_at = coalesce(completed_at, $6)`+receipt, id, kind, scope, attempts, version, time.Now()); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, "DELETE FROM pginbox_work WHERE receipt_id = $1", id); err != nil {
+			if _, err := tx.Exec(ctx, "DELETE FROM pginbox_work"+work, id, kind, scope); err != nil {
 				return err
 			}
+			queued = false
 		default:
 			settled := "PENDING"
 			if status == string(inbox.StatusDead) {
 				settled = "DEAD"
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, status, attempts, max_attempts, version, claim_token, lease_expires_at)
-				SELECT id, scope_kind, scope_id, consumer, $2, attempts, max_attempts, version,
-					CASE WHEN $2 = 'PROCESSING' THEN gen_random_uuid() END,
-					CASE WHEN $2 = 'PROCESSING' THEN now() + interval '30 seconds' END
-				FROM pginbox_receipts WHERE id = $1
-				ON CONFLICT (receipt_id) DO UPDATE SET status = $2,
-					claim_token = CASE WHEN $2 = 'PROCESSING' THEN coalesce(pginbox_work.claim_token, gen_random_uuid()) END,
-					lease_expires_at = CASE WHEN $2 = 'PROCESSING' THEN coalesce(pginbox_work.lease_expires_at, now() + interval '30 seconds') END`,
-				id, status); err != nil {
-				return err
+			// A claimed receipt has a token and a lease. Both come from here:
+			// Citus refuses a function that is not immutable in a routed
+			// write's CASE or COALESCE.
+			var token *inboxtype.ID
+			var lease *time.Time
+			if status == string(inbox.StatusProcessing) {
+				t, l := inboxtype.New(), time.Now().Add(30*time.Second)
+				token, lease = &t, &l
 			}
-			if _, err := tx.Exec(ctx, "UPDATE pginbox_receipts SET status = $2, completed_at = NULL WHERE id = $1", id, settled); err != nil {
-				return err
+			if queued {
+				_, err = tx.Exec(ctx, `UPDATE pginbox_work SET status = $4,
+					claim_token = CASE WHEN $5::uuid IS NOT NULL THEN coalesce(claim_token, $5) END,
+					lease_expires_at = CASE WHEN $6::timestamptz IS NOT NULL THEN coalesce(lease_expires_at, $6) END`+work,
+					id, kind, scope, status, token, lease)
+			} else {
+				_, err = tx.Exec(ctx, `INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, status, attempts, max_attempts, version, claim_token, lease_expires_at)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+					id, kind, scope, consumer, status, attempts, maxAttempts, version, token, lease)
 			}
-		}
-		if len(onQueue) > 0 {
-			tag, err := tx.Exec(ctx, "UPDATE pginbox_work SET "+strings.Join(onQueue, ", ")+" WHERE receipt_id = $1", all...)
 			if err != nil {
 				return err
 			}
-			if tag.RowsAffected() == 0 { // settled: the receipt keeps what it has of them
-				for _, a := range onQueue {
-					if col, _, _ := strings.Cut(a, " = "); settledColumns[col] {
-						onReceipt = append(onReceipt, a)
-					}
+			if _, err := tx.Exec(ctx, "UPDATE pginbox_receipts SET status = $4, completed_at = NULL"+receipt, id, kind, scope, settled); err != nil {
+				return err
+			}
+			queued = true
+		}
+		// The caller's expressions use $1 and $2 on: the scope goes after them.
+		n := len(args) + 1
+		own := fmt.Sprintf(" AND scope_kind = $%d AND scope_id = $%d", n+1, n+2)
+		all := append(append([]any{id}, args...), kind, scope)
+		if len(onQueue) > 0 && queued {
+			if _, err := tx.Exec(ctx, "UPDATE pginbox_work SET "+strings.Join(onQueue, ", ")+" WHERE receipt_id = $1"+own, all...); err != nil {
+				return err
+			}
+		}
+		if len(onQueue) > 0 && !queued { // settled: the receipt keeps what it has of them
+			for _, a := range onQueue {
+				if col, _, _ := strings.Cut(a, " = "); settledColumns[col] {
+					onReceipt = append(onReceipt, a)
 				}
 			}
 		}
 		if len(onReceipt) > 0 {
-			if _, err := tx.Exec(ctx, "UPDATE pginbox_receipts SET "+strings.Join(onReceipt, ", ")+" WHERE id = $1", all...); err != nil {
+			if _, err := tx.Exec(ctx, "UPDATE pginbox_receipts SET "+strings.Join(onReceipt, ", ")+" WHERE id = $1"+own, all...); err != nil {
 				return err
 			}
 		}
