@@ -44,8 +44,8 @@
 // on every node, the workers registered, no schema. The kit starts that
 // cluster on first use; it needs Citus installed in the PostgreSQL server
 // (citus.so), and without it such tests are skipped, or fail when CI=true.
-// [CitusDatabase] gives one with pginbox's Citus schema. The assertions and
-// [SetState] work on both.
+// [CitusDatabase] gives one with pginbox's Citus schema; [SetState] works on
+// both.
 //
 // # Assertions
 //
