@@ -1,0 +1,74 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Listener keeps a LISTEN session open and wakes its service's loop on the
+// notifications it wants. The loop polls anyway, so while the session is down
+// (or without a Listener) work is only found later.
+type Listener struct {
+	Name string // the service in log messages: "worker" logs "pginbox worker: ..."
+	Log  *slog.Logger
+	// Pool gives the session's connection, which it keeps: a listening
+	// session must not go back to the pool.
+	Pool *pgxpool.Pool
+	// Subscribe runs LISTEN on conn.
+	Subscribe func(ctx context.Context, conn *pgx.Conn) error
+	// Wants says whether a notification's payload is for this service; nil
+	// wants every notification.
+	Wants func(payload string) bool
+	Wake  chan struct{} // signalled on each notification wanted
+	// Retry is the wait before a new session after one was lost.
+	Retry time.Duration
+	// Subscribed, if set, runs each time a session subscribed and woke the
+	// loop (a test hook).
+	Subscribed func()
+}
+
+// Run listens until ctx is done, opening a new session Retry after one is
+// lost, with a warning.
+func (l *Listener) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := l.listen(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		l.Log.Warn("pginbox "+l.Name+": LISTEN connection lost, polling until it is back", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(l.Retry):
+		}
+	}
+}
+
+func (l *Listener) listen(ctx context.Context) error {
+	pc, err := l.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	conn := pc.Hijack()
+	defer conn.Close(context.Background())
+	if err := l.Subscribe(ctx, conn); err != nil {
+		return err
+	}
+	Signal(l.Wake) // notifications sent while not listening were missed
+	if l.Subscribed != nil {
+		l.Subscribed()
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if l.Wants == nil || l.Wants(n.Payload) {
+			Signal(l.Wake)
+		}
+	}
+}

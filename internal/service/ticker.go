@@ -1,0 +1,42 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Job is a periodic job of a service.
+type Job struct {
+	// What names it in the error logged when it fails: "lease recovery".
+	What string
+	Run  func(ctx context.Context) error
+}
+
+// Ticker runs a service's periodic jobs, such as lease recovery.
+type Ticker struct {
+	Name     string // the service in log messages: "worker" logs "pginbox worker: ..."
+	Log      *slog.Logger
+	Interval time.Duration
+	Jobs     []Job
+}
+
+// Run runs the jobs in order at once, then every Interval until ctx is done.
+// A job that fails is logged and the next one runs; a failure after ctx is
+// done is the shutdown's and is not logged.
+func (t *Ticker) Run(ctx context.Context) {
+	tick := time.NewTicker(t.Interval)
+	defer tick.Stop()
+	for {
+		for _, j := range t.Jobs {
+			if err := j.Run(ctx); err != nil && ctx.Err() == nil {
+				t.Log.Error("pginbox "+t.Name+": "+j.What+" failed", "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
