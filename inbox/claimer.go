@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/pginbox/pginbox/db"
@@ -16,8 +15,7 @@ import (
 // not: the new message may be another scope's, and the claim serves scopes in
 // turns, so it reaches a slot after one handler instead of after the queued
 // backlog of a busy scope.
-func (w *Worker) claimLoop(ctx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
+func (w *Worker) claimLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {

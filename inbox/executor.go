@@ -16,6 +16,7 @@ import (
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/internal/errtext"
+	"github.com/pginbox/pginbox/internal/service"
 )
 
 // HungHandlerGrace is how long past its deadline (WorkerConfig.HandlerTimeout)
@@ -28,15 +29,14 @@ const HungHandlerGrace = 5 * time.Second
 
 // slot is one handler slot: it runs queued receipts, up to MessagesPerTx of
 // one scope per transaction, until the queue is closed and empty.
-func (w *Worker) slot(wg *sync.WaitGroup) {
-	defer wg.Done()
+func (w *Worker) slot() {
 	for {
 		batch := w.queue.take(w.cfg.MessagesPerTx)
 		if batch == nil {
 			return
 		}
 		w.running.Add(int64(len(batch)))
-		signal(w.slotFreed) // the queue shrank
+		service.Signal(w.slotFreed) // the queue shrank
 		r := w.newRun(batch)
 		r.slotted = true
 		if r.execute() {
@@ -45,7 +45,7 @@ func (w *Worker) slot(wg *sync.WaitGroup) {
 			w.abandonedSlots.Add(-1)
 			w.log.Warn("pginbox worker: an abandoned handler returned; its slot is back in use")
 		}
-		signal(w.slotFreed)
+		service.Signal(w.slotFreed)
 	}
 }
 
@@ -142,7 +142,7 @@ func (r *run) execute() bool {
 func (w *Worker) prepare(l *lease) *job {
 	r := l.r
 	log := w.log.With("receipt_id", r.ID, "consumer", r.Identity.Consumer, "event_type", r.EventType, "attempt", r.Attempt)
-	if w.stopping.Load() {
+	if w.life.Stopping() {
 		w.release(r, log)
 		w.leases.drop(l)
 		return nil
@@ -297,7 +297,7 @@ func (w *Worker) commit(tx *connTx, jobs []*job) error {
 	switch {
 	case err == nil:
 		if b != nil {
-			signal(w.wake) // a key's next receipt may be due now
+			service.Signal(w.wake) // a key's next receipt may be due now
 		}
 		if w.hooks.afterCommit != nil {
 			for _, j := range jobs {
@@ -420,7 +420,7 @@ func (r *run) abandon(hung *job, cause error) {
 		w.log.Error("pginbox worker: every handler slot is abandoned; releasing queued receipts and claiming nothing until a handler returns")
 		w.releaseQueued()
 	}
-	signal(w.slotFreed)
+	service.Signal(w.slotFreed)
 }
 
 // settle records j's outcome once its transaction ended: a failed attempt, a

@@ -2,51 +2,32 @@ package inbox
 
 import (
 	"context"
-	"sync"
-	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/service"
 )
 
-// listenLoop keeps a LISTEN session open and wakes the claimer on every
+// listener keeps a LISTEN session open and wakes the claimer on every
 // notification for an owned consumer. Without it (PollOnly, or while the
 // session is down) the claimer still polls.
-func (w *Worker) listenLoop(ctx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
-	for ctx.Err() == nil {
-		err := w.listen(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		w.log.Warn("pginbox worker: LISTEN connection lost, polling until it is back", "error", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(w.cfg.PollInterval):
-		}
-	}
-}
-
-func (w *Worker) listen(ctx context.Context) error {
-	pc, err := w.sys.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// A listening session must not go back to the pool.
-	conn := pc.Hijack()
-	defer conn.Close(context.Background())
-	if err := db.New(conn).ReceiptListen(ctx); err != nil {
-		return err
-	}
-	signal(w.wake) // notifications sent while not listening were missed
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		if w.ownedSet[n.Payload] {
+func (w *Worker) listener() *service.Listener {
+	return &service.Listener{
+		Name: "worker",
+		Log:  w.log,
+		Pool: w.sys,
+		Subscribe: func(ctx context.Context, conn *pgx.Conn) error {
+			return db.New(conn).ReceiptListen(ctx)
+		},
+		Wants: func(consumer string) bool {
+			if !w.ownedSet[consumer] {
+				return false
+			}
 			w.notified.Store(true)
-			signal(w.wake)
-		}
+			return true
+		},
+		Wake:  w.wake,
+		Retry: w.cfg.PollInterval,
 	}
 }

@@ -2,26 +2,20 @@ package inbox
 
 import (
 	"context"
-	"sync"
-	"time"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/service"
 )
 
-func (w *Worker) recoverLoop(ctx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
-	t := time.NewTicker(w.cfg.RecoverInterval)
-	defer t.Stop()
-	for {
-		if _, err := w.RecoverExpired(ctx); err != nil && ctx.Err() == nil {
-			w.log.Error("pginbox worker: lease recovery failed", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+// recovery runs RecoverExpired at start and every RecoverInterval.
+func (w *Worker) recovery() *service.Ticker {
+	return &service.Ticker{Name: "worker", Log: w.log, Interval: w.cfg.RecoverInterval, Jobs: []service.Job{{
+		What: "lease recovery",
+		Run: func(ctx context.Context) error {
+			_, err := w.RecoverExpired(ctx)
+			return err
+		},
+	}}}
 }
 
 // RecoverExpired returns receipts of the owned consumers whose lease expired to
@@ -64,7 +58,7 @@ func (w *Worker) recoverScope(ctx context.Context, scopeID string, batch int32) 
 		w.events.publish(Event{Kind: EventRecovered, ReceiptID: r.ID, Consumer: r.Consumer})
 	}
 	if len(rows) > 0 {
-		signal(w.wake)
+		service.Signal(w.wake)
 	}
 	return len(rows), nil
 }

@@ -14,12 +14,8 @@ import (
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/internal/recentscopes"
+	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/schema"
-)
-
-var (
-	errWorkerNotIdle = errors.New("pginbox: worker is running: Drain is for a worker that was not started")
-	errWorkerStarted = errors.New("pginbox: worker already started")
 )
 
 // Worker claims due receipts of the consumers it owns and runs their handlers,
@@ -41,10 +37,9 @@ type Worker struct {
 	log      *slog.Logger
 	hooks    testHooks
 
-	leases   *leaseSet
-	queue    *readyQueue
-	running  atomic.Int64 // receipts in a handler slot now
-	stopping atomic.Bool
+	leases  *leaseSet
+	queue   *readyQueue
+	running atomic.Int64 // receipts in a handler slot now
 	// abandonedSlots counts handler slots whose handler hung: they take no
 	// work until it returns.
 	abandonedSlots atomic.Int64
@@ -65,18 +60,15 @@ type Worker struct {
 	notified  atomic.Bool   // a notification came since the last claim (claimLoop)
 	slotFreed chan struct{} // a handler slot or queue place came free
 
-	mu      sync.Mutex
-	started bool
-	run     *runState
+	life service.Lifecycle
+	run  *runState
 }
 
 // runState is what one Start created and Stop tears down.
 type runState struct {
-	stopLoops     context.CancelFunc
-	loops         sync.WaitGroup // claimer, recovery, listener
+	loops         *service.Loops // claimer, recovery, listener
 	slots         sync.WaitGroup // handler slots
 	stopHeartbeat func()
-	stopped       chan struct{} // closed when Stop finished
 }
 
 // testHooks stop a worker at a crash point in the crash tests.
@@ -131,6 +123,7 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		ownedSet:       ownedSet,
 		log:            cfg.Logger,
 		leases:         newLeaseSet(),
+		life:           service.Lifecycle{Name: "worker"},
 		handlerCtx:     hctx,
 		cancelHandlers: cancel,
 		wake:           make(chan struct{}, 1),
@@ -144,41 +137,33 @@ func (w *Worker) Consumers() []string { return append([]string(nil), w.owned...)
 // Start checks the schema version and starts claiming in the background. ctx
 // bounds the start-up checks only; call Stop to stop.
 func (w *Worker) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		return errWorkerStarted
-	}
-	if err := schema.Check(ctx, w.sys); err != nil {
-		return err
-	}
-	restricted, err := db.New(w.sys).ScopeRestricted(ctx)
-	if err != nil {
-		return dbError("checking row-level security", err)
-	}
-	if restricted {
-		return errWorkerRestricted{}
-	}
-	w.started = true
-	loopCtx, cancel := context.WithCancel(context.Background())
-	r := &runState{stopLoops: cancel, stopped: make(chan struct{})}
-	w.run = r
-	r.stopHeartbeat = w.startHeartbeat()
-	w.queue = newReadyQueue(w.cfg.Concurrency*w.cfg.MessagesPerTx + w.cfg.ClaimBatch)
-	for range w.cfg.Concurrency {
-		r.slots.Add(1)
-		go w.slot(&r.slots)
-	}
-	r.loops.Add(2)
-	go w.claimLoop(loopCtx, &r.loops)
-	go w.recoverLoop(loopCtx, &r.loops)
-	if !w.cfg.PollOnly {
-		r.loops.Add(1)
-		go w.listenLoop(loopCtx, &r.loops)
-	}
-	w.log.Info("pginbox worker started", "consumers", w.owned, "concurrency", w.cfg.Concurrency,
-		"messages_per_tx", w.cfg.MessagesPerTx, "poll_only", w.cfg.PollOnly)
-	return nil
+	return w.life.Start(func() error {
+		if err := schema.Check(ctx, w.sys); err != nil {
+			return err
+		}
+		restricted, err := db.New(w.sys).ScopeRestricted(ctx)
+		if err != nil {
+			return dbError("checking row-level security", err)
+		}
+		if restricted {
+			return errWorkerRestricted{}
+		}
+		r := &runState{loops: service.NewLoops()}
+		w.run = r
+		r.stopHeartbeat = w.startHeartbeat()
+		w.queue = newReadyQueue(w.cfg.Concurrency*w.cfg.MessagesPerTx + w.cfg.ClaimBatch)
+		for range w.cfg.Concurrency {
+			r.slots.Go(w.slot)
+		}
+		r.loops.Go(w.claimLoop)
+		r.loops.Go(w.recovery().Run)
+		if !w.cfg.PollOnly {
+			r.loops.Go(w.listener().Run)
+		}
+		w.log.Info("pginbox worker started", "consumers", w.owned, "concurrency", w.cfg.Concurrency,
+			"messages_per_tx", w.cfg.MessagesPerTx, "poll_only", w.cfg.PollOnly)
+		return nil
+	})
 }
 
 // stopReleaseWait is how long Stop waits for cancelled handlers to return and
@@ -193,35 +178,23 @@ const stopReleaseWait = 2 * time.Second
 // grace period, the handlers are cancelled at once. Stop stops the heartbeat
 // before it returns in every case.
 func (w *Worker) Stop(ctx context.Context) error {
-	w.mu.Lock()
-	if !w.started {
-		w.mu.Unlock()
-		return nil
-	}
+	return w.life.Stop(ctx, func() (bool, error) { return true, w.stop(ctx) })
+}
+
+// stop is the first Stop's work; Stop waits for it in any later call.
+func (w *Worker) stop(ctx context.Context) error {
 	r := w.run
-	if w.stopping.Swap(true) {
-		w.mu.Unlock()
-		select {
-		case <-r.stopped:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	w.mu.Unlock()
-	defer close(r.stopped)
 	defer r.stopHeartbeat()
 
-	r.stopLoops()
+	r.loops.Stop()
 	// A claim stuck on a dead connection must not hold Stop past ctx; what it
 	// claims later is handed back (the queue refuses it).
-	wait(&r.loops, ctx.Done())
+	select {
+	case <-r.loops.Done():
+	case <-ctx.Done():
+	}
 	w.queue.close() // handler slots release what is still queued, then exit
-	slotsDone := make(chan struct{})
-	go func() {
-		r.slots.Wait()
-		close(slotsDone)
-	}()
+	slotsDone := service.Done(&r.slots)
 	grace := time.NewTimer(w.cfg.ShutdownGrace)
 	defer grace.Stop()
 	select {
@@ -264,19 +237,6 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return err
 }
 
-// wait waits for wg, or until done is closed.
-func wait(wg *sync.WaitGroup, done <-chan struct{}) {
-	ch := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(ch)
-	}()
-	select {
-	case <-ch:
-	case <-done:
-	}
-}
-
 // Run starts the worker, blocks until ctx is done, then stops it gracefully.
 func (w *Worker) Run(ctx context.Context) error {
 	if err := w.Start(ctx); err != nil {
@@ -300,11 +260,8 @@ func (w *Worker) Run(ctx context.Context) error {
 // Concurrency to 1. A receipt that fails and is due again before the drain
 // ends (a zero Backoff) runs again and counts again.
 func (w *Worker) Drain(ctx context.Context) (int, error) {
-	w.mu.Lock()
-	started := w.started
-	w.mu.Unlock()
-	if started {
-		return 0, errWorkerNotIdle
+	if err := w.life.CheckIdle(); err != nil {
+		return 0, err
 	}
 	defer w.startHeartbeat()()
 	total := 0
@@ -333,14 +290,5 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 			<-r.over // returned, or abandoned by the hung-handler watchdog
 		}
 		total += len(leases)
-	}
-}
-
-// signal sends on a wake-up channel without blocking; one pending signal is
-// enough.
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
 	}
 }
