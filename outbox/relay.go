@@ -5,21 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/internal/recentscopes"
+	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/schema"
 )
 
-var (
-	errRelayStarted = errors.New("pginbox: relay already started")
-	errRelayNotIdle = errors.New("pginbox: relay is running: Drain is for a relay that was not started")
-	// errRelayStopping is the cause of a Publisher context cancelled by Stop.
-	errRelayStopping = errors.New("pginbox: relay stopping")
-)
+// errRelayStopping is the cause of a Publisher context cancelled by Stop.
+var errRelayStopping = errors.New("pginbox: relay stopping")
 
 // Relay publishes the outbox's events: it claims due events in batches,
 // publishes them through its Publisher, and marks them PUBLISHED, or records
@@ -45,20 +41,15 @@ type Relay struct {
 
 	wake chan struct{} // new events may be due
 
-	mu      sync.Mutex
-	started bool
-	run     *relayRun
+	life service.Lifecycle
+	run  *relayRun
 }
 
 // relayRun is what one Start created and Stop tears down.
 type relayRun struct {
-	stopLoops context.CancelFunc
+	loops *service.Loops // batch loop, maintenance, listener
 	// stopPublish cancels the Publisher's context of the batch in flight.
 	stopPublish context.CancelCauseFunc
-	batchLoop   sync.WaitGroup
-	otherLoops  sync.WaitGroup // maintenance, listener
-	stopping    bool
-	stopped     chan struct{}
 }
 
 // testHooks stop a relay at a crash point in the crash tests.
@@ -93,40 +84,36 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg RelayConfig) (*Relay, error
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	return &Relay{pool: pool, pub: pub, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1)}, nil
+	return &Relay{
+		pool: pool, pub: pub, cfg: cfg, log: cfg.Logger,
+		wake: make(chan struct{}, 1),
+		life: service.Lifecycle{Name: "relay"},
+	}, nil
 }
 
 // Start checks the schema version and starts publishing in the background.
 // ctx bounds the start-up check only; call Stop to stop.
 func (r *Relay) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started {
-		return errRelayStarted
-	}
-	if err := schema.Check(ctx, r.pool); err != nil {
-		return err
-	}
-	if restricted, err := r.restricted(ctx); err != nil {
-		return err
-	} else if restricted {
-		return errRelayRestricted
-	}
-	r.started = true
-	loopCtx, stopLoops := context.WithCancel(context.Background())
-	pubCtx, stopPublish := context.WithCancelCause(context.Background())
-	run := &relayRun{stopLoops: stopLoops, stopPublish: stopPublish, stopped: make(chan struct{})}
-	r.run = run
-	run.batchLoop.Add(1)
-	go r.batchLoop(loopCtx, pubCtx, &run.batchLoop)
-	run.otherLoops.Add(1)
-	go r.maintainLoop(loopCtx, &run.otherLoops)
-	if !r.cfg.PollOnly {
-		run.otherLoops.Add(1)
-		go r.listenLoop(loopCtx, &run.otherLoops)
-	}
-	r.log.Info("pginbox relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_only", r.cfg.PollOnly)
-	return nil
+	return r.life.Start(func() error {
+		if err := schema.Check(ctx, r.pool); err != nil {
+			return err
+		}
+		if restricted, err := r.restricted(ctx); err != nil {
+			return err
+		} else if restricted {
+			return errRelayRestricted
+		}
+		pubCtx, stopPublish := context.WithCancelCause(context.Background())
+		run := &relayRun{loops: service.NewLoops(), stopPublish: stopPublish}
+		r.run = run
+		run.loops.Go(func(ctx context.Context) { r.batchLoop(ctx, pubCtx) })
+		run.loops.Go(r.maintenance().Run)
+		if !r.cfg.PollOnly {
+			run.loops.Go(r.listener().Run)
+		}
+		r.log.Info("pginbox relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_only", r.cfg.PollOnly)
+		return nil
+	})
 }
 
 // Stop stops claiming, lets a batch being published finish within
@@ -135,35 +122,19 @@ func (r *Relay) Start(ctx context.Context) error {
 // again later. When ctx ends first, the publish is cancelled at once, and if
 // the Publisher still does not return, Stop returns ctx's error.
 func (r *Relay) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	if !r.started {
-		r.mu.Unlock()
-		return nil
-	}
-	run := r.run
-	if run.stopping {
-		r.mu.Unlock()
-		select {
-		case <-run.stopped:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	run.stopping = true
-	r.mu.Unlock()
+	return r.life.Stop(ctx, func() (bool, error) { return r.stop(ctx) })
+}
 
-	run.stopLoops()
-	batchDone := make(chan struct{})
-	go func() {
-		run.batchLoop.Wait()
-		run.otherLoops.Wait()
-		close(batchDone)
-	}()
+// stop is the first Stop's work. It reports false when the Publisher is
+// still running: a later Stop then waits on its ctx.
+func (r *Relay) stop(ctx context.Context) (bool, error) {
+	run := r.run
+	run.loops.Stop()
+	done := run.loops.Done()
 	grace := time.NewTimer(r.cfg.ShutdownGrace)
 	defer grace.Stop()
 	select {
-	case <-batchDone:
+	case <-done:
 	case <-grace.C:
 		r.log.Warn("pginbox relay: shutdown grace elapsed, cancelling the publish in flight", "grace", r.cfg.ShutdownGrace)
 		run.stopPublish(errRelayStopping)
@@ -171,14 +142,13 @@ func (r *Relay) Stop(ctx context.Context) error {
 		run.stopPublish(errRelayStopping)
 	}
 	select {
-	case <-batchDone:
+	case <-done:
 	case <-ctx.Done():
-		return fmt.Errorf("pginbox: relay stop: the publisher did not return after its context was cancelled; its batch returns to PENDING when the lease expires: %w", ctx.Err())
+		return false, fmt.Errorf("pginbox: relay stop: the publisher did not return after its context was cancelled; its batch returns to PENDING when the lease expires: %w", ctx.Err())
 	}
 	run.stopPublish(errRelayStopping)
-	close(run.stopped)
 	r.log.Info("pginbox relay stopped")
-	return nil
+	return true, nil
 }
 
 // Run starts the relay, blocks until ctx is done, then stops it gracefully.
@@ -197,11 +167,8 @@ func (r *Relay) Run(ctx context.Context) error {
 // and are not due again within the call. It is meant for tests and one-shot
 // jobs, on a relay that was not started.
 func (r *Relay) Drain(ctx context.Context) (int, error) {
-	r.mu.Lock()
-	started := r.started
-	r.mu.Unlock()
-	if started {
-		return 0, errRelayNotIdle
+	if err := r.life.CheckIdle(); err != nil {
+		return 0, err
 	}
 	if restricted, err := r.restricted(ctx); err != nil {
 		return 0, err
@@ -221,14 +188,5 @@ func (r *Relay) Drain(ctx context.Context) (int, error) {
 		if res.claimed == 0 {
 			return total, nil
 		}
-	}
-}
-
-// signal sends on a wake-up channel without blocking; one pending signal is
-// enough.
-func signal(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
 	}
 }

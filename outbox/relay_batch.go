@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -41,8 +40,7 @@ const bookkeepingTimeout = 30 * time.Second
 // batchLoop publishes batches until ctx ends: again at once after a batch
 // that claimed anything (the batch's own later events of a key may be due
 // now), otherwise after a notification or the poll interval.
-func (r *Relay) batchLoop(ctx, pubCtx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
+func (r *Relay) batchLoop(ctx, pubCtx context.Context) {
 	poll := time.NewTimer(r.cfg.PollInterval)
 	defer poll.Stop()
 	var watch restrictionWatch

@@ -2,10 +2,10 @@ package outbox
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/service"
 )
 
 // Batch sizes of the maintenance statements.
@@ -14,27 +14,25 @@ const (
 	purgeBatch   = 1000
 )
 
-// maintainLoop recovers expired leases and deletes published history past
-// retention, every Lease/2.
-func (r *Relay) maintainLoop(ctx context.Context, wg *sync.WaitGroup) {
-	defer wg.Done()
-	t := time.NewTicker(r.cfg.Lease / 2)
-	defer t.Stop()
-	for {
-		if _, err := r.RecoverExpired(ctx); err != nil && ctx.Err() == nil {
-			r.log.Error("pginbox relay: lease recovery failed", "error", err)
-		}
-		if n, err := r.purge(ctx, time.Now().Add(-r.cfg.Retention)); err != nil && ctx.Err() == nil {
-			r.log.Error("pginbox relay: deleting published events past retention failed", "error", err)
-		} else if n > 0 {
-			r.log.Info("pginbox relay: deleted published events past retention", "deleted", n, "retention", r.cfg.Retention)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+// maintenance recovers expired leases and deletes published history past
+// retention, at start and every Lease/2.
+func (r *Relay) maintenance() *service.Ticker {
+	return &service.Ticker{Name: "relay", Log: r.log, Interval: r.cfg.Lease / 2, Jobs: []service.Job{{
+		What: "lease recovery",
+		Run: func(ctx context.Context) error {
+			_, err := r.RecoverExpired(ctx)
+			return err
+		},
+	}, {
+		What: "deleting published events past retention",
+		Run: func(ctx context.Context) error {
+			n, err := r.purge(ctx, time.Now().Add(-r.cfg.Retention))
+			if err == nil && n > 0 {
+				r.log.Info("pginbox relay: deleted published events past retention", "deleted", n, "retention", r.cfg.Retention)
+			}
+			return err
+		},
+	}}}
 }
 
 // RecoverExpired returns events whose lease expired to PENDING (or DEAD when
@@ -51,7 +49,7 @@ func (r *Relay) RecoverExpired(ctx context.Context) (int, error) {
 			r.log.Warn("pginbox relay: recovered an expired lease; the event will be published again", "event_id", row.ID, "status", row.Status)
 		}
 		if len(rows) > 0 {
-			signal(r.wake)
+			service.Signal(r.wake)
 		}
 		return len(rows), err
 	}
@@ -66,7 +64,7 @@ func (r *Relay) RecoverExpired(ctx context.Context) (int, error) {
 		}
 		total += len(rows)
 		if len(rows) > 0 {
-			signal(r.wake)
+			service.Signal(r.wake)
 		}
 		if len(rows) < recoverBatch {
 			return total, nil
