@@ -9,7 +9,7 @@ import (
 
 // recovery runs RecoverExpired at start and every RecoverInterval.
 func (w *Worker) recovery() *service.Ticker {
-	return &service.Ticker{Name: "worker", Log: w.log, Interval: w.cfg.RecoverInterval, Jobs: []service.Job{{
+	return &service.Ticker{Base: w.base, Interval: w.cfg.RecoverInterval, Jobs: []service.Job{{
 		What: "lease recovery",
 		Run: func(ctx context.Context) error {
 			_, err := w.RecoverExpired(ctx)

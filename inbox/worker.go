@@ -60,6 +60,7 @@ type Worker struct {
 	notified  atomic.Bool   // a notification came since the last claim (claimLoop)
 	slotFreed chan struct{} // a handler slot or queue place came free
 
+	base service.Base // what the listener and recovery log with
 	life service.Lifecycle
 	run  *runState
 }
@@ -123,6 +124,7 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		ownedSet:       ownedSet,
 		log:            cfg.Logger,
 		leases:         newLeaseSet(),
+		base:           service.Base{Name: "worker", Log: cfg.Logger},
 		life:           service.Lifecycle{Name: "worker"},
 		handlerCtx:     hctx,
 		cancelHandlers: cancel,

@@ -41,6 +41,7 @@ type Relay struct {
 
 	wake chan struct{} // new events may be due
 
+	base service.Base // what the listener and maintenance log with
 	life service.Lifecycle
 	run  *relayRun
 }
@@ -87,6 +88,7 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg RelayConfig) (*Relay, error
 	return &Relay{
 		pool: pool, pub: pub, cfg: cfg, log: cfg.Logger,
 		wake: make(chan struct{}, 1),
+		base: service.Base{Name: "relay", Log: cfg.Logger},
 		life: service.Lifecycle{Name: "relay"},
 	}, nil
 }

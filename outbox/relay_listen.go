@@ -1,10 +1,6 @@
 package outbox
 
 import (
-	"context"
-
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/internal/service"
 )
@@ -13,19 +9,14 @@ import (
 // notification. Without it (PollOnly, or while the session is down) the
 // batch loop still polls.
 func (r *Relay) listener() *service.Listener {
-	return &service.Listener{
-		Name: "relay",
-		Log:  r.log,
-		Pool: r.pool,
-		Subscribe: func(ctx context.Context, conn *pgx.Conn) error {
-			return db.New(conn).OutboxListen(ctx)
-		},
-		Wake:  r.wake,
-		Retry: r.cfg.PollInterval,
-		Subscribed: func() {
-			if r.hooks.listening != nil {
-				r.hooks.listening()
-			}
-		},
+	return &service.Listener{Base: r.base, Pool: r.pool, Subscribe: (*db.Queries).OutboxListen,
+		Wake: r.wake, Retry: r.cfg.PollInterval, Subscribed: r.listening}
+}
+
+// listening runs the test hook of the same name, read when it runs: a test
+// may set it after NewRelay.
+func (r *Relay) listening() {
+	if r.hooks.listening != nil {
+		r.hooks.listening()
 	}
 }

@@ -17,7 +17,7 @@ const (
 // maintenance recovers expired leases and deletes published history past
 // retention, at start and every Lease/2.
 func (r *Relay) maintenance() *service.Ticker {
-	return &service.Ticker{Name: "relay", Log: r.log, Interval: r.cfg.Lease / 2, Jobs: []service.Job{{
+	return &service.Ticker{Base: r.base, Interval: r.cfg.Lease / 2, Jobs: []service.Job{{
 		What: "lease recovery",
 		Run: func(ctx context.Context) error {
 			_, err := r.RecoverExpired(ctx)

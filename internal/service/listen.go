@@ -2,24 +2,24 @@ package service
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/db"
 )
 
 // Listener keeps a LISTEN session open and wakes its service's loop on the
 // notifications it wants. The loop polls anyway, so while the session is down
 // (or without a Listener) work is only found later.
 type Listener struct {
-	Name string // the service in log messages: "worker" logs "pginbox worker: ..."
-	Log  *slog.Logger
+	Base
 	// Pool gives the session's connection, which it keeps: a listening
 	// session must not go back to the pool.
 	Pool *pgxpool.Pool
-	// Subscribe runs LISTEN on conn.
-	Subscribe func(ctx context.Context, conn *pgx.Conn) error
+	// Subscribe runs the LISTEN query; a method expression such as
+	// (*db.Queries).ReceiptListen.
+	Subscribe func(q *db.Queries, ctx context.Context) error
 	// Wants says whether a notification's payload is for this service; nil
 	// wants every notification.
 	Wants func(payload string) bool
@@ -39,7 +39,7 @@ func (l *Listener) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		l.Log.Warn("pginbox "+l.Name+": LISTEN connection lost, polling until it is back", "error", err)
+		l.Log.Warn(l.prefix("LISTEN connection lost, polling until it is back"), "error", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -55,7 +55,7 @@ func (l *Listener) listen(ctx context.Context) error {
 	}
 	conn := pc.Hijack()
 	defer conn.Close(context.Background())
-	if err := l.Subscribe(ctx, conn); err != nil {
+	if err := l.Subscribe(db.New(conn), ctx); err != nil {
 		return err
 	}
 	Signal(l.Wake) // notifications sent while not listening were missed

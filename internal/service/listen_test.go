@@ -2,59 +2,81 @@ package service_test
 
 import (
 	"context"
-	"sync/atomic"
+	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/service"
 )
 
-const channel = "service_test"
+const lostMsg = "pginbox worker: LISTEN connection lost, polling until it is back"
 
-// listening starts a Listener on a new database and returns once it
-// subscribed, with its wake-up channel drained. pid is its session's backend.
-func listening(t *testing.T, l *logs, wants func(string) bool) (pool *pgxpool.Pool, wake chan struct{}, pid *atomic.Uint32, subscribed chan struct{}, stop func()) {
+// listening is a running Listener on the inbox's channel.
+type listening struct {
+	pool       *pgxpool.Pool
+	wake       chan struct{}
+	subscribed chan struct{}
+	stop       func()
+}
+
+// listen starts a Listener on a new database and returns once it subscribed,
+// with its wake-up signal taken.
+func listen(t *testing.T, logged *records, wants func(string) bool) *listening {
 	t.Helper()
 	pool, err := pgxpool.New(t.Context(), inboxtest.EmptyDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	wake = make(chan struct{}, 1)
-	pid = new(atomic.Uint32)
-	subscribed = make(chan struct{}, 10)
+	l := &listening{pool: pool, wake: make(chan struct{}, 1), subscribed: make(chan struct{}, 10)}
 	ln := &service.Listener{
-		Name: "worker",
-		Log:  l.logger(),
-		Pool: pool,
-		Subscribe: func(ctx context.Context, conn *pgx.Conn) error {
-			pid.Store(conn.PgConn().PID())
-			_, err := conn.Exec(ctx, "LISTEN "+channel)
-			return err
-		},
+		Base:       service.Base{Name: "worker", Log: logged.logger()},
+		Pool:       pool,
+		Subscribe:  (*db.Queries).ReceiptListen,
 		Wants:      wants,
-		Wake:       wake,
+		Wake:       l.wake,
 		Retry:      20 * time.Millisecond,
-		Subscribed: func() { subscribed <- struct{}{} },
+		Subscribed: func() { l.subscribed <- struct{}{} },
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	returned := make(chan struct{})
 	go func() {
 		ln.Run(ctx)
-		close(done)
+		close(returned)
 	}()
-	stop = func() {
+	l.stop = func() {
 		cancel()
-		<-done
+		<-returned
 	}
-	t.Cleanup(stop)
-	waitFor(t, subscribed, "subscription")
-	waitFor(t, wake, "wake-up after subscribing")
-	return pool, wake, pid, subscribed, stop
+	t.Cleanup(l.stop)
+	waitFor(t, l.subscribed, "subscription")
+	waitFor(t, l.wake, "wake-up after subscribing")
+	return l
+}
+
+// session returns the listening session's backend, 0 when there is none.
+func (l *listening) session(t *testing.T) uint32 {
+	t.Helper()
+	var pid uint32
+	// The pattern is a parameter, so this statement, the last one of some
+	// pool session, does not match it.
+	err := l.pool.QueryRow(t.Context(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE $1`, "%LISTEN pginbox_receipt%").Scan(&pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func (l *listening) notify(t *testing.T, payload string) {
+	t.Helper()
+	if _, err := l.pool.Exec(t.Context(), "SELECT pg_notify('pginbox_receipt', $1)", payload); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func waitFor(t *testing.T, ch chan struct{}, what string) {
@@ -66,70 +88,62 @@ func waitFor(t *testing.T, ch chan struct{}, what string) {
 	}
 }
 
-func notify(t *testing.T, pool *pgxpool.Pool, payload string) {
-	t.Helper()
-	if _, err := pool.Exec(t.Context(), "SELECT pg_notify($1, $2)", channel, payload); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // The loop is woken by the notifications it wants, not by the others.
 func TestListenerWakesOnWantedNotifications(t *testing.T) {
-	var l logs
-	pool, wake, _, _, _ := listening(t, &l, func(p string) bool { return p == "mine" })
-	notify(t, pool, "other")
+	var logged records
+	l := listen(t, &logged, func(consumer string) bool { return consumer == "billing" })
+	l.notify(t, "shipping")
 	select {
-	case <-wake:
+	case <-l.wake:
 		t.Fatal("woken by a notification it does not want")
 	case <-time.After(200 * time.Millisecond):
 	}
-	notify(t, pool, "mine")
-	waitFor(t, wake, "wake-up on a wanted notification")
+	l.notify(t, "billing")
+	waitFor(t, l.wake, "wake-up on a wanted notification")
 }
 
 // A lost session is logged and replaced, and the new one wakes the loop for
-// what it missed meanwhile.
+// what it missed meanwhile; stopping is not logged as a loss.
 func TestListenerReconnects(t *testing.T) {
-	var l logs
-	pool, wake, pid, subscribed, stop := listening(t, &l, nil)
-	first := pid.Load()
-	if _, err := pool.Exec(t.Context(), "SELECT pg_terminate_backend($1)", first); err != nil {
+	var logged records
+	l := listen(t, &logged, nil)
+	first := l.session(t)
+	if first == 0 {
+		t.Fatal("no listening session")
+	}
+	if _, err := l.pool.Exec(t.Context(), "SELECT pg_terminate_backend($1)", first); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, subscribed, "new subscription after the session was lost")
-	waitFor(t, wake, "wake-up after subscribing again")
-	if pid.Load() == first {
+	waitFor(t, l.subscribed, "new subscription after the session was lost")
+	waitFor(t, l.wake, "wake-up after subscribing again")
+	if l.session(t) == first {
 		t.Fatal("the new session is the old one")
 	}
-	if n := l.count(`level=WARN msg="pginbox worker: LISTEN connection lost, polling until it is back"`); n != 1 {
-		t.Fatalf("lost session logged %d times, want 1:\n%s", n, l.buf.String())
+	if n := logged.count(slog.LevelWarn, lostMsg); n != 1 {
+		t.Fatalf("lost session logged %d times, want 1", n)
 	}
-	notify(t, pool, "anything")
-	waitFor(t, wake, "wake-up on the new session")
-	stop()
-	if n := l.count("LISTEN connection lost"); n != 1 {
-		t.Fatalf("stopping was logged as a lost session:\n%s", l.buf.String())
+	l.notify(t, "anything")
+	waitFor(t, l.wake, "wake-up on the new session")
+	l.stop()
+	if n := logged.count(slog.LevelWarn, lostMsg); n != 1 {
+		t.Fatal("stopping was logged as a lost session")
 	}
 }
 
-// A Listener's session is taken out of the pool, so the Listener closes it
-// when it stops.
+// The session is taken out of the pool, so the Listener closes it when it
+// stops.
 func TestListenerClosesItsSession(t *testing.T) {
-	var l logs
-	pool, _, pid, _, stop := listening(t, &l, nil)
-	stop()
-	var alive bool
+	var logged records
+	l := listen(t, &logged, nil)
+	if l.session(t) == 0 {
+		t.Fatal("no listening session")
+	}
+	l.stop()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if err := pool.QueryRow(t.Context(), "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = $1)", pid.Load()).Scan(&alive); err != nil {
-			t.Fatal(err)
-		}
-		if !alive || time.Now().After(deadline) {
-			break
+	for l.session(t) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the listening session outlived the Listener")
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if alive {
-		t.Fatal("the listening session outlived the Listener")
 	}
 }

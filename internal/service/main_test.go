@@ -1,9 +1,8 @@
 package service_test
 
 import (
-	"bytes"
+	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"testing"
 
@@ -13,23 +12,41 @@ import (
 // The Listener's tests run against a real PostgreSQL, from the test kit.
 func TestMain(m *testing.M) { inboxtest.Main(m) }
 
-// logs is a logger whose output a test reads.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// records is a slog.Handler keeping the records logged, for a test to read.
+type records struct {
+	mu   sync.Mutex
+	list []slog.Record
 }
 
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.list = append(r.list, rec.Clone())
+	return nil
 }
 
-func (l *logs) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+func (r *records) logger() *slog.Logger { return slog.New(r) }
 
-// count returns how many lines contain s.
-func (l *logs) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), s)
+// count returns how many records of level have the message msg.
+func (r *records) count(level slog.Level, msg string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.list {
+		if rec.Level == level && rec.Message == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// total returns how many records were logged.
+func (r *records) total() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.list)
 }

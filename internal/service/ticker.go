@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"log/slog"
 	"time"
 )
 
@@ -15,8 +14,7 @@ type Job struct {
 
 // Ticker runs a service's periodic jobs, such as lease recovery.
 type Ticker struct {
-	Name     string // the service in log messages: "worker" logs "pginbox worker: ..."
-	Log      *slog.Logger
+	Base
 	Interval time.Duration
 	Jobs     []Job
 }
@@ -30,7 +28,7 @@ func (t *Ticker) Run(ctx context.Context) {
 	for {
 		for _, j := range t.Jobs {
 			if err := j.Run(ctx); err != nil && ctx.Err() == nil {
-				t.Log.Error("pginbox "+t.Name+": "+j.What+" failed", "error", err)
+				t.Log.Error(t.prefix(j.What+" failed"), "error", err)
 			}
 		}
 		select {

@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,11 +14,11 @@ import (
 
 // The jobs run at start, not an interval later.
 func TestTickerRunsAtOnce(t *testing.T) {
-	var l logs
+	var logged records
 	ran := make(chan struct{})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	tk := &service.Ticker{Name: "worker", Log: l.logger(), Interval: time.Hour, Jobs: []service.Job{{
+	tk := &service.Ticker{Base: service.Base{Name: "worker", Log: logged.logger()}, Interval: time.Hour, Jobs: []service.Job{{
 		What: "lease recovery",
 		Run:  func(context.Context) error { close(ran); return nil },
 	}}}
@@ -29,59 +31,63 @@ func TestTickerRunsAtOnce(t *testing.T) {
 }
 
 // The jobs run in order every interval, a failed one does not stop the next,
-// and failures are logged with the service's prefix.
+// and failures are logged as errors with the service's prefix.
 func TestTickerRunsEveryInterval(t *testing.T) {
-	var l logs
+	var logged records
 	var mu sync.Mutex
 	var order []string
-	runs := make(chan struct{}, 100)
-	record := func(name string, err error) func(context.Context) error {
+	rounds := make(chan struct{}, 100)
+	job := func(name string, err error) func(context.Context) error {
 		return func(context.Context) error {
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
-			if name == "b" {
-				runs <- struct{}{}
+			if name == "purge" {
+				rounds <- struct{}{}
 			}
 			return err
 		}
 	}
-	tk := &service.Ticker{Name: "worker", Log: l.logger(), Interval: 20 * time.Millisecond, Jobs: []service.Job{
-		{What: "lease recovery", Run: record("a", errors.New("connection refused"))},
-		{What: "purge", Run: record("b", nil)},
-	}}
+	tk := &service.Ticker{
+		Base:     service.Base{Name: "relay", Log: logged.logger()},
+		Interval: 20 * time.Millisecond,
+		Jobs: []service.Job{
+			{What: "lease recovery", Run: job("recover", errors.New("connection refused"))},
+			{What: "purge", Run: job("purge", nil)},
+		},
+	}
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
+	returned := make(chan struct{})
 	go func() {
 		tk.Run(ctx)
-		close(done)
+		close(returned)
 	}()
-	<-runs
-	<-runs
-	<-runs
+	for range 3 {
+		<-rounds
+	}
 	cancel()
-	<-done
+	<-returned
 
 	mu.Lock()
 	defer mu.Unlock()
-	for i, name := range order {
-		if want := []string{"a", "b"}[i%2]; name != want {
-			t.Fatalf("run order %v: job %d is %s, want %s", order, i, name, want)
+	for i := 0; i < len(order); i += 2 {
+		if !slices.Equal(order[i:min(i+2, len(order))], []string{"recover", "purge"}[:min(2, len(order)-i)]) {
+			t.Fatalf("run order %v, want recover then purge each round", order)
 		}
 	}
-	if n := l.count(`level=ERROR msg="pginbox worker: lease recovery failed" error="connection refused"`); n < 3 {
-		t.Errorf("lease recovery failure logged %d times, want at least 3:\n%s", n, l.buf.String())
+	if n := logged.count(slog.LevelError, "pginbox relay: lease recovery failed"); n < 3 {
+		t.Errorf("lease recovery failure logged %d times, want at least 3", n)
 	}
-	if n := l.count("purge failed"); n != 0 {
+	if n := logged.count(slog.LevelError, "pginbox relay: purge failed"); n != 0 {
 		t.Errorf("a job that succeeded was logged as failed")
 	}
 }
 
 // A failure once ctx is done is the shutdown's, not logged.
 func TestTickerQuietOnShutdown(t *testing.T) {
-	var l logs
+	var logged records
 	ctx, cancel := context.WithCancel(t.Context())
-	tk := &service.Ticker{Name: "relay", Log: l.logger(), Interval: time.Hour, Jobs: []service.Job{{
+	tk := &service.Ticker{Base: service.Base{Name: "worker", Log: logged.logger()}, Interval: time.Hour, Jobs: []service.Job{{
 		What: "lease recovery",
 		Run: func(ctx context.Context) error {
 			cancel()
@@ -89,7 +95,7 @@ func TestTickerQuietOnShutdown(t *testing.T) {
 		},
 	}}}
 	tk.Run(ctx) // returns: ctx is done after the first run
-	if n := l.count("failed"); n != 0 {
-		t.Errorf("failure after ctx done was logged:\n%s", l.buf.String())
+	if n := logged.total(); n != 0 {
+		t.Errorf("%d records logged after ctx was done, want none", n)
 	}
 }
