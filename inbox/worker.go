@@ -241,13 +241,7 @@ func (w *Worker) stop(ctx context.Context) error {
 
 // Run starts the worker, blocks until ctx is done, then stops it gracefully.
 func (w *Worker) Run(ctx context.Context) error {
-	if err := w.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 2*w.cfg.ShutdownGrace)
-	defer cancel()
-	return w.Stop(stopCtx)
+	return service.Run(ctx, w, 2*w.cfg.ShutdownGrace)
 }
 
 // Drain processes due receipts of the owned consumers until none is due, and

@@ -155,13 +155,7 @@ func (r *Relay) stop(ctx context.Context) (bool, error) {
 
 // Run starts the relay, blocks until ctx is done, then stops it gracefully.
 func (r *Relay) Run(ctx context.Context) error {
-	if err := r.Start(ctx); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	stopCtx, cancel := context.WithTimeout(context.Background(), 2*r.cfg.ShutdownGrace)
-	defer cancel()
-	return r.Stop(stopCtx)
+	return service.Run(ctx, r, 2*r.cfg.ShutdownGrace)
 }
 
 // Drain publishes due events synchronously until none is due, and returns how

@@ -1,8 +1,8 @@
 // Package service is the runtime skeleton inbox.Worker and outbox.Relay share:
-// starting and stopping once (Lifecycle), their background goroutines
+// starting and stopping once (Lifecycle, Run), their background goroutines
 // (Loops), the LISTEN session that wakes them (Listener), their periodic jobs
-// (Ticker) and the wake-up signal (Signal). What they do in those loops stays
-// with them.
+// (Ticker), what those log with (Base) and the wake-up signal (Signal). What
+// they do in those loops stays with them.
 package service
 
 import (

@@ -113,3 +113,45 @@ func TestLifecycleConcurrent(t *testing.T) {
 		t.Fatal("not stopping after Stop")
 	}
 }
+
+// fake is a Startable recording its calls.
+type fake struct {
+	startErr error
+	calls    []string
+	stopLeft time.Duration // time left to Stop's deadline
+}
+
+func (f *fake) Start(context.Context) error {
+	f.calls = append(f.calls, "start")
+	return f.startErr
+}
+
+func (f *fake) Stop(ctx context.Context) error {
+	f.calls = append(f.calls, "stop")
+	if d, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+		f.stopLeft = time.Until(d)
+	}
+	return nil
+}
+
+// Run stops on a context of its own, bounded by stopWithin: its ctx is done.
+func TestRun(t *testing.T) {
+	is := is.New(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	f := &fake{}
+	returned := make(chan error, 1)
+	go func() { returned <- service.Run(ctx, f, time.Hour) }()
+	select {
+	case <-returned:
+		t.Fatal("Run returned before ctx was done")
+	case <-time.After(20 * time.Millisecond):
+	}
+	cancel()
+	is.NoErr(<-returned)
+	is.Equal(f.calls, []string{"start", "stop"})
+	is.True(f.stopLeft > 59*time.Minute)
+
+	failed := &fake{startErr: errors.New("schema too old")}
+	is.Equal(service.Run(t.Context(), failed, time.Hour), failed.startErr)
+	is.Equal(failed.calls, []string{"start"}) // not stopped, and did not block
+}
