@@ -1,6 +1,10 @@
 package inbox
 
 import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/internal/service"
 )
@@ -16,6 +20,11 @@ func (w *Worker) listener() *service.Listener {
 		w.notified.Store(true)
 		return true
 	}
-	return &service.Listener{Base: w.base, Pool: w.sys, Subscribe: (*db.Queries).ReceiptListen,
+	return &service.Listener{Base: w.base, Pool: w.sys, Subscribe: receiptListen,
 		Wants: owned, Wake: w.wake, Retry: w.cfg.PollInterval}
+}
+
+// receiptListen subscribes a session to Accept's wake-up notifications.
+func receiptListen(ctx context.Context, conn *pgx.Conn) error {
+	return db.New(conn).ReceiptListen(ctx)
 }

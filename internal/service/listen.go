@@ -4,9 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/pginbox/pginbox/db"
 )
 
 // Listener keeps a LISTEN session open and wakes its service's loop on the
@@ -17,9 +16,8 @@ type Listener struct {
 	// Pool gives the session's connection, which it keeps: a listening
 	// session must not go back to the pool.
 	Pool *pgxpool.Pool
-	// Subscribe runs the LISTEN query; a method expression such as
-	// (*db.Queries).ReceiptListen.
-	Subscribe func(q *db.Queries, ctx context.Context) error
+	// Subscribe runs the LISTEN query on conn.
+	Subscribe func(ctx context.Context, conn *pgx.Conn) error
 	// Wants says whether a notification's payload is for this service; nil
 	// wants every notification.
 	Wants func(payload string) bool
@@ -55,7 +53,7 @@ func (l *Listener) listen(ctx context.Context) error {
 	}
 	conn := pc.Hijack()
 	defer conn.Close(context.Background())
-	if err := l.Subscribe(db.New(conn), ctx); err != nil {
+	if err := l.Subscribe(ctx, conn); err != nil {
 		return err
 	}
 	Signal(l.Wake) // notifications sent while not listening were missed

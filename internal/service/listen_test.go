@@ -6,16 +6,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/service"
 )
 
 const lostMsg = "pginbox worker: LISTEN connection lost, polling until it is back"
 
-// listening is a running Listener on the inbox's channel.
+func subscribe(ctx context.Context, conn *pgx.Conn) error {
+	_, err := conn.Exec(ctx, "LISTEN service_test")
+	return err
+}
+
+// listening is a running Listener on the channel service_test.
 type listening struct {
 	pool       *pgxpool.Pool
 	wake       chan struct{}
@@ -36,7 +41,7 @@ func listen(t *testing.T, logged *records, wants func(string) bool) *listening {
 	ln := &service.Listener{
 		Base:       service.Base{Name: "worker", Log: logged.logger()},
 		Pool:       pool,
-		Subscribe:  (*db.Queries).ReceiptListen,
+		Subscribe:  subscribe,
 		Wants:      wants,
 		Wake:       l.wake,
 		Retry:      20 * time.Millisecond,
@@ -65,7 +70,7 @@ func (l *listening) session(t *testing.T) uint32 {
 	// The pattern is a parameter, so this statement, the last one of some
 	// pool session, does not match it.
 	err := l.pool.QueryRow(t.Context(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-		WHERE datname = current_database() AND query LIKE $1`, "%LISTEN pginbox_receipt%").Scan(&pid)
+		WHERE datname = current_database() AND query LIKE $1`, "%LISTEN service_test%").Scan(&pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +79,7 @@ func (l *listening) session(t *testing.T) uint32 {
 
 func (l *listening) notify(t *testing.T, payload string) {
 	t.Helper()
-	if _, err := l.pool.Exec(t.Context(), "SELECT pg_notify('pginbox_receipt', $1)", payload); err != nil {
+	if _, err := l.pool.Exec(t.Context(), "SELECT pg_notify('service_test', $1)", payload); err != nil {
 		t.Fatal(err)
 	}
 }
