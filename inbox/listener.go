@@ -13,15 +13,14 @@ import (
 // notification for an owned consumer (its payload is the consumer). Without
 // it (PollOnly, or while the session is down) the claimer still polls.
 func (w *Worker) listener() *service.Listener {
-	owned := func(consumer string) bool {
-		if !w.ownedSet[consumer] {
-			return false
+	notified := func(consumer string) {
+		if w.ownedSet[consumer] {
+			w.notified.Store(true)
+			service.Signal(w.wake)
 		}
-		w.notified.Store(true)
-		return true
 	}
 	return &service.Listener{Base: w.base, Pool: w.sys, Subscribe: receiptListen,
-		Wants: owned, Wake: w.wake, Retry: w.cfg.PollInterval}
+		Wake: w.wake, Notified: notified, Retry: w.cfg.PollInterval}
 }
 
 // receiptListen subscribes a session to Accept's wake-up notifications.

@@ -18,10 +18,12 @@ type Listener struct {
 	Pool *pgxpool.Pool
 	// Subscribe runs the LISTEN query on conn.
 	Subscribe func(ctx context.Context, conn *pgx.Conn) error
-	// Wants says whether a notification's payload is for this service; nil
-	// wants every notification.
-	Wants func(payload string) bool
-	Wake  chan struct{} // signalled on each notification wanted
+	// Wake is signalled after each subscription (what was sent meanwhile
+	// was missed) and on each notification, unless Notified is set.
+	Wake chan struct{}
+	// Notified, if set, takes each notification's payload instead of Wake:
+	// it wakes the loop for those that concern the service.
+	Notified func(payload string)
 	// Retry is the wait before a new session after one was lost.
 	Retry time.Duration
 	// Subscribed, if set, runs each time a session subscribed and woke the
@@ -65,7 +67,9 @@ func (l *Listener) listen(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if l.Wants == nil || l.Wants(n.Payload) {
+		if l.Notified != nil {
+			l.Notified(n.Payload)
+		} else {
 			Signal(l.Wake)
 		}
 	}

@@ -42,10 +42,16 @@ func listen(t *testing.T, logged *records, wants func(string) bool) *listening {
 		Base:       service.Base{Name: "worker", Log: logged.logger()},
 		Pool:       pool,
 		Subscribe:  subscribe,
-		Wants:      wants,
 		Wake:       l.wake,
 		Retry:      20 * time.Millisecond,
 		Subscribed: func() { l.subscribed <- struct{}{} },
+	}
+	if wants != nil {
+		ln.Notified = func(payload string) {
+			if wants(payload) {
+				service.Signal(l.wake)
+			}
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	returned := make(chan struct{})
@@ -93,7 +99,7 @@ func waitFor(t *testing.T, ch chan struct{}, what string) {
 	}
 }
 
-// The loop is woken by the notifications it wants, not by the others.
+// With Notified, the loop is woken by the notifications it wants only.
 func TestListenerWakesOnWantedNotifications(t *testing.T) {
 	var logged records
 	l := listen(t, &logged, func(consumer string) bool { return consumer == "billing" })
