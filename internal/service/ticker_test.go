@@ -16,13 +16,11 @@ import (
 func TestTickerRunsAtOnce(t *testing.T) {
 	var logged records
 	ran := make(chan struct{})
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
 	tk := &service.Ticker{Base: service.Base{Name: "worker", Log: logged.logger()}, Interval: time.Hour, Jobs: []service.Job{{
 		What: "lease recovery",
 		Run:  func(context.Context) error { close(ran); return nil },
 	}}}
-	go tk.Run(ctx)
+	go tk.Run(t.Context()) // cancelled when the test ends
 	select {
 	case <-ran:
 	case <-time.After(10 * time.Second):
