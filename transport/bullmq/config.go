@@ -101,6 +101,12 @@ type Config struct {
 
 	// Logger receives the consumer's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// OnError receives the errors Run keeps going after but someone must act
+	// on: ErrQueueLost, once per loss. It is called from Run's goroutine;
+	// keep it short. Optional: the error is also logged at Error level and
+	// counted in Stats.
+	OnError func(error)
 }
 
 func (c Config) withDefaults() Config {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +31,8 @@ type Consumer struct {
 	// lastErr remembers why a job was last retried, for its failedReason
 	// when its deliveries run out.
 	lastErr settle.LastErrors[string]
+
+	queuesLost atomic.Int64
 }
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
@@ -71,6 +74,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
 	failures := 0 // in a row
 	nextStalledCheck := time.Now()
+	lost := lostCheck{lost: &c.queuesLost}
 	for ctx.Err() == nil {
 		select {
 		case slots <- struct{}{}:
@@ -85,8 +89,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 				nextStalledCheck = time.Now().Add(c.cfg.LockDuration / 2)
 			}
 			job, token, err := c.take(ctx)
-			if err != nil || job == nil {
+			if err != nil {
 				return err
+			}
+			if job == nil {
+				return c.checkLost(ctx, &lost)
+			}
+			if err := c.markTaken(ctx, &lost); err != nil {
+				// The job is taken: it is handled, and the mark set on
+				// the next one.
+				c.log.Warn("pginbox/bullmq: marking the queue failed", "err", err)
 			}
 			wg.Add(1)
 			go func() {

@@ -48,47 +48,9 @@ func (driver) SharedAddr(t *testing.T) string {
 	return c.ListenAddrs()[0]
 }
 
-// kfakeBroker is a cluster of the test's own persisting to a directory,
-// every produce synced (SyncWrites) before it is acknowledged.
-type kfakeBroker struct {
-	port int
-	dir  string
-	c    *kfake.Cluster
-}
-
-func (b *kfakeBroker) start(t testing.TB) {
-	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(b.port), kfake.DataDir(b.dir), kfake.SyncWrites())
-	if err != nil {
-		t.Fatalf("starting kfake on port %d: %v", b.port, err)
-	}
-	b.c = c
-}
-
-func (b *kfakeBroker) Addr() string { return fmt.Sprintf("127.0.0.1:%d", b.port) }
-
-// Restart closes the cluster and starts another on the same port and data
-// directory. kfake runs in the test process, so it cannot be SIGKILLed: the
-// close is orderly (it saves its state), and the case checks what a
-// restart keeps, not what a crash does.
-func (b *kfakeBroker) Restart(t testing.TB) {
-	t.Helper()
-	b.c.Close()
-	b.start(t)
-}
-
-func (driver) PrivateBroker(t *testing.T) conformance.Broker {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	b := &kfakeBroker{port: port, dir: t.TempDir()}
-	b.start(t)
-	t.Cleanup(func() { b.c.Close() })
-	return b
-}
+// PrivateBroker is a kfake cluster in a process of its own, killed with
+// SIGKILL by Restart (see startKfakeProcess).
+func (driver) PrivateBroker(t *testing.T) conformance.Broker { return startKfakeProcess(t) }
 
 func (driver) Skip(c conformance.Case) string {
 	if c == conformance.Poison {

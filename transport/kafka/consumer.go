@@ -104,12 +104,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 	backoff := inbox.ExponentialBackoff(c.cfg.RetryDelay, 2, c.cfg.MaxRetryDelay, 0)
 	failures := 0 // batches in a row
 	for {
-		fetches := cl.PollRecords(ctx, c.cfg.MaxBatch)
+		pctx, cancel := c.pollContext(ctx)
+		fetches := cl.PollRecords(pctx, c.cfg.MaxBatch)
+		cancel()
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			cl.AllowRebalance()
 			return nil
 		}
 		fetches.EachError(func(topic string, partition int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return // pollContext's: time to commit again
+			}
 			if c.topicGone(ctx, topic, err) {
 				return
 			}
@@ -133,6 +138,27 @@ func (c *Consumer) Run(ctx context.Context) error {
 		case <-time.After(backoff(failures)):
 		}
 	}
+}
+
+// commitRetry is how long a poll waits for records while offsets are
+// pending: a refused or failed commit (a restarted broker that lost the
+// group's members answers ILLEGAL_GENERATION) is tried again after it, not
+// only when more records arrive, which on a quiet topic may be never.
+const commitRetry = time.Second
+
+// pollContext bounds the next poll by commitRetry while offsets are
+// pending.
+func (c *Consumer) pollContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	c.mu.Lock()
+	pending := false
+	for _, parts := range c.pending {
+		pending = pending || len(parts) > 0
+	}
+	c.mu.Unlock()
+	if !pending {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, commitRetry)
 }
 
 // topicGone reports err when it says a topic Run read from no longer

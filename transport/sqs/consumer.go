@@ -25,7 +25,7 @@ type Consumer struct {
 	cfg    Config
 	log    *slog.Logger
 
-	acked, deadLettered, retries atomic.Int64
+	acked, deadLettered, retries, queuesLost atomic.Int64
 }
 
 // Stats counts what a Consumer did since it was created.
@@ -33,11 +33,12 @@ type Stats struct {
 	Acked        int64 // messages deleted after Accept (accepted or duplicate)
 	DeadLettered int64 // messages sent to DeadLetterQueueURL, then deleted
 	Retries      int64 // failed accepts: the message hidden for the retry delay
+	QueuesLost   int64 // the queue disappeared after Run had received from it (each reported as ErrQueueLost)
 }
 
 // Stats returns the consumer's counters.
 func (c *Consumer) Stats() Stats {
-	return Stats{Acked: c.acked.Load(), DeadLettered: c.deadLettered.Load(), Retries: c.retries.Load()}
+	return Stats{Acked: c.acked.Load(), DeadLettered: c.deadLettered.Load(), Retries: c.retries.Load(), QueuesLost: c.queuesLost.Load()}
 }
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
@@ -52,8 +53,16 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	return &Consumer{acc: acc, cfg: cfg, log: cfg.Logger.With("queue", cfg.QueueURL)}, nil
 }
 
-// ErrQueueNotFound is returned by Run when Config.QueueURL names no queue.
+// ErrQueueNotFound is returned by Run when Config.QueueURL names no queue
+// when Run starts: a configuration error.
 var ErrQueueNotFound = errors.New("pginbox/sqs: queue not found")
+
+// ErrQueueLost is reported (Config.OnError, an Error log line and
+// Stats.QueuesLost) when the queue disappears after Run received from it:
+// deleted, or lost with a server that kept it in memory. What it held is
+// gone. Run keeps going and receives again once the queue exists again;
+// recreate it (and find out what removed it). It wraps ErrQueueNotFound.
+var ErrQueueLost = errors.New("pginbox/sqs: the queue disappeared after the consumer had received from it")
 
 // Close ends a Run in progress and waits for it to return (Run returns nil,
 // as after a cancel); a later Run returns at once. It returns nil.
@@ -67,8 +76,9 @@ const (
 
 // Run receives and accepts messages until ctx is cancelled, then finishes
 // the messages it holds and returns nil. Failed receives are logged and
-// retried with backoff; only a queue that does not exist
-// (ErrQueueNotFound) ends Run early. Run once at a time.
+// retried with backoff; only a queue missing at the start
+// (ErrQueueNotFound) ends Run early. A queue that disappears later is
+// reported as ErrQueueLost and waited for. Run once at a time.
 func (c *Consumer) Run(ctx context.Context) error {
 	ctx, end := c.runner.Begin(ctx)
 	defer end()
@@ -77,6 +87,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	defer wg.Wait()
 	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
 	failures := 0 // in a row
+	seen := false // a receive succeeded: the queue existed
+	lost := false // reported, not found again yet
 	for ctx.Err() == nil {
 		// Ask only for as many messages as there are free slots, so none
 		// waits hidden in a buffer while its visibility timeout runs.
@@ -97,8 +109,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrQueueNotFound) {
+		missing := errors.Is(err, ErrQueueNotFound)
+		if missing && !seen {
 			return err
+		}
+		if missing && !lost {
+			lost = true
+			c.reportLost(err)
 		}
 		if err != nil {
 			failures++
@@ -111,7 +128,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			continue
 		}
-		failures = 0
+		failures, seen, lost = 0, true, false
 		for _, m := range msgs {
 			wg.Go(func() {
 				defer func() { <-slots }()
@@ -120,6 +137,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// reportLost reports ErrQueueLost for err, a receive's ErrQueueNotFound.
+func (c *Consumer) reportLost(err error) {
+	c.queuesLost.Add(1)
+	err = fmt.Errorf("%w: what it held is gone; recreate it, Run receives again once it exists: %w", ErrQueueLost, err)
+	c.log.Error("pginbox/sqs: queue lost", "err", err)
+	if c.cfg.OnError != nil {
+		c.cfg.OnError(err)
+	}
 }
 
 // receive long-polls for up to n messages.
