@@ -276,7 +276,8 @@ func (v *AdminView) lock(ctx context.Context, q *db.Queries, id ID, action strin
 			}
 			return cur, wrong
 		}
-		row, err := q.ReceiptGetForUpdateNoWait(ctx, db.ReceiptGetForUpdateNoWaitParams{ID: id, AllScopes: all, ScopeKind: kind, ScopeID: sid})
+		var row db.ReceiptGetForUpdateNoWaitRow
+		row, err = q.ReceiptGetForUpdateNoWait(ctx, db.ReceiptGetForUpdateNoWaitParams{ID: id, AllScopes: all, ScopeKind: kind, ScopeID: sid})
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available
 			wrong.Detail = "a handler's transaction is running it right now (its lease is not extended while it runs): wait for its outcome"

@@ -3,9 +3,12 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/inbox"
@@ -98,5 +101,52 @@ func TestRequeueOvertakenByAWorker(t *testing.T) {
 				t.Errorf("status %s after the refused requeue, want %s", st.Status, tc.want)
 			}
 		})
+	}
+}
+
+// killBefore ends the session that is about to run a statement whose SQL
+// contains marker, from another connection, before the statement is sent.
+type killBefore struct {
+	marker string
+	admin  *pgxpool.Pool
+	killed atomic.Bool
+}
+
+func (k *killBefore) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, k.marker) && !k.killed.Swap(true) {
+		// Waits up to 5 s for the session to be gone.
+		k.admin.Exec(context.Background(), "SELECT pg_terminate_backend($1, 5000)", conn.PgConn().PID())
+	}
+	return ctx
+}
+
+func (k *killBefore) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A requeue of an expired claim whose connection is lost while it locks the
+// receipt fails with that error: not a version conflict (with version 0),
+// which the history check found when the lock's error was dropped.
+func TestRequeueOfAnExpiredClaimLosingItsConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, dsn := newPool(t)
+	id := acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("expired-claim", raw(`{}`)))[0]
+	inboxtest.SetState(t, pool, id, "status = 'PROCESSING', lease_expires_at = now() - interval '1 second'")
+	kill := &killBefore{marker: "ReceiptGetForUpdateNoWait", admin: pool}
+	traced := poolFor(t, dsn, func(c *pgxpool.Config) { c.ConnConfig.Tracer = kill })
+	admin, err := inbox.NewAdmin(traced, inbox.AdminConfig{Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := admin.ForTenant("tenant-a")
+	before := stateOf(t, pool, id)
+	_, err = view.Requeue(ctx, id, inbox.ChangeParams{ExpectedVersion: int64(before.Version), Actor: "ops", Reason: "worker gone"})
+	if !kill.killed.Load() {
+		t.Fatal("the requeue never locked the expired claim: the test proved nothing")
+	}
+	if err == nil || errors.Is(err, inbox.ErrVersionConflict) || errors.Is(err, inbox.ErrWrongState) {
+		t.Fatalf("Requeue with its connection lost = %v, want the connection's error", err)
+	}
+	if after := stateOf(t, pool, id); after.Status != "PROCESSING" || after.Version != before.Version {
+		t.Errorf("receipt %s v%d after the failed requeue, want PROCESSING v%d", after.Status, after.Version, before.Version)
 	}
 }

@@ -2,12 +2,14 @@ package historycheck
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -26,7 +28,7 @@ import (
 // wInput is an operation of the worker history on one receipt: a claim of
 // its consumer under a token, a failure recorded under it, a recovery of its
 // consumer's expired leases, an operator's requeue at an expected version,
-// or a read.
+// a read, or the state read between epochs (status, version and token).
 type wInput struct {
 	Op       string // claim, fail, recover, requeue, get
 	Receipt  int
@@ -43,6 +45,7 @@ type wOutput struct {
 	Recovered []int
 	Status    string
 	Version   int64
+	Token     string // the state read between epochs
 }
 
 type wReceipt struct {
@@ -79,6 +82,10 @@ func workerModel(initial wState) porcupine.Model {
 			unknown := out.Result == "unknown"
 			var next []any
 			switch in.Op {
+			case "state":
+				if out.Status == r.Status && out.Version == r.Version && out.Token == r.Token {
+					next = append(next, s)
+				}
 			case "get":
 				if out.Status == r.Status && out.Version == r.Version {
 					next = append(next, s)
@@ -155,63 +162,202 @@ func workerModel(initial wState) porcupine.Model {
 	return nm.ToModel()
 }
 
+// historyEpoch is the length of one checked part of a worker history. An
+// operation whose outcome is unknown (its session was killed) may take
+// effect at any time after its call, so in one long history it overlaps
+// everything after it and the check grows out of reach: a 120-second history
+// with about 800 of them ran out of its 5 minutes. The run is cut into
+// epochs instead; between two, every client stops, the server finishes what
+// it was running, and the state read then ends one epoch's history and
+// starts the next.
+const historyEpoch = 5 * time.Second
+
 // TestWorkerHistory records a history of worker statements (claims, failures
 // recorded under their tokens, recoveries of leases that expire after 300 ms,
-// each consumer in turn)
-// and operators' requeues and reads on three receipts, while a fault injector
-// kills random sessions, and checks it for linearizability: the fencing by
-// token and the expected versions hold under faults. HISTORY_SECONDS sets the
-// run's length (default 5).
+// each consumer in turn) and operators' requeues and reads on three receipts,
+// while a fault injector kills random sessions, and checks it for
+// linearizability, epoch by epoch (historyEpoch): the fencing by token and the
+// expected versions hold under faults. HISTORY_SECONDS sets the run's length
+// (default 5).
 func TestWorkerHistory(t *testing.T) {
 	seconds := historySeconds()
-	const receipts, workers, operators = 3, 3, 3
-	pool := inboxtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = workers + operators + 3 })
+	const receipts = 3
+	pool := inboxtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 9 })
 	ctx := t.Context()
-	q := db.New(pool)
 	consumers := make([]string, receipts)
 	for i := range consumers {
 		consumers[i] = fmt.Sprintf("c%d", i)
 	}
 	ids, view := seedReceipts(t, ctx, pool, consumers, 1_000_000)
-	initial := make(wState, receipts)
+	h := &workerHistory{pool: pool, q: db.New(pool), view: view, ids: ids, consumers: consumers,
+		index: map[inbox.ID]int{}, counts: map[string]int{}, start: time.Now()}
 	for i, id := range ids {
-		r, err := view.Get(ctx, id)
+		h.index[id] = i
+	}
+	state := h.read(t, ctx)
+	total := time.Duration(seconds) * time.Second
+	ops, epochs := 0, 0
+	var checking time.Duration
+	for elapsed := time.Duration(0); elapsed < total; elapsed = time.Since(h.start) {
+		epochs++
+		history := h.run(ctx, min(historyEpoch, total-elapsed))
+		h.quiesce(t, ctx)
+		end := h.read(t, ctx)
+		// The state read after the epoch is its last operation: every
+		// operation must linearize before it.
+		at := h.now()
+		for i := range receipts {
+			history = append(history, porcupine.Operation{ClientId: 100, Input: wInput{Op: "state", Receipt: i},
+				Call: at, Output: wOutput{Result: "ok", Status: end[i].Status, Version: end[i].Version, Token: end[i].Token}, Return: at + 1})
+		}
+		for k := range history {
+			if history[k].Output.(wOutput).Result == "unknown" {
+				history[k].Return = at - 1 // its session ended before the read
+			}
+		}
+		ops += len(history)
+		model := workerModel(state)
+		checkStart := time.Now()
+		res, info := porcupine.CheckOperationsVerbose(model, history, 5*time.Minute)
+		checking += time.Since(checkStart)
+		if res != porcupine.Ok {
+			dir := os.Getenv("HISTORY_DIR")
+			if dir == "" {
+				dir = os.TempDir()
+			}
+			path := filepath.Join(dir, fmt.Sprintf("worker-history-%d-epoch-%d.html", h.start.UnixNano(), epochs))
+			if err := porcupine.VisualizePath(model, info, path); err != nil {
+				t.Logf("writing the history: %v", err)
+			}
+			writeHistory(t, strings.TrimSuffix(path, ".html")+".json", state, history)
+			if res == porcupine.Unknown {
+				t.Fatalf("epoch %d: the linearizability check ran out of time (%d operations): kept in %s", epochs, len(history), path)
+			}
+			t.Fatalf("epoch %d: the history is not linearizable (%s): kept in %s", epochs, res, path)
+		}
+		state = end
+	}
+	t.Logf("worker history: %d operations in %d epochs %v, %d faults (sessions killed), 0 anomalies, Ok (checked in %s)",
+		ops, epochs, h.counts, h.faults.Load(), checking.Round(time.Millisecond))
+	if h.faults.Load() == 0 {
+		t.Errorf("no session was killed: the run checked no faults")
+	}
+}
+
+// retry runs a read up to five times: the pool may still hold connections
+// whose sessions the fault injector ended.
+func retry(read func() error) error {
+	var err error
+	for range 5 {
+		if err = read(); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// writeHistory keeps a failing epoch's initial state and operations as JSON,
+// beside porcupine's visualization.
+func writeHistory(t *testing.T, path string, initial wState, history []porcupine.Operation) {
+	b, err := json.MarshalIndent(map[string]any{"initial": initial, "operations": history}, "", " ")
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Logf("writing the history: %v", err)
+	}
+}
+
+// workerHistory is what TestWorkerHistory's epochs share.
+type workerHistory struct {
+	pool      *pgxpool.Pool
+	q         *db.Queries
+	view      *inbox.AdminView
+	ids       []inbox.ID
+	consumers []string
+	index     map[inbox.ID]int
+	start     time.Time
+	faults    atomic.Int64
+
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (h *workerHistory) now() int64 { return time.Since(h.start).Nanoseconds() }
+
+// read returns each receipt's status, version and claim token.
+func (h *workerHistory) read(t *testing.T, ctx context.Context) wState {
+	t.Helper()
+	s := make(wState, len(h.ids))
+	for i, id := range h.ids {
+		var token *inboxtype.ID
+		err := retry(func() error {
+			return h.pool.QueryRow(ctx, `SELECT status, version, claim_token FROM pginbox_receipts_live WHERE id = $1`, id).
+				Scan(&s[i].Status, &s[i].Version, &token)
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		initial[i] = wReceipt{string(r.Status), r.Version, ""}
+		if token != nil {
+			s[i].Token = token.String()
+		}
 	}
-	index := map[inbox.ID]int{}
-	for i, id := range ids {
-		index[id] = i
-	}
+	return s
+}
 
-	start := time.Now()
-	now := func() int64 { return time.Since(start).Nanoseconds() }
+// quiesce waits until no other session of the database runs a statement:
+// what a killed session was running has then committed or rolled back.
+func (h *workerHistory) quiesce(t *testing.T, ctx context.Context) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var active int
+		err := retry(func() error {
+			return h.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+				AND state NOT IN ('idle')`).Scan(&active)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if active == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions still busy 30s after the epoch ended", active)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// run runs the clients and the fault injector for d and returns the history.
+func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Operation {
+	const workers, operators = 3, 3
+	receipts := len(h.ids)
+	q, ids, view := h.q, h.ids, h.view
 	var mu sync.Mutex
 	var history []porcupine.Operation
-	counts := map[string]int{}
 	record := func(client int, in wInput, call int64, out wOutput, ret int64) {
-		if out.Result == "unknown" {
-			ret = 1 << 62 // it may take effect at any time from its call on
-		}
 		mu.Lock()
-		defer mu.Unlock()
 		history = append(history, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
-		counts[in.Op+" "+out.Result]++
+		mu.Unlock()
+		h.mu.Lock()
+		h.counts[in.Op+" "+out.Result]++
+		h.mu.Unlock()
 	}
-	runCtx, stop := context.WithTimeout(ctx, time.Duration(seconds)*time.Second)
+	runCtx, stop := context.WithTimeout(ctx, d)
 	defer stop()
 	var wg sync.WaitGroup
+	seed := uint64(h.now())
 	for c := range workers {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(c), 1))
+			rng := rand.New(rand.NewPCG(uint64(c), seed))
 			for runCtx.Err() == nil {
 				i := rng.IntN(receipts)
 				tok := inboxtype.New()
 				in := wInput{Op: "claim", Receipt: i, Token: tok.String()}
-				call := now()
-				rows, err := q.ReceiptClaim(ctx, db.ReceiptClaimParams{Consumers: []string{consumers[i]}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
+				call := h.now()
+				rows, err := q.ReceiptClaim(ctx, db.ReceiptClaimParams{Consumers: []string{h.consumers[i]}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
 				out := wOutput{Result: "ok"}
 				switch {
 				case err != nil:
@@ -219,14 +365,14 @@ func TestWorkerHistory(t *testing.T) {
 				case len(rows) == 0:
 					out.Result = "none"
 				}
-				record(c, in, call, out, now())
+				record(c, in, call, out, h.now())
 				if out.Result == "none" {
 					time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 					continue
 				}
 				time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
 				in.Op = "fail"
-				call = now()
+				call = h.now()
 				_, err = q.ReceiptFail(ctx, db.ReceiptFailParams{Dead: true, DelayMs: 0, LastError: "history", ID: ids[i], ClaimToken: tok})
 				out = wOutput{Result: "ok"}
 				switch {
@@ -235,99 +381,77 @@ func TestWorkerHistory(t *testing.T) {
 				case err != nil:
 					out.Result = "unknown"
 				}
-				record(c, in, call, out, now())
+				record(c, in, call, out, h.now())
 			}
 		})
 	}
 	wg.Go(func() {
 		for n := 0; runCtx.Err() == nil; n++ {
-			time.Sleep(100 * time.Millisecond / receipts)
+			time.Sleep(100 * time.Millisecond / time.Duration(receipts))
 			i := n % receipts
-			call := now()
-			rows, err := q.ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: []string{consumers[i]}, MaxCount: 100})
+			call := h.now()
+			rows, err := q.ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: []string{h.consumers[i]}, MaxCount: 100})
 			out := wOutput{Result: "ok", Recovered: []int{}}
 			if err != nil {
 				out.Result = "unknown"
 			}
 			for _, r := range rows {
-				out.Recovered = append(out.Recovered, index[r.ID])
+				out.Recovered = append(out.Recovered, h.index[r.ID])
 			}
-			record(workers, wInput{Op: "recover", Receipt: i}, call, out, now())
+			record(workers, wInput{Op: "recover", Receipt: i}, call, out, h.now())
 		}
 	})
 	for o := range operators {
 		c := workers + 1 + o
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(c), 2))
+			rng := rand.New(rand.NewPCG(uint64(c), seed))
 			known := make([]int64, receipts)
 			for runCtx.Err() == nil {
 				i := rng.IntN(receipts)
 				if rng.IntN(2) == 0 {
-					call := now()
+					call := h.now()
 					r, err := view.Get(ctx, ids[i])
 					if err != nil {
 						continue // a failed read changed nothing
 					}
 					known[i] = r.Version
-					record(c, wInput{Op: "get", Receipt: i}, call, wOutput{Result: "ok", Status: string(r.Status), Version: r.Version}, now())
+					record(c, wInput{Op: "get", Receipt: i}, call, wOutput{Result: "ok", Status: string(r.Status), Version: r.Version}, h.now())
 					continue
 				}
 				in := wInput{Op: "requeue", Receipt: i, Expected: max(1, known[i]-int64(rng.IntN(2)))}
-				call := now()
+				call := h.now()
 				_, err := view.Requeue(ctx, ids[i], inbox.ChangeParams{ExpectedVersion: in.Expected, Actor: "history", Reason: "history check"})
 				out := wOutput{Result: "ok"}
 				var wrong *inbox.WrongStateError
+				var conflict *inbox.VersionConflictError
 				switch {
 				case err == nil:
-				case errors.Is(err, inbox.ErrVersionConflict):
+				case errors.As(err, &conflict):
 					out.Result = "conflict"
+					out.Version = conflict.Current // for the record: the model does not read it
 				case errors.As(err, &wrong):
 					out.Result = "wrong_state"
 				default:
 					out.Result = "unknown"
 				}
-				record(c, in, call, out, now())
+				record(c, in, call, out, h.now())
 				time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 			}
 		})
 	}
-	var faults atomic.Int64
 	wg.Go(func() {
 		for runCtx.Err() == nil {
 			time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
 			var killed bool
-			err := pool.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM (
+			err := h.pool.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM (
 				SELECT pid FROM pg_stat_activity
 				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
 				ORDER BY random() LIMIT 1) s`).Scan(&killed)
 			if err == nil && killed {
-				faults.Add(1)
+				h.faults.Add(1)
 			}
 		}
 	})
 	wg.Wait()
-
-	model := workerModel(initial)
-	checkStart := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(model, history, 5*time.Minute)
-	checked := time.Since(checkStart).Round(time.Millisecond)
-	if res != porcupine.Ok {
-		dir := os.Getenv("HISTORY_DIR")
-		if dir == "" {
-			dir = os.TempDir()
-		}
-		path := filepath.Join(dir, fmt.Sprintf("worker-history-%d.html", start.UnixNano()))
-		if err := porcupine.VisualizePath(model, info, path); err != nil {
-			t.Logf("writing the history: %v", err)
-		}
-		if res == porcupine.Unknown {
-			t.Errorf("the linearizability check ran out of time (%d operations): kept in %s", len(history), path)
-		} else {
-			t.Errorf("the history is not linearizable (%s): kept in %s", res, path)
-		}
-	}
-	t.Logf("worker history: %d operations %v, %d faults (sessions killed), %s (checked in %s)", len(history), counts, faults.Load(), res, checked)
-	if faults.Load() == 0 {
-		t.Errorf("no session was killed: the run checked no faults")
-	}
+	return history
 }
