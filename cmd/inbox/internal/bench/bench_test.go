@@ -460,6 +460,7 @@ func TestBenchFairnessScenario(t *testing.T) {
 	is.True(extra["cold_idle_p95_ms"].(float64) > 0)
 	is.True(extra["hot_completed_per_sec"].(float64) > 0)
 	is.True(extra["hot_alone_per_sec"].(float64) > 0)
+	is.True(extra["cold_flood_accept_p95_ms"].(float64) > 0)
 	is.True(extra["hot_throughput_vs_alone"].(float64) > 0)
 	is.True(strings.Contains(r["verified"].(string), "without them"))
 }
