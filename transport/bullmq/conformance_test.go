@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,8 +35,7 @@ func TestPublisherConformance(t *testing.T) {
 // applies: a job's attempts started ("ats") are its delivery count, and the
 // failed set is its dead letter.
 type driver struct {
-	mu      sync.Mutex
-	private map[string]bool // addresses of private, persisting servers
+	redis conformance.RedisServers // the private, persisting servers
 }
 
 func (d *driver) SharedAddr(t *testing.T) string { return redisAddr(t) }
@@ -45,19 +43,7 @@ func (d *driver) SharedAddr(t *testing.T) string { return redisAddr(t) }
 // PrivateBroker is a redis-server persisting every write before it answers
 // (appendonly yes, appendfsync always), as the README asks of a queue's
 // Redis.
-func (d *driver) PrivateBroker(t *testing.T) conformance.Broker {
-	p := conformance.StartProcess(t, "redis-server", "INBOX_TEST_REDIS_SERVER", "/usr/bin/redis-server", func(port int, dir string) []string {
-		return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-			"--appendonly", "yes", "--appendfsync", "always", "--save", "", "--maxmemory-policy", "noeviction"}
-	})
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.private == nil {
-		d.private = map[string]bool{}
-	}
-	d.private[p.Addr()] = true
-	return p
-}
+func (d *driver) PrivateBroker(t *testing.T) conformance.Broker { return d.redis.Start(t) }
 
 func (d *driver) Skip(conformance.Case) string { return "" } // every case applies
 
@@ -76,10 +62,7 @@ func (d *driver) NewDestination(t testing.TB, addr string) conformance.Destinati
 // NewPublisher checks persistence on private servers; the shared test Redis
 // has none (TestPublisherRefusesVolatileRedis covers the refusal).
 func (d *driver) NewPublisher(t testing.TB, addr string) outbox.Publisher {
-	d.mu.Lock()
-	durable := d.private[addr]
-	d.mu.Unlock()
-	p, err := bullmq.NewPublisher(bullmq.PublisherConfig{Redis: newRedis(t, addr), AllowNotDurable: !durable})
+	p, err := bullmq.NewPublisher(bullmq.PublisherConfig{Redis: newRedis(t, addr), AllowNotDurable: !d.redis.Started(addr)})
 	if err != nil {
 		t.Fatal(err)
 	}
