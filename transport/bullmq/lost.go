@@ -70,12 +70,12 @@ func (c *Consumer) checkLost(ctx context.Context, l *lostCheck) error {
 		return fmt.Errorf("pginbox/bullmq: checking the queue: %w", err)
 	}
 	if missing == 1 {
-		l.lost.Add(1)
 		err := fmt.Errorf("%w: %q (keys %s*): the jobs it held are gone; Run takes those added from now on", ErrQueueLost, c.cfg.Queue, c.keys.base)
 		c.log.Error("pginbox/bullmq: queue lost", "err", err)
 		if c.cfg.OnError != nil {
 			c.cfg.OnError(err)
 		}
+		l.lost.Add(1) // counted once reported: whoever sees the count can see the report
 	}
 	return nil
 }

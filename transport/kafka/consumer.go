@@ -171,12 +171,12 @@ func (c *Consumer) topicGone(ctx context.Context, topic string, err error) bool 
 		return true // never read from, or already reported
 	}
 	c.read[topic] = false
-	c.topicsLost.Add(1)
 	lost := fmt.Errorf("%w: %q: the records it held are gone; Run reads it again once it exists: %w", ErrTopicLost, topic, err)
 	c.cfg.Logger.ErrorContext(ctx, "pginbox/kafka: topic lost", "topic", topic, "err", lost)
 	if c.cfg.OnError != nil {
 		c.cfg.OnError(lost)
 	}
+	c.topicsLost.Add(1) // counted once reported: whoever sees the count can see the report
 	return true
 }
 

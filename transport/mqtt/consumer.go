@@ -177,12 +177,12 @@ func (c *Consumer) connected(ack *paho.Connack) {
 	if ack.SessionPresent || !c.consumed.Swap(false) {
 		return
 	}
-	c.sessionsLost.Add(1)
 	lost := fmt.Errorf("%w: client ID %q: the messages it held are gone (session expired after Config.SessionExpiry, taken over by a client with the same ID, or a broker restart without persistence); Run subscribes again", ErrSessionLost, c.cfg.ClientID)
 	c.log.Error("pginbox/mqtt: session lost", "err", lost)
 	if c.cfg.OnError != nil {
 		c.cfg.OnError(lost)
 	}
+	c.sessionsLost.Add(1) // counted once reported: whoever sees the count can see the report
 }
 
 // subscribe (re)subscribes after every connection; a refused subscription

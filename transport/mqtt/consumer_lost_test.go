@@ -25,7 +25,12 @@ func TestStatsAndSessionLost(t *testing.T) {
 	var mu sync.Mutex
 	var events []error
 	cfg := e.config(url, testlog.Errors(t))
-	cfg.OnError = func(err error) { mu.Lock(); events = append(events, err); mu.Unlock() }
+	cfg.OnError = func(err error) {
+		time.Sleep(100 * time.Millisecond) // a slow observer: the count must not run ahead of the report
+		mu.Lock()
+		events = append(events, err)
+		mu.Unlock()
+	}
 	c, err := mqtt.NewConsumer(newClient(t, pool), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -135,12 +135,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		if errors.Is(err, ErrStreamNotFound) && !lost {
 			lost = true
-			c.streamsLost.Add(1)
 			err = fmt.Errorf("%w: %q: what it held and had not delivered is gone; recreate it, Run consumes again once it exists: %w", ErrStreamLost, c.cfg.Stream, err)
 			c.log.Error("pginbox/nats: stream lost", "err", err)
 			if c.cfg.OnError != nil {
 				c.cfg.OnError(err)
 			}
+			c.streamsLost.Add(1) // counted once reported: whoever sees the count can see the report
 		}
 		if !errors.Is(err, ErrStreamNotFound) {
 			lost = false

@@ -98,12 +98,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		if errors.Is(err, errQueueGone) && c.queueSeen && !c.queueLost {
 			c.queueLost = true
-			c.queuesLost.Add(1)
 			lost := fmt.Errorf("%w: %q: the messages it held are gone; declare it again (Config.Setup runs at every reconnect), Run consumes again once it exists: %w", ErrQueueLost, c.cfg.Queue, err)
 			c.cfg.Logger.ErrorContext(ctx, "pginbox/rabbitmq: queue lost", "queue", c.cfg.Queue, "err", lost)
 			if c.cfg.OnError != nil {
 				c.cfg.OnError(lost)
 			}
+			c.queuesLost.Add(1) // counted once reported: whoever sees the count can see the report
 		}
 		failures++
 		delay := backoff(failures)

@@ -145,12 +145,12 @@ func isNoGroup(err error) bool {
 
 // reportLost reports ErrGroupLost for err.
 func (c *Consumer) reportLost(err error) {
-	c.groupsLost.Add(1)
 	err = fmt.Errorf("%w: %q in stream %q: entries it held and had not delivered are gone; Run recreates it: %w", ErrGroupLost, c.cfg.Group, c.cfg.Stream, err)
 	c.log.Error("pginbox/redisstream: consumer group lost", "err", err)
 	if c.cfg.OnError != nil {
 		c.cfg.OnError(err)
 	}
+	c.groupsLost.Add(1) // counted once reported: whoever sees the count can see the report
 }
 
 // read handles the new entries one XREADGROUP returns.

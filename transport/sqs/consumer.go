@@ -141,12 +141,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 // reportLost reports ErrQueueLost for err, a receive's ErrQueueNotFound.
 func (c *Consumer) reportLost(err error) {
-	c.queuesLost.Add(1)
 	err = fmt.Errorf("%w: what it held is gone; recreate it, Run receives again once it exists: %w", ErrQueueLost, err)
 	c.log.Error("pginbox/sqs: queue lost", "err", err)
 	if c.cfg.OnError != nil {
 		c.cfg.OnError(err)
 	}
+	c.queuesLost.Add(1) // counted once reported: whoever sees the count can see the report
 }
 
 // receive long-polls for up to n messages.
