@@ -12,7 +12,6 @@ import (
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/pipetx"
-	"github.com/pginbox/pginbox/internal/recentscopes"
 )
 
 // layout records whether pginbox's tables are distributed by Citus, read
@@ -92,19 +91,13 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 		Consumers: w.owned, MaxScopes: int32(most),
 	})
 	if err != nil {
-		for _, r := range w.recent.Recent(most) {
-			scopes = append(scopes, db.ReceiptDueScopesRow{ScopeKind: r.Kind, ScopeID: r.ID})
-		}
+		scopes = w.recent.Recent(most)
 		if len(scopes) == 0 {
 			return nil, err
 		}
 		errs = append(errs, fmt.Errorf("listing the scopes with due work (claiming from %d scopes seen recently instead): %w", len(scopes), err))
 	} else {
-		seen := make([]recentscopes.Scope, len(scopes))
-		for i, r := range scopes {
-			seen[i] = recentscopes.Scope{Kind: r.ScopeKind, ID: r.ScopeID}
-		}
-		w.recent.Saw(seen, time.Now(), w.cfg.ClaimScopes)
+		w.recent.Saw(scopes, time.Now(), w.cfg.ClaimScopes)
 	}
 	var out []db.ReceiptClaimScopeRow
 	failed := 0

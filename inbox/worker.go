@@ -48,8 +48,8 @@ type Worker struct {
 	events         eventHub
 	restriction    restrictionWatch
 	layout         layout
-	recent         recentscopes.List // scopes with due work seen by the claim's discovery (Citus)
-	cursor         claimCursor       // where the next claim on one server begins (claimTurns)
+	recent         recentscopes.List[db.ReceiptDueScopesRow] // scopes with due work seen by the claim's discovery (Citus)
+	cursor         claimCursor                               // where the next claim on one server begins (claimTurns)
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).

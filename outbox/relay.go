@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/internal/recentscopes"
 	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/schema"
@@ -37,7 +38,7 @@ type Relay struct {
 	// layout says whether the outbox is distributed by Citus (claims,
 	// settling, recovery and purge then run per scope).
 	layout layout
-	recent recentscopes.List // scopes with due events seen by the claim's discovery (Citus)
+	recent recentscopes.List[db.OutboxDueScopesRow] // scopes with due events seen by the claim's discovery (Citus)
 
 	wake chan struct{} // new events may be due
 

@@ -10,7 +10,6 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/errtext"
-	"github.com/pginbox/pginbox/internal/recentscopes"
 )
 
 // claimScopesMax bounds the scopes one claim round on Citus asks.
@@ -55,19 +54,13 @@ func (r *Relay) claimScopes(ctx context.Context, n int) ([]db.OutboxClaimRow, er
 	var errs []error
 	scopes, err := db.New(r.pool).OutboxDueScopes(ctx, claimScopesMax)
 	if err != nil {
-		for _, s := range r.recent.Recent(claimScopesMax) {
-			scopes = append(scopes, db.OutboxDueScopesRow{ScopeKind: s.Kind, ScopeID: s.ID})
-		}
+		scopes = r.recent.Recent(claimScopesMax)
 		if len(scopes) == 0 {
 			return nil, dbError("outbox claim: listing the scopes with due events", err)
 		}
 		errs = append(errs, dbError(fmt.Sprintf("outbox claim: listing the scopes with due events (claiming from %d scopes seen recently instead)", len(scopes)), err))
 	} else {
-		seen := make([]recentscopes.Scope, len(scopes))
-		for i, s := range scopes {
-			seen[i] = recentscopes.Scope{Kind: s.ScopeKind, ID: s.ScopeID}
-		}
-		r.recent.Saw(seen, time.Now(), claimScopesMax)
+		r.recent.Saw(scopes, time.Now(), claimScopesMax)
 	}
 	var out []db.OutboxClaimRow
 	for len(scopes) > 0 && len(out) < n {

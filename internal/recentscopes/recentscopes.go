@@ -13,28 +13,33 @@ import (
 // TTL is how long a listed scope stays a fallback.
 const TTL = 10 * time.Minute
 
-// Scope is a scope's kind and ID.
-type Scope struct{ Kind, ID string }
-
-// List is the scopes seen lately; its zero value is empty and ready.
-type List struct {
+// List is the scopes seen lately, S being the discovery read's row type, so
+// the callers keep their rows; its zero value is empty and ready.
+type List[S comparable] struct {
 	mu   sync.Mutex
-	seen map[Scope]time.Time
+	seen map[S]sighting
+	n    uint64 // sightings so far, to order scopes seen at the same time
+}
+
+type sighting struct {
+	at time.Time
+	n  uint64
 }
 
 // Saw records scopes as listed at now, keeping at most 4*limit scopes (the
 // most recently seen) and none older than TTL.
-func (l *List) Saw(scopes []Scope, now time.Time, limit int) {
+func (l *List[S]) Saw(scopes []S, now time.Time, limit int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.seen == nil {
-		l.seen = make(map[Scope]time.Time)
+		l.seen = make(map[S]sighting)
 	}
 	for _, s := range scopes {
-		l.seen[s] = now
+		l.n++
+		l.seen[s] = sighting{at: now, n: l.n}
 	}
 	for s, at := range l.seen {
-		if now.Sub(at) > TTL {
+		if now.Sub(at.at) > TTL {
 			delete(l.seen, s)
 		}
 	}
@@ -47,8 +52,8 @@ func (l *List) Saw(scopes []Scope, now time.Time, limit int) {
 }
 
 // Recent returns at most limit of the scopes seen lately, the most recently
-// seen first.
-func (l *List) Recent(limit int) []Scope {
+// seen first (within one listing, in the listing's order).
+func (l *List[S]) Recent(limit int) []S {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	all := l.sorted()
@@ -56,17 +61,17 @@ func (l *List) Recent(limit int) []Scope {
 }
 
 // sorted returns the scopes, most recently seen first. l.mu is held.
-func (l *List) sorted() []Scope {
-	all := make([]Scope, 0, len(l.seen))
+func (l *List[S]) sorted() []S {
+	all := make([]S, 0, len(l.seen))
 	for s := range l.seen {
 		all = append(all, s)
 	}
 	sort.Slice(all, func(i, j int) bool {
 		a, b := l.seen[all[i]], l.seen[all[j]]
-		if !a.Equal(b) {
-			return a.After(b)
+		if !a.at.Equal(b.at) {
+			return a.at.After(b.at)
 		}
-		return all[i].Kind < all[j].Kind || (all[i].Kind == all[j].Kind && all[i].ID < all[j].ID)
+		return a.n < b.n
 	})
 	return all
 }

@@ -9,7 +9,8 @@ import (
 // The list gives the most recently seen scopes first, at most the limit
 // asked, and keeps at most four times the claim's scope limit.
 func TestList(t *testing.T) {
-	var l List
+	type Scope struct{ Kind, ID string }
+	var l List[Scope]
 	if got := l.Recent(5); len(got) != 0 {
 		t.Fatalf("empty: listed %v", got)
 	}
