@@ -51,16 +51,7 @@ func (driver) PrivateBroker(t *testing.T) conformance.Broker {
 	})
 }
 
-func (driver) Skip(c conformance.Case) string {
-	if c == conformance.Poison {
-		// MQTT keeps no delivery count, so the Consumer has no delivery
-		// limit: a message whose accept always fails is retried until the
-		// database takes it, and holds back the later messages meanwhile
-		// (acknowledgements go out in arrival order).
-		return "MQTT has no delivery count, so there is no delivery limit to dead-letter a poison message at"
-	}
-	return ""
-}
+func (driver) Skip(conformance.Case) string { return "" }
 
 func (driver) NewChannel(t *testing.T, addr string) conformance.Channel {
 	e := newEnv(t, "mqtt://"+addr)
