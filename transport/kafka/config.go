@@ -46,8 +46,9 @@ type Config struct {
 	// the message ID.
 	Decode func(r *kgo.Record) (inbox.Message, error)
 
-	// DeadLetterTopic receives rejected records. Required; it must exist
-	// (or the cluster must create topics on first produce).
+	// DeadLetterTopic receives rejected and exhausted records, with the
+	// reason in headers. Required; it must exist (or the cluster must create
+	// topics on first produce).
 	DeadLetterTopic string
 
 	// DeliveryLimit is how many failed accepts of its own a record gets

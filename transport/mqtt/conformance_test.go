@@ -122,11 +122,14 @@ func decodeConformance(p *paho.Publish) (inbox.Message, error) {
 	}, nil
 }
 
-// Start ignores Setup.DeliveryLimit: MQTT has none (see Skip).
 func (c *channel) Start(t testing.TB, s conformance.Setup) (func(), error) {
 	cfg := c.e.config("mqtt://"+s.Addr, s.Log)
 	cfg.Scope = s.Scope
 	cfg.Decode = decodeConformance
+	cfg.DeliveryLimit = s.DeliveryLimit
+	if cfg.DeliveryLimit == 0 {
+		cfg.DeliveryLimit = 1000 // outlasts any outage a case makes
+	}
 	cfg.AcceptTimeout = 5 * time.Second // a held accept of the cancel case ends soon after the stop
 	consumer, err := mqtt.NewConsumer(s.Accepter, cfg)
 	if err != nil {
