@@ -43,27 +43,30 @@ func (c *Consumer) partition(ctx context.Context, cl *kgo.Client, topic string, 
 		if alone {
 			n = 1
 		}
-		t, s, batchFailed := c.accept(ctx, cl, log, recs[:n])
+		t, s, batchErr := c.accept(ctx, cl, log, recs[:n])
 		if t != nil {
 			through = t
 		}
 		switch {
-		case batchFailed:
-			log.WarnContext(ctx, "pginbox/kafka: accept batch failed; accepting one record at a time", "from_offset", recs[0].Offset, "records", n)
+		case batchErr != nil:
+			log.WarnContext(ctx, "pginbox/kafka: accept batch failed; accepting one record at a time", "from_offset", recs[0].Offset, "records", n, "err", batchErr)
 			alone = true
 		case s != nil:
 			return through, s
 		default:
 			recs = recs[n:]
 		}
+		if alone && len(recs) > 0 && ctx.Err() != nil {
+			return through, recs[0] // shutting down: the rest is re-read
+		}
 	}
 	return through, nil
 }
 
 // accept accepts recs with one AcceptBatch and settles them. It returns the
-// last record the offset may pass, the first it must not pass, and whether
-// a batch of several failed as a whole (then neither is set).
-func (c *Consumer) accept(ctx context.Context, cl *kgo.Client, log *slog.Logger, recs []*kgo.Record) (through, stop *kgo.Record, batchFailed bool) {
+// last record the offset may pass, the first it must not pass, and the
+// error of a batch of several that failed as a whole (then neither is set).
+func (c *Consumer) accept(ctx context.Context, cl *kgo.Client, log *slog.Logger, recs []*kgo.Record) (through, stop *kgo.Record, batchErr error) {
 	msgs := make([]inbox.Message, 0, len(recs))
 	decodeErrs := make([]error, len(recs))
 	for i, r := range recs {
@@ -81,7 +84,7 @@ func (c *Consumer) accept(ctx context.Context, cl *kgo.Client, log *slog.Logger,
 	items, err := c.acc.AcceptBatch(actx, msgs)
 	if err != nil {
 		if len(recs) > 1 {
-			return nil, nil, true
+			return nil, nil, err
 		}
 		return c.failed(ctx, actx, cl, log, recs[0], err)
 	}
@@ -104,26 +107,26 @@ func (c *Consumer) accept(ctx context.Context, cl *kgo.Client, log *slog.Logger,
 			reason, receipt = settle.Reason(cause), settle.Receipt(cause)
 		}
 		if !c.reject(ctx, actx, cl, log, r, reason, cause, receipt) {
-			return through, r, false
+			return through, r, nil
 		}
 		through = r
 	}
-	return through, nil, false
+	return through, nil, nil
 }
 
 // failed counts a failed accept of r alone. Below DeliveryLimit, r is read
 // again after the retry delay; at the limit it is dead-lettered.
-func (c *Consumer) failed(ctx, actx context.Context, cl *kgo.Client, log *slog.Logger, r *kgo.Record, err error) (through, stop *kgo.Record, batchFailed bool) {
+func (c *Consumer) failed(ctx, actx context.Context, cl *kgo.Client, log *slog.Logger, r *kgo.Record, err error) (through, stop *kgo.Record, batchErr error) {
 	n := c.attempts.Fail(keyOf(r))
 	if n < c.cfg.DeliveryLimit {
 		log.WarnContext(ctx, "pginbox/kafka: accept failed, will re-read", "offset", r.Offset, "attempt", n, "err", err)
-		return nil, r, false
+		return nil, r, nil
 	}
 	cause := fmt.Errorf("not accepted after %d deliveries (DeliveryLimit); last error: %w", n, err)
 	if !c.reject(ctx, actx, cl, log, r, ReasonDeliveryLimit, cause, "") {
-		return nil, r, false
+		return nil, r, nil
 	}
-	return r, nil, false
+	return r, nil, nil
 }
 
 // reject produces r to the dead-letter topic and reports whether the
