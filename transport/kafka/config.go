@@ -13,6 +13,7 @@ import (
 
 // Defaults for Config fields left at their zero value.
 const (
+	DefaultDeliveryLimit = 20
 	DefaultMaxBatch      = 500
 	DefaultRetryDelay    = time.Second
 	DefaultMaxRetryDelay = 30 * time.Second
@@ -45,9 +46,22 @@ type Config struct {
 	// the message ID.
 	Decode func(r *kgo.Record) (inbox.Message, error)
 
-	// DeadLetterTopic receives rejected records. Required; it must exist
-	// (or the cluster must create topics on first produce).
+	// DeadLetterTopic receives rejected and exhausted records, with the
+	// reason in headers. Required; it must exist (or the cluster must create
+	// topics on first produce).
 	DeadLetterTopic string
+
+	// DeliveryLimit is how many failed accepts of its own a record gets
+	// before it is dead-lettered (reason ReasonDeliveryLimit) and the
+	// partition moves on. A batch that fails is accepted again one record at
+	// a time, so only the record that fails alone is counted. Retries are for
+	// storage failures, so DeliveryLimit times the retry delays is about how
+	// long a database outage may last before records are dead-lettered.
+	// Kafka keeps no delivery count: the Consumer counts, in memory, so a
+	// restart of the consumer (or a rebalance that moves the partition)
+	// starts the count again; that is safe, since the limit only bounds the
+	// retries. Defaults to DefaultDeliveryLimit.
+	DeliveryLimit int
 
 	// MaxBatch is the most records taken per poll, and so the largest
 	// AcceptBatch. Defaults to DefaultMaxBatch.
@@ -80,6 +94,9 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
+	if c.DeliveryLimit == 0 {
+		c.DeliveryLimit = DefaultDeliveryLimit
+	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = DefaultMaxBatch
 	}
@@ -112,6 +129,8 @@ func (c Config) validate() error {
 		return cfgerr.New("kafka", "Config.Decode is nil: say how a record becomes an inbox.Message")
 	case c.DeadLetterTopic == "":
 		return cfgerr.New("kafka", "Config.DeadLetterTopic is empty: name a topic for rejected records")
+	case c.DeliveryLimit < 1:
+		return cfgerr.New("kafka", "Config.DeliveryLimit is %d, want at least 1", c.DeliveryLimit)
 	case c.MaxBatch < 1:
 		return cfgerr.New("kafka", "Config.MaxBatch is %d, want at least 1", c.MaxBatch)
 	case c.RetryDelay < 0 || c.MaxRetryDelay < c.RetryDelay:

@@ -28,6 +28,8 @@ type Consumer struct {
 	mu      sync.Mutex
 	pending offsets // accepted, not yet committed
 
+	attempts settle.Attempts[recordKey] // failed accepts of a record alone, for DeliveryLimit
+
 	acked, deadLettered, rewinds, committed, topicsLost atomic.Int64
 
 	read map[string]bool // Run's: topics read from since their last loss

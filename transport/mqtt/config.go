@@ -14,6 +14,7 @@ import (
 
 // Defaults for Config fields left at their zero value.
 const (
+	DefaultDeliveryLimit = 20
 	DefaultIDProperty    = "message-id"
 	DefaultSessionExpiry = time.Hour
 	DefaultRetryDelay    = 5 * time.Second
@@ -52,11 +53,21 @@ type Config struct {
 	// when Decode leaves MessageID empty. Defaults to DefaultIDProperty.
 	IDProperty string
 
-	// DeadLetterTopic receives rejected messages (QoS 1) with the reason in
-	// user properties. A broker drops messages nobody subscribes to, so keep
-	// a persistent session subscribed to it; while none is, the Consumer
-	// does not acknowledge rejected messages. Required.
+	// DeadLetterTopic receives rejected and exhausted messages (QoS 1), with
+	// the reason in user properties. A broker drops messages nobody
+	// subscribes to, so keep a persistent session subscribed to it; while
+	// none is, the Consumer does not acknowledge rejected messages. Required.
 	DeadLetterTopic string
+
+	// DeliveryLimit is how many failed accepts a message gets before it is
+	// dead-lettered (reason ReasonDeliveryLimit) and acknowledged, so that
+	// the messages after it move on. Retries are for storage failures, so
+	// DeliveryLimit times RetryDelay is about how long a database outage may
+	// last before messages are dead-lettered. MQTT keeps no delivery count:
+	// the Consumer counts, in memory, by topic and message ID, so a restart
+	// of the consumer starts the count again; that is safe, since the limit
+	// only bounds the retries. Defaults to DefaultDeliveryLimit.
+	DeliveryLimit int
 
 	// SessionExpiry is how long the broker keeps the session, and the
 	// messages for it, while the Consumer is disconnected. Defaults to
@@ -88,6 +99,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.IDProperty == "" {
 		c.IDProperty = DefaultIDProperty
+	}
+	if c.DeliveryLimit == 0 {
+		c.DeliveryLimit = DefaultDeliveryLimit
 	}
 	if c.SessionExpiry == 0 {
 		c.SessionExpiry = DefaultSessionExpiry
@@ -123,6 +137,8 @@ func (c Config) validate() (*url.URL, error) {
 		return nil, cfgerr.New("mqtt", "Config.Decode is required: map a message to an inbox.Message")
 	case c.DeadLetterTopic == "":
 		return nil, cfgerr.New("mqtt", "Config.DeadLetterTopic is required: the topic for rejected messages")
+	case c.DeliveryLimit < 1:
+		return nil, cfgerr.New("mqtt", "Config.DeliveryLimit is %d: it must be at least 1", c.DeliveryLimit)
 	case c.SessionExpiry < time.Second:
 		return nil, cfgerr.New("mqtt", "Config.SessionExpiry is %v: it must be at least 1s, or the broker forgets unacknowledged messages on every reconnect", c.SessionExpiry)
 	case c.RetryDelay < 0:

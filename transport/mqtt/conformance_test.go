@@ -51,16 +51,7 @@ func (driver) PrivateBroker(t *testing.T) conformance.Broker {
 	})
 }
 
-func (driver) Skip(c conformance.Case) string {
-	if c == conformance.Poison {
-		// MQTT keeps no delivery count, so the Consumer has no delivery
-		// limit: a message whose accept always fails is retried until the
-		// database takes it, and holds back the later messages meanwhile
-		// (acknowledgements go out in arrival order).
-		return "MQTT has no delivery count, so there is no delivery limit to dead-letter a poison message at"
-	}
-	return ""
-}
+func (driver) Skip(conformance.Case) string { return "" }
 
 func (driver) NewChannel(t *testing.T, addr string) conformance.Channel {
 	e := newEnv(t, "mqtt://"+addr)
@@ -131,11 +122,14 @@ func decodeConformance(p *paho.Publish) (inbox.Message, error) {
 	}, nil
 }
 
-// Start ignores Setup.DeliveryLimit: MQTT has none (see Skip).
 func (c *channel) Start(t testing.TB, s conformance.Setup) (func(), error) {
 	cfg := c.e.config("mqtt://"+s.Addr, s.Log)
 	cfg.Scope = s.Scope
 	cfg.Decode = decodeConformance
+	cfg.DeliveryLimit = s.DeliveryLimit
+	if cfg.DeliveryLimit == 0 {
+		cfg.DeliveryLimit = 1000 // outlasts any outage a case makes
+	}
 	cfg.AcceptTimeout = 5 * time.Second // a held accept of the cancel case ends soon after the stop
 	consumer, err := mqtt.NewConsumer(s.Accepter, cfg)
 	if err != nil {

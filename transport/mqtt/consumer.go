@@ -29,6 +29,8 @@ type Consumer struct {
 
 	deliveries chan delivery
 
+	attempts settle.Attempts[messageKey] // failed accepts, for DeliveryLimit
+
 	acked, deadLettered, retries, connects, sessionsLost atomic.Int64
 	consumed                                             atomic.Bool // a message arrived since the last session loss
 

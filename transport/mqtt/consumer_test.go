@@ -31,6 +31,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"topics", func(c *mqtt.Config) { c.Topics = nil }, "Config.Topics: is required"},
 		{"decode", func(c *mqtt.Config) { c.Decode = nil }, "Config.Decode: is required"},
 		{"dead letter", func(c *mqtt.Config) { c.DeadLetterTopic = "" }, "Config.DeadLetterTopic: is required"},
+		{"delivery limit", func(c *mqtt.Config) { c.DeliveryLimit = -1 }, "Config.DeliveryLimit: is -1: it must be at least 1"},
 		{"session expiry", func(c *mqtt.Config) { c.SessionExpiry = time.Millisecond }, "Config.SessionExpiry: is 1ms"},
 		{"retry delay", func(c *mqtt.Config) { c.RetryDelay = -time.Second }, "Config.RetryDelay: is -1s"},
 		{"accept timeout", func(c *mqtt.Config) { c.AcceptTimeout = -time.Second }, "Config.AcceptTimeout: is -1s"},

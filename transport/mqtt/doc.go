@@ -10,7 +10,12 @@
 //     message again only when the session reconnects. So after
 //     Config.RetryDelay the Consumer drops its connection and reconnects to
 //     the same persistent session, and the broker redelivers every
-//     unacknowledged message.
+//     unacknowledged message. A message whose accept fails
+//     Config.DeliveryLimit times is dead-lettered instead (reason
+//     delivery_limit), so that it does not hold back the messages after it
+//     forever (acknowledgements go out in arrival order). MQTT keeps no
+//     delivery count: the Consumer counts in memory, so a restart starts
+//     the count again.
 //   - reject (invalid message, identity conflict, a Decode error): publish
 //     to the dead-letter topic (QoS 1) with the reason in user properties,
 //     then PUBACK.

@@ -34,12 +34,13 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 	res, err := c.acc.Accept(ctx, msg)
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
+		c.attempts.Forget(keyOf(d.pb, msg))
 		if c.ack(log, d) {
 			c.acked.Add(1)
 		}
 		log.Debug("pginbox/mqtt: accepted", "outcome", res.Outcome, "receipt", res.ID)
 	case inbox.ActionRetry:
-		c.retry(log, d, err)
+		c.failed(ctx, log, cm, d, msg, err)
 	case inbox.ActionReject:
 		c.reject(ctx, log, cm, d, settle.Reason(err), err)
 	}
@@ -59,6 +60,33 @@ func (c *Consumer) ack(log *slog.Logger, d delivery) bool {
 		return false
 	}
 	return true
+}
+
+// messageKey names a message for its count of failed accepts.
+type messageKey struct{ topic, id string }
+
+func keyOf(pb *paho.Publish, msg inbox.Message) messageKey {
+	return messageKey{pb.Topic, msg.MessageID}
+}
+
+// failed counts a failed accept of a message the broker redelivers (QoS 1
+// or 2). Below DeliveryLimit it is retried; at the limit it is
+// dead-lettered, so that the messages after it move on.
+func (c *Consumer) failed(ctx context.Context, log *slog.Logger, cm *autopaho.ConnectionManager, d delivery, msg inbox.Message, err error) {
+	if d.pb.QoS == 0 {
+		c.retry(log, d, err) // never redelivered: nothing to count
+		return
+	}
+	k := keyOf(d.pb, msg)
+	n := c.attempts.Fail(k)
+	if n < c.cfg.DeliveryLimit {
+		c.retry(log.With("attempt", n), d, err)
+		return
+	}
+	cause := fmt.Errorf("not accepted after %d deliveries (DeliveryLimit); last error: %w", n, err)
+	if c.reject(ctx, log, cm, d, ReasonDeliveryLimit, cause) {
+		c.attempts.Forget(k)
+	}
 }
 
 func (c *Consumer) retry(log *slog.Logger, d delivery, err error) {
@@ -89,18 +117,18 @@ func (c *Consumer) decode(pb *paho.Publish) (inbox.Message, error) {
 
 // User properties a dead letter carries besides the original message's.
 const (
-	PropertyReason  = "pginbox-reason"  // ReasonDecode, ReasonInvalid or ReasonConflict
+	PropertyReason  = "pginbox-reason"  // ReasonDecode, ReasonInvalid, ReasonConflict or ReasonDeliveryLimit
 	PropertyError   = "pginbox-error"   // the error, in words
 	PropertyReceipt = "pginbox-receipt" // for a conflict: the stored receipt's ID
 	PropertyTopic   = "pginbox-topic"   // the topic the message came from
 )
 
-// Dead-letter reasons, in the pginbox-reason user property. Retries are not
-// counted (MQTT has no delivery count), so there is no delivery limit.
+// Dead-letter reasons, in the pginbox-reason user property.
 const (
-	ReasonDecode   = settle.ReasonDecode   // Config.Decode failed, or no message ID
-	ReasonInvalid  = settle.ReasonInvalid  // the inbox rejected the message (*inbox.ValidationError)
-	ReasonConflict = settle.ReasonConflict // the same identity is stored with other content (*inbox.ConflictError)
+	ReasonDecode        = settle.ReasonDecode        // Config.Decode failed, or no message ID
+	ReasonInvalid       = settle.ReasonInvalid       // the inbox rejected the message (*inbox.ValidationError)
+	ReasonConflict      = settle.ReasonConflict      // the same identity is stored with other content (*inbox.ConflictError)
+	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // Config.DeliveryLimit failed accepts (counted by the Consumer)
 )
 
 // reasonNoSubscribers is MQTT v5's PUBACK "No matching subscribers": the
@@ -109,8 +137,9 @@ const reasonNoSubscribers = 0x10
 
 // reject publishes the message to the dead-letter topic and, once the broker
 // confirmed it reached a subscriber, acknowledges it. Otherwise the message
-// is not acknowledged and comes back after a reconnect.
-func (c *Consumer) reject(ctx context.Context, log *slog.Logger, cm *autopaho.ConnectionManager, d delivery, reason string, cause error) {
+// is not acknowledged and comes back after a reconnect. It reports whether
+// the message was dead-lettered.
+func (c *Consumer) reject(ctx context.Context, log *slog.Logger, cm *autopaho.ConnectionManager, d delivery, reason string, cause error) bool {
 	log.Warn("pginbox/mqtt: rejecting to the dead-letter topic", "reason", reason, "err", cause)
 	props := &paho.PublishProperties{}
 	if p := d.pb.Properties; p != nil {
@@ -127,9 +156,10 @@ func (c *Consumer) reject(ctx context.Context, log *slog.Logger, cm *autopaho.Co
 	}
 	if err != nil {
 		c.retry(log, d, fmt.Errorf("pginbox/mqtt: dead-lettering failed: %w", err))
-		return
+		return false
 	}
 	if c.ack(log, d) {
 		c.deadLettered.Add(1)
 	}
+	return true
 }

@@ -31,6 +31,7 @@ func main() { brokercmd.Main(run) }
 type options struct {
 	inbox                     brokercmd.Inbox
 	brokers, topic, group, dl string
+	deliveryLimit             int
 }
 
 func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
@@ -40,6 +41,7 @@ func (o *options) parse(args []string, getenv func(string) string, stderr io.Wri
 	fs.StringVar(&o.topic, "topic", "", "topic to consume (required)")
 	fs.StringVar(&o.group, "group", "", "consumer group (required)")
 	fs.StringVar(&o.dl, "dlq", "", "dead-letter topic (default: TOPIC.dead)")
+	fs.IntVar(&o.deliveryLimit, "delivery-limit", kafka.DefaultDeliveryLimit, "failed accepts before a record is dead-lettered")
 	o.inbox.Register(fs, getenv, "the event-type header")
 	if err := brokercmd.Parse(fs, args); err != nil {
 		return err
@@ -77,6 +79,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		Group:           o.group,
 		Scope:           o.inbox.Scope(),
 		DeadLetterTopic: o.dl,
+		DeliveryLimit:   o.deliveryLimit,
 		Logger:          log,
 		Decode: func(r *kgo.Record) (inbox.Message, error) {
 			id, typ := string(r.Key), ""

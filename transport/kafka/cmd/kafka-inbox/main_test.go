@@ -35,3 +35,15 @@ func TestScopeRequired(t *testing.T) {
 		}
 	}
 }
+
+// -delivery-limit is Config.DeliveryLimit: a value the consumer refuses
+// ends the program with exit 1 and the reason.
+func TestDeliveryLimitRefused(t *testing.T) {
+	t.Parallel()
+	env := []string{"DATABASE_URL=" + inboxtest.Database(t)}
+	args := []string{"-brokers", "127.0.0.1:1", "-topic", "t", "-group", "g", "-tenant", "acme", "-source", "s", "-consumer", "c", "-delivery-limit", "-1"}
+	code, stderr := cmdtest.Run(t, 20*time.Second, env, args...)
+	if code != 1 || !strings.Contains(stderr, "Config.DeliveryLimit: is -1") {
+		t.Errorf("exit %d, stderr %q; want exit 1 and the refused DeliveryLimit", code, stderr)
+	}
+}

@@ -34,6 +34,7 @@ type options struct {
 	inbox                        brokercmd.Inbox
 	mqttURL, username, password  string
 	clientID, topics, deadLetter string
+	deliveryLimit                int
 }
 
 func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
@@ -45,6 +46,7 @@ func (o *options) parse(args []string, getenv func(string) string, stderr io.Wri
 	fs.StringVar(&o.clientID, "client-id", "", "stable client ID: the broker keeps unacknowledged messages in its session (required)")
 	fs.StringVar(&o.topics, "topic", "", "topic filter(s) to subscribe to, comma-separated (required)")
 	fs.StringVar(&o.deadLetter, "dead-letter-topic", "", "topic for rejected messages; keep a persistent session subscribed to it (required)")
+	fs.IntVar(&o.deliveryLimit, "delivery-limit", mqtt.DefaultDeliveryLimit, "failed accepts before a message is dead-lettered")
 	o.inbox.Register(fs, getenv, "the topic")
 	if err := brokercmd.Parse(fs, args); err != nil {
 		return err
@@ -79,6 +81,7 @@ func serve(ctx context.Context, o *options, log *slog.Logger) error {
 		ClientID:        o.clientID,
 		Topics:          strings.Split(o.topics, ","),
 		DeadLetterTopic: o.deadLetter,
+		DeliveryLimit:   o.deliveryLimit,
 		Username:        o.username,
 		Logger:          log,
 		Decode: func(p *paho.Publish) (inbox.Message, error) {

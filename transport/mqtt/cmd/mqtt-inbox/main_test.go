@@ -76,6 +76,7 @@ func TestStartErrors(t *testing.T) {
 		// The tables are in public, invisible on this search path.
 		{[]string{"-database-url", inboxtest.Database(t) + " search_path=no_pginbox_here"}, "run `inbox migrate up`"},
 		{[]string{"-database-url", inboxtest.Database(t), "-mqtt-url", "ws://127.0.0.1:1883"}, "want mqtt://host:port"},
+		{[]string{"-database-url", inboxtest.Database(t), "-delivery-limit", "-1"}, "Config.DeliveryLimit: is -1"},
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
