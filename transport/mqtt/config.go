@@ -14,7 +14,7 @@ import (
 
 // Defaults for Config fields left at their zero value.
 const (
-	DefaultDeliveryLimit = 20
+	DefaultDeliveryLimit = 120 // with DefaultRetryDelay, about ten minutes of database outage
 	DefaultIDProperty    = "message-id"
 	DefaultSessionExpiry = time.Hour
 	DefaultRetryDelay    = 5 * time.Second
