@@ -40,10 +40,8 @@ func (l *Listener) Run(ctx context.Context) {
 			return
 		}
 		l.Log.Warn(l.prefix("LISTEN connection lost, polling until it is back"), "error", err)
-		select {
-		case <-ctx.Done():
+		if !Sleep(ctx, l.Retry) {
 			return
-		case <-time.After(l.Retry):
 		}
 	}
 }

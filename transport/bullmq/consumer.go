@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -71,10 +71,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, c.cfg.Concurrency)
-	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
-	failures := 0 // in a row
+	retry := service.Backoff{Min: backoffStart, Max: backoffMax}
 	nextStalledCheck := time.Now()
-	lost := lostCheck{lost: &c.queuesLost}
+	// Found once this Run marked the queue (its first job).
+	loss := &settle.Loss{Log: c.log, Message: "pginbox/bullmq: queue lost", OnError: c.cfg.OnError, Count: &c.queuesLost}
 	for ctx.Err() == nil {
 		select {
 		case slots <- struct{}{}:
@@ -93,9 +93,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 				return err
 			}
 			if job == nil {
-				return c.checkLost(ctx, &lost)
+				return c.checkLost(ctx, loss)
 			}
-			if err := c.markTaken(ctx, &lost); err != nil {
+			if err := c.markTaken(ctx, loss); err != nil {
 				// The job is taken: it is handled, and the mark set on
 				// the next one.
 				c.log.Warn("pginbox/bullmq: marking the queue failed", "err", err)
@@ -108,25 +108,21 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return errTaken
 		}()
 		if errors.Is(err, errTaken) {
-			failures = 0
+			retry.Succeeded()
 			continue
 		}
 		<-slots
 		if err == nil {
-			failures = 0
+			retry.Succeeded()
 			c.wait(ctx)
 			continue
 		}
 		if ctx.Err() != nil {
 			break
 		}
-		failures++
-		wait := backoff(failures)
+		wait := retry.Failed()
 		c.log.Warn("pginbox/bullmq: Redis call failed; retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		service.Sleep(ctx, wait)
 	}
 	return nil
 }
@@ -139,19 +135,13 @@ var errTaken = errors.New("taken")
 // second sleeps instead.
 func (c *Consumer) wait(ctx context.Context) {
 	if c.cfg.Block < time.Second {
-		select {
-		case <-ctx.Done():
-		case <-time.After(c.cfg.Block):
-		}
+		service.Sleep(ctx, c.cfg.Block)
 		return
 	}
 	err := c.rdb.BZPopMin(ctx, c.cfg.Block, c.keys.marker).Err()
 	if err != nil && !errors.Is(err, redis.Nil) && ctx.Err() == nil {
 		c.log.Debug("pginbox/bullmq: waiting on the marker failed", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(c.cfg.Block):
-		}
+		service.Sleep(ctx, c.cfg.Block)
 	}
 }
 

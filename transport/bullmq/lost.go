@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // ErrQueueLost is reported (Config.OnError, an Error log line and
@@ -40,29 +41,23 @@ redis.call("HSET", KEYS[1], ARGV[1], "1")
 return 1
 `)
 
-// lostCheck tracks whether the queue was seen, and reports its loss.
-type lostCheck struct {
-	seen bool // this Run took a job: the queue's meta hash is marked
-	lost *atomic.Int64
-}
-
-// markTaken marks the queue after this Run's first job.
-func (c *Consumer) markTaken(ctx context.Context, l *lostCheck) error {
-	if l.seen {
+// markTaken marks the queue after this Run's first job: loss is then found.
+func (c *Consumer) markTaken(ctx context.Context, loss *settle.Loss) error {
+	if loss.Seen() {
 		return nil
 	}
 	if err := markScript.Run(ctx, c.rdb, []string{c.keys.meta}, fieldConsumed).Err(); err != nil {
 		return fmt.Errorf("pginbox/bullmq: marking the queue: %w", err)
 	}
-	l.seen = true
+	loss.Found()
 	return nil
 }
 
 // checkLost reports ErrQueueLost when the queue, marked since, lost its
 // mark (and marks it again, so one loss is reported once). Run calls it
 // when the queue has no job to take: a lost queue has none.
-func (c *Consumer) checkLost(ctx context.Context, l *lostCheck) error {
-	if !l.seen {
+func (c *Consumer) checkLost(ctx context.Context, loss *settle.Loss) error {
+	if !loss.Seen() {
 		return nil
 	}
 	missing, err := markScript.Run(ctx, c.rdb, []string{c.keys.meta}, fieldConsumed).Int()
@@ -70,12 +65,8 @@ func (c *Consumer) checkLost(ctx context.Context, l *lostCheck) error {
 		return fmt.Errorf("pginbox/bullmq: checking the queue: %w", err)
 	}
 	if missing == 1 {
-		err := fmt.Errorf("%w: %q (keys %s*): the jobs it held are gone; Run takes those added from now on", ErrQueueLost, c.cfg.Queue, c.keys.base)
-		c.log.Error("pginbox/bullmq: queue lost", "err", err)
-		if c.cfg.OnError != nil {
-			c.cfg.OnError(err)
-		}
-		l.lost.Add(1) // counted once reported: whoever sees the count can see the report
+		loss.Report(ctx, fmt.Errorf("%w: %q (keys %s*): the jobs it held are gone; Run takes those added from now on", ErrQueueLost, c.cfg.Queue, c.keys.base))
 	}
+	loss.Found() // marked (again): the next loss is reported too
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -32,7 +32,7 @@ type Consumer struct {
 
 	acked, deadLettered, rewinds, committed, topicsLost atomic.Int64
 
-	read map[string]bool // Run's: topics read from since their last loss
+	losses map[string]*settle.Loss // Run's, by topic: found when records are read from it
 }
 
 // offsets are the next offsets to read, per topic and partition.
@@ -69,7 +69,7 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Consumer{acc: acc, cfg: cfg, pending: offsets{}, read: map[string]bool{}}, nil
+	return &Consumer{acc: acc, cfg: cfg, pending: offsets{}, losses: map[string]*settle.Loss{}}, nil
 }
 
 // Stats returns the consumer's counters.
@@ -103,8 +103,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer cl.Close() // leaves the group; revoked commits what is pending
 
-	backoff := inbox.ExponentialBackoff(c.cfg.RetryDelay, 2, c.cfg.MaxRetryDelay, 0)
-	failures := 0 // batches in a row
+	retry := service.Backoff{Min: c.cfg.RetryDelay, Max: c.cfg.MaxRetryDelay} // failed batches
 	for {
 		pctx, cancel := c.pollContext(ctx)
 		fetches := cl.PollRecords(pctx, c.cfg.MaxBatch)
@@ -124,21 +123,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 		})
 		fetches.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) > 0 {
-				c.read[p.Topic] = true // read from (again): a later loss is reported
+				c.topicLoss(p.Topic).Found() // read from (again): a later loss is reported
 			}
 		})
 		ok := c.process(ctx, cl, fetches)
 		c.commit(ctx, cl, nil)
 		cl.AllowRebalance()
 		if ok {
-			failures = 0
+			retry.Succeeded()
 			continue
 		}
-		failures++
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff(failures)):
-		}
+		service.Sleep(ctx, retry.Failed())
 	}
 }
 
@@ -169,17 +164,19 @@ func (c *Consumer) topicGone(ctx context.Context, topic string, err error) bool 
 	if !errors.Is(err, kerr.UnknownTopicOrPartition) && !errors.Is(err, kerr.UnknownTopicID) {
 		return false
 	}
-	if !c.read[topic] {
-		return true // never read from, or already reported
-	}
-	c.read[topic] = false
-	lost := fmt.Errorf("%w: %q: the records it held are gone; Run reads it again once it exists: %w", ErrTopicLost, topic, err)
-	c.cfg.Logger.ErrorContext(ctx, "pginbox/kafka: topic lost", "topic", topic, "err", lost)
-	if c.cfg.OnError != nil {
-		c.cfg.OnError(lost)
-	}
-	c.topicsLost.Add(1) // counted once reported: whoever sees the count can see the report
+	// Not reported when never read from, or already reported.
+	c.topicLoss(topic).Report(ctx, fmt.Errorf("%w: %q: the records it held are gone; Run reads it again once it exists: %w", ErrTopicLost, topic, err))
 	return true
+}
+
+// topicLoss returns the loss reporter of topic.
+func (c *Consumer) topicLoss(topic string) *settle.Loss {
+	l := c.losses[topic]
+	if l == nil {
+		l = &settle.Loss{Log: c.cfg.Logger.With("topic", topic), Message: "pginbox/kafka: topic lost", OnError: c.cfg.OnError, Count: &c.topicsLost}
+		c.losses[topic] = l
+	}
+	return l
 }
 
 // process accepts every partition of fetches concurrently, queues the

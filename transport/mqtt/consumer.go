@@ -32,7 +32,7 @@ type Consumer struct {
 	attempts settle.Attempts[messageKey] // failed accepts, for DeliveryLimit
 
 	acked, deadLettered, retries, connects, sessionsLost atomic.Int64
-	consumed                                             atomic.Bool // a message arrived since the last session loss
+	sessionLoss                                          settle.Loss // found when a message arrives
 
 	mu       sync.Mutex
 	conn     net.Conn // the current network connection
@@ -81,13 +81,15 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{
+	c := &Consumer{
 		acc:        acc,
 		cfg:        cfg,
 		server:     server,
 		log:        cfg.Logger.With("client_id", cfg.ClientID),
 		deliveries: make(chan delivery),
-	}, nil
+	}
+	c.sessionLoss = settle.Loss{Log: c.log, Message: "pginbox/mqtt: session lost", OnError: cfg.OnError, Count: &c.sessionsLost}
+	return c, nil
 }
 
 // Backoff between connection attempts: none for the first, then 100ms
@@ -127,7 +129,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		ConnectUsername:               c.cfg.Username,
 		ConnectPassword:               c.cfg.Password,
 		OnConnectionUp: func(cm *autopaho.ConnectionManager, ack *paho.Connack) {
-			c.connected(ack)
+			c.connected(connCtx, ack)
 			go c.subscribe(connCtx, cm, ack, c.generation())
 		},
 		OnConnectError: func(err error) { c.log.Warn("pginbox/mqtt: connecting failed; retrying", "err", err) },
@@ -174,17 +176,11 @@ func (c *Consumer) dial(ctx context.Context, _ autopaho.ClientConfig, u *url.URL
 
 // connected counts a connection and reports a session the broker no
 // longer has after messages arrived in it.
-func (c *Consumer) connected(ack *paho.Connack) {
+func (c *Consumer) connected(ctx context.Context, ack *paho.Connack) {
 	c.connects.Add(1)
-	if ack.SessionPresent || !c.consumed.Swap(false) {
-		return
+	if !ack.SessionPresent {
+		c.sessionLoss.Report(ctx, fmt.Errorf("%w: client ID %q: the messages it held are gone (session expired after Config.SessionExpiry, taken over by a client with the same ID, or a broker restart without persistence); Run subscribes again", ErrSessionLost, c.cfg.ClientID))
 	}
-	lost := fmt.Errorf("%w: client ID %q: the messages it held are gone (session expired after Config.SessionExpiry, taken over by a client with the same ID, or a broker restart without persistence); Run subscribes again", ErrSessionLost, c.cfg.ClientID)
-	c.log.Error("pginbox/mqtt: session lost", "err", lost)
-	if c.cfg.OnError != nil {
-		c.cfg.OnError(lost)
-	}
-	c.sessionsLost.Add(1) // counted once reported: whoever sees the count can see the report
 }
 
 // subscribe (re)subscribes after every connection; a refused subscription

@@ -20,7 +20,7 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 		log.Debug("pginbox/mqtt: skipping a message of a connection being replaced; the broker redelivers it")
 		return
 	}
-	c.consumed.Store(true)
+	c.sessionLoss.Found()
 	// An accept finishes even when Run is being stopped.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.AcceptTimeout)
 	defer cancel()

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -32,9 +32,9 @@ type Consumer struct {
 	// for the dead letter written when its deliveries run out.
 	lastErr settle.LastErrors[uint64]
 
-	// streamSeen is set by Run once the stream was found: a missing stream
-	// is then a loss, not a configuration error.
-	streamSeen  bool
+	// streamLoss is found once Run created the durable consumer: a missing
+	// stream is then a loss, not a configuration error.
+	streamLoss  settle.Loss
 	streamsLost atomic.Int64
 }
 
@@ -58,11 +58,13 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Consumer{
+	c := &Consumer{
 		acc: acc,
 		cfg: cfg,
 		log: cfg.Logger.With("stream", cfg.Stream, "durable", cfg.Durable),
-	}, nil
+	}
+	c.streamLoss = settle.Loss{Log: c.log, Message: "pginbox/nats: stream lost", OnError: cfg.OnError, Count: &c.streamsLost}
+	return c, nil
 }
 
 // ErrStreamNotFound is returned by Run when Config.Stream does not exist
@@ -121,40 +123,26 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 	defer func() { _ = adv.Unsubscribe() }()
 
-	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
-	failures := 0 // in a row
-	lost := false // reported, not found again yet
+	retry := service.Backoff{Min: backoffStart, Max: backoffMax, Reset: backoffMax}
 	for {
-		started := time.Now()
+		retry.Start()
 		err := c.consume(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, ErrStreamNotFound) && !c.streamSeen {
-			return err
-		}
-		if errors.Is(err, ErrStreamNotFound) && !lost {
-			lost = true
-			err = fmt.Errorf("%w: %q: what it held and had not delivered is gone; recreate it, Run consumes again once it exists: %w", ErrStreamLost, c.cfg.Stream, err)
-			c.log.Error("pginbox/nats: stream lost", "err", err)
-			if c.cfg.OnError != nil {
-				c.cfg.OnError(err)
+		if errors.Is(err, ErrStreamNotFound) {
+			if !c.streamLoss.Seen() {
+				return err
 			}
-			c.streamsLost.Add(1) // counted once reported: whoever sees the count can see the report
+			lost := fmt.Errorf("%w: %q: what it held and had not delivered is gone; recreate it, Run consumes again once it exists: %w", ErrStreamLost, c.cfg.Stream, err)
+			if c.streamLoss.Report(ctx, lost) {
+				err = lost
+			}
 		}
-		if !errors.Is(err, ErrStreamNotFound) {
-			lost = false
-		}
-		if time.Since(started) > backoffMax {
-			failures = 0 // it ran for a while: start over
-		}
-		failures++
-		wait := backoff(failures)
+		wait := retry.Failed()
 		c.log.Warn("pginbox/nats: consuming failed; retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
+		if !service.Sleep(ctx, wait) {
 			return nil
-		case <-time.After(wait):
 		}
 	}
 }
@@ -184,7 +172,7 @@ func (c *Consumer) consume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pginbox/nats: creating consumer %q: %w", c.cfg.Durable, err)
 	}
-	c.streamSeen = true
+	c.streamLoss.Found()
 	it, err := cons.Messages(jetstream.PullMaxMessages(c.cfg.Concurrency))
 	if err != nil {
 		return fmt.Errorf("pginbox/nats: pulling from consumer %q: %w", c.cfg.Durable, err)

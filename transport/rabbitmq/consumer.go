@@ -10,7 +10,7 @@ import (
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
-	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -33,9 +33,7 @@ type Consumer struct {
 	acked, requeued, deadLettered, connects, queuesLost atomic.Int64
 	warnOnce                                            sync.Once
 
-	// Set by Run: the queue was consumed from, and its loss was reported
-	// (until it is consumed from again).
-	queueSeen, queueLost bool
+	queueLoss settle.Loss // found each time Run starts consuming the queue
 }
 
 // ErrQueueLost is reported (Config.OnError, an Error log line and
@@ -66,7 +64,9 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Consumer{acc: acc, cfg: cfg}, nil
+	c := &Consumer{acc: acc, cfg: cfg}
+	c.queueLoss = settle.Loss{Log: cfg.Logger.With("queue", cfg.Queue), Message: "pginbox/rabbitmq: queue lost", OnError: cfg.OnError, Count: &c.queuesLost}
+	return c, nil
 }
 
 // Stats returns the consumer's counters.
@@ -85,33 +85,20 @@ func (c *Consumer) Close() error { return c.runner.Close() }
 func (c *Consumer) Run(ctx context.Context) error {
 	ctx, end := c.runner.Begin(ctx)
 	defer end()
-	backoff := inbox.ExponentialBackoff(reconnectMin, 2, reconnectMax, 0)
-	failures := 0 // in a row
+	retry := service.Backoff{Min: reconnectMin, Max: reconnectMax, Reset: reconnectReset}
 	for {
-		started := time.Now()
+		retry.Start()
 		err := c.session(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if time.Since(started) > reconnectReset {
-			failures = 0
+		if errors.Is(err, errQueueGone) {
+			c.queueLoss.Report(ctx, fmt.Errorf("%w: %q: the messages it held are gone; declare it again (Config.Setup runs at every reconnect), Run consumes again once it exists: %w", ErrQueueLost, c.cfg.Queue, err))
 		}
-		if errors.Is(err, errQueueGone) && c.queueSeen && !c.queueLost {
-			c.queueLost = true
-			lost := fmt.Errorf("%w: %q: the messages it held are gone; declare it again (Config.Setup runs at every reconnect), Run consumes again once it exists: %w", ErrQueueLost, c.cfg.Queue, err)
-			c.cfg.Logger.ErrorContext(ctx, "pginbox/rabbitmq: queue lost", "queue", c.cfg.Queue, "err", lost)
-			if c.cfg.OnError != nil {
-				c.cfg.OnError(lost)
-			}
-			c.queuesLost.Add(1) // counted once reported: whoever sees the count can see the report
-		}
-		failures++
-		delay := backoff(failures)
+		delay := retry.Failed()
 		c.cfg.Logger.WarnContext(ctx, "pginbox/rabbitmq: connection lost, reconnecting", "queue", c.cfg.Queue, "err", err, "in", delay)
-		select {
-		case <-ctx.Done():
+		if !service.Sleep(ctx, delay) {
 			return nil
-		case <-time.After(delay):
 		}
 	}
 }
@@ -151,7 +138,7 @@ func (c *Consumer) session(ctx context.Context) error {
 		return fmt.Errorf("consuming queue %q (does it exist? declare it in Config.Setup): %w", c.cfg.Queue, err)
 	}
 	c.connects.Add(1)
-	c.queueSeen, c.queueLost = true, false
+	c.queueLoss.Found()
 	c.cfg.Logger.InfoContext(ctx, "pginbox/rabbitmq: consuming", "queue", c.cfg.Queue, "prefetch", c.cfg.Prefetch, "concurrency", c.cfg.Concurrency)
 
 	// Workers end when the library closes deliveries: after a cancel-ok, or

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -29,6 +29,7 @@ type Consumer struct {
 	// when its deliveries run out.
 	lastErr settle.LastErrors[string]
 
+	groupLoss  settle.Loss // found each time Run creates the group or finds it there
 	groupsLost atomic.Int64
 }
 
@@ -59,12 +60,14 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Consumer{
+	c := &Consumer{
 		rdb: cfg.Redis,
 		acc: acc,
 		cfg: cfg,
 		log: cfg.Logger.With("stream", cfg.Stream, "group", cfg.Group, "consumer", cfg.Consumer),
-	}, nil
+	}
+	c.groupLoss = settle.Loss{Log: c.log, Message: "pginbox/redisstream: consumer group lost", OnError: cfg.OnError, Count: &c.groupsLost}
+	return c, nil
 }
 
 // Backoff after a failed Redis call.
@@ -83,8 +86,7 @@ func (c *Consumer) Close() error { return c.runner.Close() }
 func (c *Consumer) Run(ctx context.Context) error {
 	ctx, end := c.runner.Begin(ctx)
 	defer end()
-	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
-	failures := 0 // in a row
+	retry := service.Backoff{Min: backoffStart, Max: backoffMax}
 	groupReady := false
 	nextClaim := time.Now()
 	for ctx.Err() == nil {
@@ -94,6 +96,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 					return err
 				}
 				groupReady = true
+				c.groupLoss.Found()
 			}
 			if !time.Now().Before(nextClaim) {
 				if err := c.reclaim(ctx); err != nil {
@@ -104,25 +107,19 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return c.read(ctx)
 		}()
 		if err == nil {
-			failures = 0
+			retry.Succeeded()
 			continue
 		}
 		if ctx.Err() != nil {
 			break
 		}
 		if isNoGroup(err) {
-			if groupReady {
-				c.reportLost(err)
-			}
+			c.groupLoss.Report(ctx, fmt.Errorf("%w: %q in stream %q: entries it held and had not delivered are gone; Run recreates it: %w", ErrGroupLost, c.cfg.Group, c.cfg.Stream, err))
 			groupReady = false
 		}
-		failures++
-		wait := backoff(failures)
+		wait := retry.Failed()
 		c.log.Warn("pginbox/redisstream: Redis call failed; retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
-		}
+		service.Sleep(ctx, wait)
 	}
 	return nil
 }
@@ -141,16 +138,6 @@ func (c *Consumer) createGroup(ctx context.Context) error {
 // blocked read that Redis ended because the stream was deleted.
 func isNoGroup(err error) bool {
 	return strings.Contains(err.Error(), "NOGROUP") || strings.Contains(err.Error(), "UNBLOCKED")
-}
-
-// reportLost reports ErrGroupLost for err.
-func (c *Consumer) reportLost(err error) {
-	err = fmt.Errorf("%w: %q in stream %q: entries it held and had not delivered are gone; Run recreates it: %w", ErrGroupLost, c.cfg.Group, c.cfg.Stream, err)
-	c.log.Error("pginbox/redisstream: consumer group lost", "err", err)
-	if c.cfg.OnError != nil {
-		c.cfg.OnError(err)
-	}
-	c.groupsLost.Add(1) // counted once reported: whoever sees the count can see the report
 }
 
 // read handles the new entries one XREADGROUP returns.

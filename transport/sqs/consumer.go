@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -85,10 +85,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 	slots := make(chan struct{}, c.cfg.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	backoff := inbox.ExponentialBackoff(backoffStart, 2, backoffMax, 0)
-	failures := 0 // in a row
-	seen := false // a receive succeeded: the queue existed
-	lost := false // reported, not found again yet
+	retry := service.Backoff{Min: backoffStart, Max: backoffMax}
+	// Found after each receive that succeeded: the queue existed.
+	loss := &settle.Loss{Log: c.log, Message: "pginbox/sqs: queue lost", OnError: c.cfg.OnError, Count: &c.queuesLost}
 	for ctx.Err() == nil {
 		// Ask only for as many messages as there are free slots, so none
 		// waits hidden in a buffer while its visibility timeout runs.
@@ -109,26 +108,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		missing := errors.Is(err, ErrQueueNotFound)
-		if missing && !seen {
-			return err
-		}
-		if missing && !lost {
-			lost = true
-			c.reportLost(err)
+		if errors.Is(err, ErrQueueNotFound) {
+			if !loss.Seen() {
+				return err
+			}
+			loss.Report(ctx, fmt.Errorf("%w: what it held is gone; recreate it, Run receives again once it exists: %w", ErrQueueLost, err))
 		}
 		if err != nil {
-			failures++
-			wait := backoff(failures)
+			wait := retry.Failed()
 			c.log.Warn("pginbox/sqs: receiving failed; retrying", "err", err, "in", wait)
-			select {
-			case <-ctx.Done():
+			if !service.Sleep(ctx, wait) {
 				return nil
-			case <-time.After(wait):
 			}
 			continue
 		}
-		failures, seen, lost = 0, true, false
+		retry.Succeeded()
+		loss.Found()
 		for _, m := range msgs {
 			wg.Go(func() {
 				defer func() { <-slots }()
@@ -137,16 +132,6 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// reportLost reports ErrQueueLost for err, a receive's ErrQueueNotFound.
-func (c *Consumer) reportLost(err error) {
-	err = fmt.Errorf("%w: what it held is gone; recreate it, Run receives again once it exists: %w", ErrQueueLost, err)
-	c.log.Error("pginbox/sqs: queue lost", "err", err)
-	if c.cfg.OnError != nil {
-		c.cfg.OnError(err)
-	}
-	c.queuesLost.Add(1) // counted once reported: whoever sees the count can see the report
 }
 
 // receive long-polls for up to n messages.
