@@ -15,10 +15,14 @@ func TestConfigErrors(t *testing.T) {
 	var client *inbox.Client // never used: validation refuses first
 	errs := map[string]error{}
 	_, errs["NewConsumer"] = pkg.NewConsumer(client, pkg.Config{})
+	_, errs["NewPublisher"] = pkg.NewPublisher(pkg.PublisherConfig{})
+	_, errs["NewPublisher bad URL"] = pkg.NewPublisher(pkg.PublisherConfig{ServerURL: "amqp://127.0.0.1:1883"})
+	_, errs["NewPublisher no port"] = pkg.NewPublisher(pkg.PublisherConfig{ServerURL: "mqtt://127.0.0.1"})
 	cfgerrtest.Check(t, "mqtt", errs)
 }
 
 // Every publisher and consumer is an io.Closer.
 var (
 	_ io.Closer = (*pkg.Consumer)(nil)
+	_ io.Closer = (*pkg.Publisher)(nil)
 )
