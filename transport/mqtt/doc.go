@@ -22,4 +22,12 @@
 //
 // The message ID is the "message-id" user property (Config.IDProperty)
 // unless Config.Decode sets one.
+//
+// Publisher is an outbox.Publisher for the relay: it publishes each event
+// at QoS 1 to the topic its Destination names, with the event ID in the
+// "message-id" user property, and reports it delivered only after the
+// broker's PUBACK; DecodeEvent is the matching Config.Decode. Whether a
+// PUBACKed message survives a broker restart depends on the broker's
+// persistence settings and on the subscribers' persistent sessions, which
+// a client cannot see: see the README.
 package mqtt

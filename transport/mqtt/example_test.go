@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
 
@@ -100,4 +102,60 @@ func must(err error) {
 	if err != nil {
 		panic(err)
 	}
+}
+
+// A relay publishing the outbox to an MQTT broker: each event goes to the
+// topic its Destination names, at QoS 1, with the event ID in the
+// message-id user property, and is marked published after the PUBACK. The
+// receiving side subscribes first (a broker drops what nobody subscribes
+// to); in production with a persistent session and a broker that saves
+// after every change (see the README).
+func ExampleNewPublisher() {
+	ctx := context.Background()
+	dsn, dropDB := exampleDSN() // production: os.Getenv("DATABASE_URL")
+	defer dropDB()
+	pool, err := pgxpool.New(ctx, dsn)
+	must(err)
+	defer pool.Close()
+
+	topic := "example/" + randomID() + "/billing" // unique: examples and tests share the broker
+	got := make(chan *paho.Publish, 1)
+	sub := examplePublisher(exampleBrokerURL()) // a plain client, subscribed below
+	defer sub.Disconnect(&paho.Disconnect{})
+	sub.AddOnPublishReceived(func(pr paho.PublishReceived) (bool, error) {
+		select {
+		case got <- pr.Packet:
+		default:
+		}
+		return true, nil
+	})
+	_, err = sub.Subscribe(ctx, &paho.Subscribe{Subscriptions: []paho.SubscribeOptions{{Topic: topic, QoS: 1}}})
+	must(err)
+
+	pub, err := mqtt.NewPublisher(mqtt.PublisherConfig{ServerURL: exampleBrokerURL(), Logger: slog.New(slog.DiscardHandler)})
+	must(err)
+	defer pub.Close()
+	// The event is emitted in the transaction that changes the invoice.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := outbox.Emit(ctx, tx, outbox.Event{Source: "billing", Destination: topic, Type: "invoice.paid",
+			SchemaVersion: 1, Payload: map[string]string{"invoiceId": "i-1"}})
+		return err
+	})
+	must(err)
+	relay, err := outbox.NewRelay(pool, pub, outbox.RelayConfig{Logger: slog.New(slog.DiscardHandler)})
+	must(err)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- relay.Run(runCtx) }()
+
+	select {
+	case m := <-got:
+		u := m.Properties.User
+		fmt.Println(u.Get(mqtt.DefaultIDProperty) != "", u.Get(mqtt.PropertySource), u.Get(mqtt.PropertyEventType), string(m.Payload))
+	case <-time.After(30 * time.Second):
+		fmt.Println("nothing published within 30s")
+	}
+	stop()
+	must(<-done)
+	// Output: true billing invoice.paid {"invoiceId":"i-1"}
 }
