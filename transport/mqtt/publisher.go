@@ -199,8 +199,6 @@ func badTopic(topic string) string {
 		return "is not UTF-8 without U+0000"
 	case strings.ContainsAny(topic, "+#"):
 		return "has a wildcard (+ or #), which only subscriptions may use"
-	case strings.HasPrefix(topic, "$"):
-		return "starts with $, which brokers reserve ($SYS)"
 	}
 	return ""
 }
