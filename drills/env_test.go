@@ -345,6 +345,26 @@ func (l *logCounter) Handle(_ context.Context, r slog.Record) error {
 func (l *logCounter) WithAttrs([]slog.Attr) slog.Handler { return l }
 func (l *logCounter) WithGroup(string) slog.Handler      { return l }
 
+// byMessage is how many warnings and errors were logged, by message.
+func (l *logCounter) byMessage() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.byMsg)
+}
+
+// worker is the number of warnings and errors the worker logged (its
+// messages begin "pginbox worker:"); the accept side's, such as a failed
+// wake-up after a commit, are bounded by the Accept calls.
+func (l *logCounter) worker() int {
+	n := 0
+	for msg, c := range l.byMessage() {
+		if strings.HasPrefix(msg, "pginbox worker:") {
+			n += c
+		}
+	}
+	return n
+}
+
 // total is the number of warnings and errors logged.
 func (l *logCounter) total() int {
 	l.mu.Lock()

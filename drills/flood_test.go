@@ -42,13 +42,13 @@ func TestDrillConnectionFlood(t *testing.T) {
 	}
 	t0 := time.Now()
 	before := load.Snapshot()
-	logsBefore, acceptBefore, workerBefore := a.logs.total(), a.acceptConnects.Load(), a.workerConnects.Load()
+	logsBefore, acceptBefore, workerBefore := a.logs.worker(), a.acceptConnects.Load(), a.workerConnects.Load()
 	time.Sleep(flood)
 	during := load.Snapshot()
 	window := time.Since(t0).Seconds()
 	acceptRate := float64(a.acceptConnects.Load()-acceptBefore) / window
 	workerRate := float64(a.workerConnects.Load()-workerBefore) / window
-	logRate := float64(a.logs.total()-logsBefore) / window
+	logRate := float64(a.logs.worker()-logsBefore) / window
 	attemptRate := float64(during.Attempts-before.Attempts) / window
 	for _, conn := range held {
 		conn.Close(context.Background())
@@ -59,6 +59,7 @@ func TestDrillConnectionFlood(t *testing.T) {
 	finish(t, "connection-flood", admin, load, recovery, fmt.Sprintf(
 		"slots_held=%d flood=%s too_many_clients=%d accept_calls_per_s=%.1f accept_connects_per_s=%.1f worker_connects_per_s=%.1f worker_logs_per_s=%.1f",
 		len(held), flood, during.Codes["53300"]-before.Codes["53300"], attemptRate, acceptRate, workerRate, logRate))
+	t.Logf("log lines by message: %v", a.logs.byMessage())
 	for _, l := range a.logs.firstLines() {
 		t.Logf("worker: %s", l)
 	}

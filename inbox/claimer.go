@@ -28,7 +28,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		held := w.leases.count()
 		free := capacity - held
 		queued := held - int(w.running.Load())
-		claimed, full := false, false
+		claimed, full, failed := false, false, false
 		// Top the queue up once half of it is taken, so handlers never wait
 		// for a claim and claims stay batched.
 		if free > 0 && (queued <= w.cfg.ClaimBatch/2 || w.notified.Load()) {
@@ -37,6 +37,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			leases, more, err := w.claim(ctx, n)
 			if err != nil && ctx.Err() == nil {
 				w.log.Error("pginbox worker: claim failed", "error", err)
+				failed = true
 			}
 			for _, l := range w.queue.push(leases) {
 				w.handBack(l) // stopping: nobody will run it
@@ -56,10 +57,17 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if !claimed {
 			slotFreed = w.slotFreed
 		}
+		// After a failed claim only the poll retries: notifications keep
+		// coming while accepts commit, and one claim per notification on a
+		// database that refuses connections is a busy loop.
+		wake := w.wake
+		if failed {
+			wake = nil
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-w.wake:
+		case <-wake:
 		case <-slotFreed:
 		case <-poll.C:
 			poll.Reset(w.cfg.PollInterval)
