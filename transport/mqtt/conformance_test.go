@@ -29,13 +29,20 @@ func TestConsumerConformance(t *testing.T) {
 	conformance.RunConsumer(t, driver{})
 }
 
+// The publisher suite restarts its Mosquitto cleanly (SIGTERM): Mosquitto
+// saves its database in its main loop after it sent the PUBACKs of the
+// packets it read, so a SIGKILL can lose messages it just acknowledged
+// (one CI run lost 1 of 300). The consumer suite's messages are all saved
+// before its kills, so it kills.
 func TestPublisherConformance(t *testing.T) {
 	t.Parallel()
-	conformance.RunPublisher(t, driver{})
+	conformance.RunPublisher(t, driver{cleanRestart: true})
 }
 
 // driver runs the conformance suites on Mosquitto.
-type driver struct{}
+type driver struct {
+	cleanRestart bool // PrivateBroker restarts with SIGTERM, not SIGKILL
+}
 
 func (driver) SharedAddr(t *testing.T) string { return parseURL(t, brokerURL(t)).Host }
 
@@ -44,7 +51,20 @@ func (driver) SharedAddr(t *testing.T) string { return parseURL(t, brokerURL(t))
 // interval of 1): Mosquitto keeps sessions and queued messages in memory
 // and, by default, saves them only every 30 minutes and at a clean stop, so
 // a killed broker would lose everything since.
-func (driver) PrivateBroker(t *testing.T) conformance.Broker {
+func (d driver) PrivateBroker(t *testing.T) conformance.Broker {
+	p := startMosquitto(t)
+	if d.cleanRestart {
+		return cleanRestarts{p}
+	}
+	return p
+}
+
+// cleanRestarts makes Restart a CleanRestart.
+type cleanRestarts struct{ *conformance.Process }
+
+func (b cleanRestarts) Restart(t testing.TB) { b.CleanRestart(t) }
+
+func startMosquitto(t *testing.T) *conformance.Process {
 	return conformance.StartProcess(t, "mosquitto", "INBOX_TEST_MOSQUITTO", "/usr/sbin/mosquitto", func(port int, dir string) []string {
 		conf := filepath.Join(dir, "mosquitto.conf")
 		body := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location %s/\n"+

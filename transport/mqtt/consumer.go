@@ -150,7 +150,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	for {
 		select {
 		case d := <-c.deliveries:
-			c.handle(ctx, cm, d)
+			c.handle(ctx, d)
 		case <-ctx.Done():
 			time.Sleep(3 * ackInterval) // let paho send the last acknowledgements
 			stopConn()

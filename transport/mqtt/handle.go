@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/eclipse/paho.golang/autopaho"
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/pginbox/pginbox/inbox"
@@ -14,7 +13,7 @@ import (
 
 // handle accepts one message and settles it: PUBACK, a reconnect for
 // redelivery, or a dead letter and PUBACK.
-func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d delivery) {
+func (c *Consumer) handle(ctx context.Context, d delivery) {
 	log := c.log.With("topic", d.pb.Topic, "packet_id", d.pb.PacketID)
 	if !c.current(d.gen) {
 		log.Debug("pginbox/mqtt: skipping a message of a connection being replaced; the broker redelivers it")
@@ -27,7 +26,7 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 
 	msg, err := c.decode(d.pb)
 	if err != nil {
-		c.reject(ctx, log, cm, d, ReasonDecode, err)
+		c.reject(ctx, log, d, ReasonDecode, err)
 		return
 	}
 	log = log.With("message_id", msg.MessageID)
@@ -40,9 +39,9 @@ func (c *Consumer) handle(ctx context.Context, cm *autopaho.ConnectionManager, d
 		}
 		log.Debug("pginbox/mqtt: accepted", "outcome", res.Outcome, "receipt", res.ID)
 	case inbox.ActionRetry:
-		c.failed(ctx, log, cm, d, msg, err)
+		c.failed(ctx, log, d, msg, err)
 	case inbox.ActionReject:
-		c.reject(ctx, log, cm, d, settle.Reason(err), err)
+		c.reject(ctx, log, d, settle.Reason(err), err)
 	}
 }
 
@@ -72,7 +71,7 @@ func keyOf(pb *paho.Publish, msg inbox.Message) messageKey {
 // failed counts a failed accept of a message the broker redelivers (QoS 1
 // or 2). Below DeliveryLimit it is retried; at the limit it is
 // dead-lettered, so that the messages after it move on.
-func (c *Consumer) failed(ctx context.Context, log *slog.Logger, cm *autopaho.ConnectionManager, d delivery, msg inbox.Message, err error) {
+func (c *Consumer) failed(ctx context.Context, log *slog.Logger, d delivery, msg inbox.Message, err error) {
 	if d.pb.QoS == 0 {
 		c.retry(log, d, err) // never redelivered: nothing to count
 		return
@@ -84,7 +83,7 @@ func (c *Consumer) failed(ctx context.Context, log *slog.Logger, cm *autopaho.Co
 		return
 	}
 	cause := fmt.Errorf("not accepted after %d deliveries (DeliveryLimit); last error: %w", n, err)
-	if c.reject(ctx, log, cm, d, ReasonDeliveryLimit, cause) {
+	if c.reject(ctx, log, d, ReasonDeliveryLimit, cause) {
 		c.attempts.Forget(k)
 	}
 }
@@ -139,7 +138,7 @@ const reasonNoSubscribers = 0x10
 // confirmed it reached a subscriber, acknowledges it. Otherwise the message
 // is not acknowledged and comes back after a reconnect. It reports whether
 // the message was dead-lettered.
-func (c *Consumer) reject(ctx context.Context, log *slog.Logger, cm *autopaho.ConnectionManager, d delivery, reason string, cause error) bool {
+func (c *Consumer) reject(ctx context.Context, log *slog.Logger, d delivery, reason string, cause error) bool {
 	log.Warn("pginbox/mqtt: rejecting to the dead-letter topic", "reason", reason, "err", cause)
 	props := &paho.PublishProperties{}
 	if p := d.pb.Properties; p != nil {
@@ -150,7 +149,9 @@ func (c *Consumer) reject(ctx context.Context, log *slog.Logger, cm *autopaho.Co
 	if receipt := settle.Receipt(cause); receipt != "" {
 		props.User.Add(PropertyReceipt, receipt)
 	}
-	resp, err := cm.Publish(ctx, &paho.Publish{Topic: c.cfg.DeadLetterTopic, QoS: 1, Payload: d.pb.Payload, Properties: props})
+	// On the message's own connection: a redelivery can arrive before
+	// autopaho counts a new connection as up, when its Publish would fail.
+	resp, err := d.cli.Publish(ctx, &paho.Publish{Topic: c.cfg.DeadLetterTopic, QoS: 1, Payload: d.pb.Payload, Properties: props})
 	if err == nil && resp.ReasonCode == reasonNoSubscribers {
 		err = fmt.Errorf("nobody subscribes to dead-letter topic %q, so the broker dropped the dead letter; keep a persistent session subscribed to it", c.cfg.DeadLetterTopic)
 	}

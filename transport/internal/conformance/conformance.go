@@ -87,8 +87,9 @@ type Accepter interface {
 type Broker interface {
 	// Addr is the host:port it listens on.
 	Addr() string
-	// Restart kills it as a crash would and starts it again on the same
-	// port with the same data.
+	// Restart kills it as a crash would (or, for a broker no setting
+	// makes survive a crash, stops it cleanly; the driver says why) and
+	// starts it again on the same port with the same data.
 	Restart(t testing.TB)
 }
 

@@ -64,7 +64,7 @@ func StartProcessEnv(t testing.TB, name, env, fallback string, args, environ fun
 		p.env = environ(port, p.dir)
 	}
 	p.start(t)
-	t.Cleanup(func() { p.kill(t) })
+	t.Cleanup(func() { p.stop(t, syscall.SIGKILL) })
 	return p
 }
 
@@ -75,7 +75,17 @@ func (p *Process) Addr() string { return fmt.Sprintf("127.0.0.1:%d", p.port) }
 // port and data directory.
 func (p *Process) Restart(t testing.TB) {
 	t.Helper()
-	p.kill(t)
+	p.stop(t, syscall.SIGKILL)
+	p.start(t)
+}
+
+// CleanRestart is Restart with a SIGTERM: the process saves what it keeps
+// in memory and exits, then starts again. It is for a broker that writes
+// its data only on a schedule and at a clean stop (Mosquitto), which no
+// setting makes survive a SIGKILL.
+func (p *Process) CleanRestart(t testing.TB) {
+	t.Helper()
+	p.stop(t, syscall.SIGTERM)
 	p.start(t)
 }
 
@@ -110,16 +120,18 @@ func (p *Process) start(t testing.TB) {
 	}
 }
 
-func (p *Process) kill(t testing.TB) {
+func (p *Process) stop(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if p.cmd == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = p.cmd.Process.Signal(sig)
 	select {
 	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		t.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, p.cmd.Process.Pid)
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s (pid %d) did not exit after %v", p.name, p.cmd.Process.Pid, sig)
+		_ = p.cmd.Process.Kill()
+		<-p.exited
 	}
 	p.cmd = nil
 }
