@@ -199,6 +199,19 @@ func (r *logRecorder) logged(substr string) bool {
 	return slices.ContainsFunc(*r.msgs, func(m string) bool { return strings.Contains(m, substr) })
 }
 
+// count is how many logged messages contain substr.
+func (r *logRecorder) count(substr string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range *r.msgs {
+		if strings.Contains(m, substr) {
+			n++
+		}
+	}
+	return n
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return "<nil>"
