@@ -36,10 +36,10 @@ func TestDrillConnectionFlood(t *testing.T) {
 	if len(held) == 0 {
 		t.Fatal("the flood holds no connection slot")
 	}
-	exec1(t, admin, "ALTER ROLE "+drillkit.AppRole+" CONNECTION LIMIT -1")
 	if n := appSessions(t, admin); n != 0 {
-		t.Fatalf("the application still has %d sessions", n)
+		t.Fatalf("the application still has %d sessions: %s", n, sessionList(t, admin))
 	}
+	exec1(t, admin, "ALTER ROLE "+drillkit.AppRole+" CONNECTION LIMIT -1")
 	t0 := time.Now()
 	before := load.Snapshot()
 	logsBefore, acceptBefore, workerBefore := a.logs.worker(), a.acceptConnects.Load(), a.workerConnects.Load()
@@ -113,19 +113,38 @@ func appSessions(t *testing.T, admin *pgxpool.Pool) int {
 	return n
 }
 
-// kickApp terminates every session of the application, so it needs new
-// ones, and waits until those sessions are gone.
-func kickApp(t *testing.T, admin *pgxpool.Pool) {
+// sessionList describes the application's sessions, for a failure message.
+func sessionList(t *testing.T, admin *pgxpool.Pool) string {
 	t.Helper()
-	var pids []int32
-	err := admin.QueryRow(t.Context(), `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
-		WHERE application_name IN ($1, $2) AND pg_terminate_backend(pid)`, appAccept, appWorker).Scan(&pids)
+	var s string
+	err := admin.QueryRow(t.Context(), `SELECT coalesce(string_agg(format('pid %s %s %s/%s since %s: %s', pid, application_name,
+			usename, state, backend_start, left(query, 80)), '; '), '') FROM pg_stat_activity WHERE application_name IN ($1, $2)`,
+		appAccept, appWorker).Scan(&s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "terminated sessions to exit", func() bool {
-		var n int
-		err := admin.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE pid = ANY($1)", pids).Scan(&n)
-		return err == nil && n == 0
+	return s
+}
+
+// kickApp terminates every session of the application, so it needs new
+// ones, until none is seen twice 200ms apart: a backend that passed the
+// connection limit before it changed shows up only once its startup ends.
+func kickApp(t *testing.T, admin *pgxpool.Pool) {
+	t.Helper()
+	quiet := 0
+	eventually(t, 10*time.Second, "the application's sessions to end", func() bool {
+		var pids []int32
+		err := admin.QueryRow(t.Context(), `SELECT coalesce(array_agg(pid), '{}') FROM pg_stat_activity
+			WHERE application_name IN ($1, $2) AND pg_terminate_backend(pid)`, appAccept, appWorker).Scan(&pids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pids) > 0 {
+			quiet = 0
+			return false
+		}
+		quiet++
+		time.Sleep(200 * time.Millisecond)
+		return quiet == 2
 	})
 }
