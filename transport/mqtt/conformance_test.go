@@ -54,15 +54,10 @@ func (driver) SharedAddr(t *testing.T) string { return parseURL(t, brokerURL(t))
 func (d driver) PrivateBroker(t *testing.T) conformance.Broker {
 	p := startMosquitto(t)
 	if d.cleanRestart {
-		return cleanRestarts{p}
+		return conformance.Cleanly(p)
 	}
 	return p
 }
-
-// cleanRestarts makes Restart a CleanRestart.
-type cleanRestarts struct{ *conformance.Process }
-
-func (b cleanRestarts) Restart(t testing.TB) { b.CleanRestart(t) }
 
 func startMosquitto(t *testing.T) *conformance.Process {
 	return conformance.StartProcess(t, "mosquitto", "INBOX_TEST_MOSQUITTO", "/usr/sbin/mosquitto", func(port int, dir string) []string {

@@ -12,6 +12,9 @@ import (
 // The test kit's calls live here only, so switching kits touches one file.
 
 func TestMain(m *testing.M) {
+	if serveKumo() {
+		return
+	}
 	inboxtest.Main(m)
 }
 

@@ -89,6 +89,13 @@ func (p *Process) CleanRestart(t testing.TB) {
 	p.start(t)
 }
 
+// Cleanly is p as a Broker whose Restart is a CleanRestart.
+func Cleanly(p *Process) Broker { return cleanRestarts{p} }
+
+type cleanRestarts struct{ *Process }
+
+func (b cleanRestarts) Restart(t testing.TB) { b.CleanRestart(t) }
+
 func (p *Process) start(t testing.TB) {
 	t.Helper()
 	p.cmd = exec.Command(p.bin, p.args...)
