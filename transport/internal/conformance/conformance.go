@@ -67,6 +67,7 @@ const (
 	PublisherCut     Case = "publisher_connection_cut"
 	RelayKilled      Case = "relay_killed"
 	PublisherRestart Case = "publisher_broker_restart"
+	PublisherContext Case = "publisher_context"
 )
 
 // Dead-letter reasons a driver reports (the settle package's values).
