@@ -232,8 +232,12 @@ func publisherContext(t *testing.T, d PublisherDriver) {
 		defer cancel()
 		return p.Publish(ctx, []outbox.Message{last}) == nil
 	})
-	if c, ok := p.(interface{ Connects() int64 }); ok && c.Connects() < 2 {
-		t.Fatalf("%d connects, want a reconnect after the cut", c.Connects())
+	// A publisher that counts its connections shows the reconnect.
+	if c, ok := p.(interface{ Connects() int64 }); ok {
+		if c.Connects() < 2 {
+			t.Fatalf("%d connects, want a reconnect after the cut", c.Connects())
+		}
+		t.Logf("the publisher reconnected: %d connects", c.Connects())
 	}
 	published := []string{first.ID.String(), last.ID.String()}
 	known := map[string]bool{published[0]: true, published[1]: true}
