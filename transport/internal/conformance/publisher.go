@@ -30,7 +30,9 @@ type PublisherDriver interface {
 	// addr, removed at test end.
 	NewDestination(t testing.TB, addr string) Destination
 	// NewPublisher is the adapter's publisher connecting to addr (the
-	// broker or a fault proxy in front of it), closed at test end.
+	// broker or a fault proxy in front of it), closed at test end. If it
+	// has a Connects() int64 method (connections opened), the context case
+	// checks it reconnected after the cut.
 	NewPublisher(t testing.TB, addr string) outbox.Publisher
 	// Deduplicates says whether the broker drops a message published twice
 	// with the same event ID (a relay retrying after a lost answer).
