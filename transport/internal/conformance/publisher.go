@@ -242,14 +242,14 @@ func publisherContext(t *testing.T, d PublisherDriver) {
 		t.Logf("the publisher reconnected: %d connects", c.Connects())
 	}
 	published := []string{first.ID.String(), last.ID.String()}
-	known := map[string]bool{published[0]: true, published[1]: true}
-	for _, m := range held {
-		known[m.ID.String()] = true
+	keys := map[string]string{} // ID -> ordering key, of every message sent
+	for _, m := range append([]outbox.Message{first, last}, held...) {
+		keys[m.ID.String()] = m.OrderingKey
 	}
 	times := map[string]int{}
 	var firsts []string // first arrivals, in order
 	for _, m := range dest.Read(t) {
-		if !known[m.ID] || m.Source != relaytest.Source || m.EventType != relaytest.EventType ||
+		if key, ok := keys[m.ID]; !ok || m.OrderingKey != key || m.Source != relaytest.Source || m.EventType != relaytest.EventType ||
 			m.SchemaVersion != relaytest.Version || m.Metadata[relaytest.MetadataKey] != relaytest.MetadataVal {
 			t.Fatalf("message %+v is not one the case published with its fields", m)
 		}
