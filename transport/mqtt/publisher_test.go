@@ -11,7 +11,6 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
-	"github.com/pginbox/pginbox/internal/faultproxy"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
@@ -83,43 +82,6 @@ func TestPublisherErrors(t *testing.T) {
 	t.Cleanup(func() { _ = lax.Close() })
 	if errs := lax.Publish(context.Background(), []outbox.Message{outMessage(e.topic+"/nobody", `{"n":5}`)}); errs != nil || lax.NoSubscribers() != 1 {
 		t.Fatalf("AllowNoSubscribers: %v, %d dropped: want success, 1", errs, lax.NoSubscribers())
-	}
-}
-
-// Publish returns when its context ends, even when the broker stopped
-// answering, and publishes again on a new connection after the fault.
-func TestPublisherHonoursContext(t *testing.T) {
-	t.Parallel()
-	url := brokerURL(t)
-	proxy, err := faultproxy.New("tcp", parseURL(t, url).Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	e := newEnv(t, url)
-	subscribe(t, url, e.topic)
-	p := newPublisher(t, "mqtt://"+proxy.Addr())
-	if errs := p.Publish(context.Background(), []outbox.Message{outMessage(e.topic, `{"n":1}`)}); errs != nil {
-		t.Fatalf("first publish: %v", errs)
-	}
-	proxy.Blackhole()
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	errs := p.Publish(ctx, []outbox.Message{outMessage(e.topic, `{"n":2}`)})
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("Publish took %v after a 500ms context", took)
-	}
-	if len(errs) != 1 || !errors.Is(errs[0], context.DeadlineExceeded) {
-		t.Fatalf("errors %v: want the context's deadline", errs)
-	}
-	proxy.Cut()
-	proxy.Resume()
-	drill.Eventually(t, 10*time.Second, "a publish after the fault", func() bool {
-		return p.Publish(context.Background(), []outbox.Message{outMessage(e.topic, `{"n":3}`)}) == nil
-	})
-	if p.Connects() < 2 {
-		t.Fatalf("%d connects, want a reconnect", p.Connects())
 	}
 }
 

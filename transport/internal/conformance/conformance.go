@@ -67,6 +67,9 @@ const (
 	PublisherCut     Case = "publisher_connection_cut"
 	RelayKilled      Case = "relay_killed"
 	PublisherRestart Case = "publisher_broker_restart"
+	// PublisherContext: Publish returns at its context's deadline under a
+	// blackholed connection, and publishes again after the fault.
+	PublisherContext Case = "publisher_context"
 )
 
 // Dead-letter reasons a driver reports (the settle package's values).

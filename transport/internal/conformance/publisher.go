@@ -3,11 +3,15 @@
 package conformance
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/relaytest"
@@ -26,7 +30,9 @@ type PublisherDriver interface {
 	// addr, removed at test end.
 	NewDestination(t testing.TB, addr string) Destination
 	// NewPublisher is the adapter's publisher connecting to addr (the
-	// broker or a fault proxy in front of it), closed at test end.
+	// broker or a fault proxy in front of it), closed at test end. If it
+	// has a Connects() int64 method (connections opened), the context case
+	// checks it reconnected after the cut.
 	NewPublisher(t testing.TB, addr string) outbox.Publisher
 	// Deduplicates says whether the broker drops a message published twice
 	// with the same event ID (a relay retrying after a lost answer).
@@ -82,6 +88,7 @@ func RunPublisher(t *testing.T, d PublisherDriver) {
 		{PublisherCut, publisherCut},
 		{RelayKilled, func(t *testing.T, d PublisherDriver) { publisherKilled(t, d, top) }},
 		{PublisherRestart, publisherRestart},
+		{PublisherContext, publisherContext},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.c), func(t *testing.T) {
@@ -173,4 +180,111 @@ func publisherRestart(t *testing.T, d PublisherDriver) {
 	drill.Eventually(t, 60*time.Second, "every event published after the restart", func() bool { return relaytest.Published(t, pool) == len(ev.IDs) })
 	stop()
 	report(t, d, dest, "publisher broker restart", ev, len(ev.IDs), true)
+}
+
+// contextMessage is the n-th message of the context case, with the fields
+// report checks and ordering key key.
+func contextMessage(dest string, key string, n int) outbox.Message {
+	return outbox.Message{ID: inboxtype.New(), Source: relaytest.Source, Destination: dest, OrderingKey: key,
+		EventType: relaytest.EventType, SchemaVersion: relaytest.Version, Payload: []byte(fmt.Sprintf(`{"n":%d}`, n)),
+		Metadata: map[string]string{relaytest.MetadataKey: relaytest.MetadataVal}, EmittedAt: time.Now(), Attempt: 1}
+}
+
+// The broker stops answering (a blackholed connection, as a partition):
+// Publish returns when its context ends (the relay's PublishTimeout), with
+// one error per message wrapping the context's; after the fault a Publish
+// succeeds again, and what was acknowledged is on the destination. A copy
+// of a blackholed message may or may not arrive (sent, or lost with the
+// cut connection), so it is only counted.
+func publisherContext(t *testing.T, d PublisherDriver) {
+	addr := d.SharedAddr(t)
+	dest := d.NewDestination(t, addr)
+	proxy := newProxy(t, addr)
+	p := d.NewPublisher(t, proxy.Addr())
+	first := contextMessage(dest.Name(), "order-0", 0)
+	if errs := p.Publish(context.Background(), []outbox.Message{first}); errs != nil {
+		t.Fatalf("first publish: %v", errs)
+	}
+	proxy.Blackhole()
+	held := []outbox.Message{contextMessage(dest.Name(), "order-1", 1), contextMessage(dest.Name(), "order-2", 2)}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	start := time.Now()
+	errs := p.Publish(ctx, held)
+	took := time.Since(start)
+	cancel()
+	if took > 2*time.Second {
+		t.Fatalf("Publish took %v after a 500ms context", took)
+	}
+	if len(errs) != len(held) {
+		t.Fatalf("errors %v: want one per message (%d)", errs, len(held))
+	}
+	for _, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("errors %v: want each to wrap the context's deadline", errs)
+		}
+	}
+	t.Logf("blackholed publish returned after %v: %v", took.Round(time.Millisecond), errs[0])
+	proxy.Cut()
+	proxy.Resume()
+	// The relay retries the same event; an attempt may still find the cut
+	// connection before the publisher reconnects.
+	last := contextMessage(dest.Name(), "order-0", 3)
+	drill.Eventually(t, 10*time.Second, "a publish after the fault", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return p.Publish(ctx, []outbox.Message{last}) == nil
+	})
+	// A publisher that counts its connections shows the reconnect.
+	if c, ok := p.(interface{ Connects() int64 }); ok {
+		if c.Connects() < 2 {
+			t.Fatalf("%d connects, want a reconnect after the cut", c.Connects())
+		}
+		t.Logf("the publisher reconnected: %d connects", c.Connects())
+	}
+	published := []string{first.ID.String(), last.ID.String()}
+	keys := map[string]string{} // ID -> ordering key, of every message sent
+	for _, m := range append([]outbox.Message{first, last}, held...) {
+		keys[m.ID.String()] = m.OrderingKey
+	}
+	times := map[string]int{}
+	var firsts []string // first arrivals, in order
+	for _, m := range dest.Read(t) {
+		if key, ok := keys[m.ID]; !ok || m.OrderingKey != key || m.Source != relaytest.Source || m.EventType != relaytest.EventType ||
+			m.SchemaVersion != relaytest.Version || m.Metadata[relaytest.MetadataKey] != relaytest.MetadataVal {
+			t.Fatalf("message %+v is not one the case published with its fields", m)
+		}
+		if times[m.ID] == 0 {
+			firsts = append(firsts, m.ID)
+		}
+		times[m.ID]++
+	}
+	lost, doubled, received := 0, 0, 0
+	for _, id := range published {
+		switch n := times[id]; {
+		case n == 0:
+			lost++
+		case n > 1:
+			doubled++
+		}
+		received += times[id]
+	}
+	arrived := 0
+	for _, m := range held {
+		arrived += times[m.ID.String()]
+	}
+	line := fmt.Sprintf("publisher context: sent=%d published=%d received=%d lost=%d doubled=%d blackholed_arrived=%d",
+		len(published)+len(held), len(published), received+arrived, lost, doubled, arrived)
+	t.Log(line)
+	if lost != 0 || (doubled != 0 && d.Deduplicates()) {
+		t.Fatalf("case failed: %s", line)
+	}
+	// Both share an ordering key: the later one must not arrive first.
+	for _, id := range firsts {
+		if id == published[1] {
+			t.Fatalf("ordering key order-0: the message published after the fault arrived before the first (%s)", line)
+		}
+		if id == published[0] {
+			break
+		}
+	}
 }
