@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
@@ -18,6 +19,20 @@ type Handler struct {
 	acc  Accepter
 	cfg  Config
 	keys map[string]Key
+
+	acked, rejected, retries atomic.Int64
+}
+
+// Stats counts what a Handler answered since it was created.
+type Stats struct {
+	Acked    int64 // 2xx after Accept (accepted or duplicate)
+	Rejected int64 // 4xx: unsigned, stale, malformed, invalid or conflicting requests, which a retry as sent cannot fix
+	Retries  int64 // 503: Accept failed and the event was not stored; the sender sends it again
+}
+
+// Stats returns the handler's counters.
+func (h *Handler) Stats() Stats {
+	return Stats{Acked: h.acked.Load(), Rejected: h.rejected.Load(), Retries: h.retries.Load()}
 }
 
 // NewHandler returns a Handler that accepts through acc (an *inbox.Client).
@@ -92,6 +107,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res, err := h.acc.Accept(r.Context(), msg)
 	switch inbox.ActionFor(err) {
 	case inbox.ActionAck:
+		h.acked.Add(1)
 		status := http.StatusAccepted
 		if res.Outcome == inbox.Duplicate {
 			status = http.StatusOK
@@ -104,6 +120,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.refuse(w, r, http.StatusUnprocessableEntity, "invalid", err.Error())
 	default:
+		h.retries.Add(1)
 		h.cfg.Logger.WarnContext(r.Context(), "pginbox/webhook: accept failed, answering 503", "key", key.ID, "message_id", msg.MessageID, "err", err)
 		secs := int((h.cfg.RetryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", fmt.Sprint(secs))
@@ -114,6 +131,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse answers a request that is not accepted, and logs it at Debug (a
 // sender's mistakes are not the receiver's errors).
 func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	h.rejected.Add(1)
 	h.cfg.Logger.DebugContext(r.Context(), "pginbox/webhook: refused", "status", status, "code", code, "reason", msg, "remote", r.RemoteAddr)
 	writeJSON(w, status, errorBody{Code: code, Error: msg})
 }

@@ -33,6 +33,7 @@ var (
 type fixture struct {
 	srv  *httptest.Server
 	pool *pgxpool.Pool
+	h    *webhook.Handler
 }
 
 func newFixture(t *testing.T, pool *pgxpool.Pool, configure func(*webhook.Config)) *fixture {
@@ -54,7 +55,7 @@ func newFixture(t *testing.T, pool *pgxpool.Pool, configure func(*webhook.Config
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, pool: pool}
+	return &fixture{srv: srv, pool: pool, h: h}
 }
 
 // request is one webhook request before it is sent.
@@ -167,6 +168,9 @@ func TestAcceptedThenDuplicate(t *testing.T) {
 	if n := f.receipts(t); n != 1 {
 		t.Fatalf("%d receipts, want 1", n)
 	}
+	if s := f.h.Stats(); s != (webhook.Stats{Acked: 2}) {
+		t.Fatalf("stats %+v, want 2 acked", s)
+	}
 }
 
 // The tenant is the key's, whatever Decode or the body say.
@@ -264,6 +268,9 @@ func TestRefusedRequests(t *testing.T) {
 	if n := f.receipts(t); n != 0 {
 		t.Fatalf("refused requests stored %d receipts", n)
 	}
+	if s := f.h.Stats(); s != (webhook.Stats{Rejected: int64(len(tests))}) {
+		t.Fatalf("stats %+v, want %d rejected", s, len(tests))
+	}
 }
 
 // A captured request sent again within the tolerance verifies, and the inbox
@@ -338,6 +345,9 @@ func TestStorageDownIs503(t *testing.T) {
 	}
 	if res, out := f.send(t, request{body: body}); res.StatusCode != http.StatusOK {
 		t.Fatalf("second retry: %d %v", res.StatusCode, out)
+	}
+	if s := f.h.Stats(); s != (webhook.Stats{Acked: 2, Retries: 1}) {
+		t.Fatalf("stats %+v, want 2 acked and 1 retry", s)
 	}
 }
 
