@@ -12,7 +12,6 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inboxtype"
-	"github.com/pginbox/pginbox/schema"
 )
 
 // A worker whose claims fail claims again at the poll, not on each
@@ -24,22 +23,10 @@ func TestWorkerFailedClaimWaitsForPoll(t *testing.T) {
 	ctx := context.Background()
 	owner, dsn := newPool(t)
 	role := "pginbox_t_noclaim_" + strings.ToLower(inboxtype.New().String())
-	if _, err := owner.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+	createRole(t, owner, role, true)
+	// Every claim fails: claims update pginbox_work.
+	if _, err := owner.Exec(ctx, "REVOKE UPDATE ON pginbox_work FROM "+role); err != nil {
 		t.Fatal(err)
-	}
-	t.Cleanup(func() { // after the role's pool closed
-		_, _ = owner.Exec(context.Background(), "DROP OWNED BY "+role)
-		_, _ = owner.Exec(context.Background(), "DROP ROLE "+role)
-	})
-	stmts, err := schema.GrantStatements(role, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts = append(stmts, "REVOKE UPDATE ON pginbox_work FROM "+role) // every claim fails
-	for _, s := range stmts {
-		if _, err := owner.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
 	}
 	sys := poolFor(t, dsn, func(c *pgxpool.Config) { c.ConnConfig.User = role })
 

@@ -32,6 +32,30 @@ CREATE POLICY tenant_orders_scope ON tenant_orders
     WITH CHECK (tenant_id = current_setting('pginbox.tenant', true));
 `
 
+// createRole creates login role name with the grants schema.GrantStatements
+// gives an application (system false) or a worker role, dropped at test end
+// after the role's pools closed (cleanups run last-in first-out).
+func createRole(t testing.TB, owner *pgxpool.Pool, name string, system bool) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := owner.Exec(ctx, "CREATE ROLE "+name+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = owner.Exec(context.Background(), "DROP OWNED BY "+name)
+		_, _ = owner.Exec(context.Background(), "DROP ROLE "+name)
+	})
+	stmts, err := schema.GrantStatements(name, system)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := owner.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
 func newTenancyDB(t testing.TB, configure ...func(*pgxpool.Config)) *tenancyDB {
 	t.Helper()
 	ctx := context.Background()
@@ -39,27 +63,8 @@ func newTenancyDB(t testing.TB, configure ...func(*pgxpool.Config)) *tenancyDB {
 	suffix := strings.ToLower(inboxtype.New().String())
 	td := &tenancyDB{owner: owner, appRole: "pginbox_t_app_" + suffix, dsn: dsn}
 	sysRole := "pginbox_t_sys_" + suffix
-	for _, r := range []struct {
-		name   string
-		system bool
-	}{{td.appRole, false}, {sysRole, true}} {
-		if _, err := owner.Exec(ctx, "CREATE ROLE "+r.name+" LOGIN"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { // after the role's pools closed: cleanups run last-in first-out
-			_, _ = owner.Exec(context.Background(), "DROP OWNED BY "+r.name)
-			_, _ = owner.Exec(context.Background(), "DROP ROLE "+r.name)
-		})
-		stmts, err := schema.GrantStatements(r.name, r.system)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range stmts {
-			if _, err := owner.Exec(ctx, s); err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
-		}
-	}
+	createRole(t, owner, td.appRole, false)
+	createRole(t, owner, sysRole, true)
 	if _, err := owner.Exec(ctx, businessPolicy); err != nil {
 		t.Fatal(err)
 	}
