@@ -44,8 +44,9 @@ model-check:
 
 ## history-check: the history checks (internal/historycheck) for
 ## HISTORY_SECONDS (default 120) each: admin replays, reads and a purge, and
-## worker claims, failures, recoveries and requeues, while sessions are
-## killed, checked for linearizability with porcupine. make check runs them
+## worker claims, failures, handler transactions, recoveries, requeues and
+## redeliveries, while sessions are killed, checked for linearizability with
+## porcupine. make check runs them
 ## for 5 seconds with the other tests.
 HISTORY_SECONDS ?= 120
 history-check:

@@ -26,32 +26,40 @@ import (
 )
 
 // wInput is an operation of the worker history on one receipt: a claim of
-// its consumer under a token, a failure recorded under it, a recovery of its
-// consumer's expired leases, an operator's requeue at an expected version,
-// a read, or the state read between epochs (status, version and token).
+// its consumer under a token, a failure recorded under it, a handler
+// transaction completing it under it (with one business row), a recovery of
+// its consumer's expired leases, an operator's requeue at an expected
+// version, a read, a redelivery of its message (a duplicate Accept), or the
+// state read between epochs (status, version, token and business rows).
 type wInput struct {
-	Op       string // claim, fail, recover, requeue, get
+	Op       string // claim, fail, complete, recover, requeue, get, accept
 	Receipt  int
 	Token    string
 	Expected int64
 }
 
 // wOutput: Result is ok, none (a claim that took nothing), lost (a failure
-// whose token no longer matched), conflict, wrong_state or unknown (the call
-// failed: it may have committed); Recovered lists the receipts a recovery
-// returned (none or its own); Status and Version are a read's.
+// or completion whose token no longer matched), rolled_back (a handler
+// transaction that rolled back), accepted (a redelivery stored as new),
+// conflict, wrong_state or unknown (the call failed: it may have committed);
+// Recovered lists the receipts a recovery returned (none or its own); Status
+// and Version are a read's (a redelivery's: the status Accept reported).
 type wOutput struct {
 	Result    string
 	Recovered []int
 	Status    string
 	Version   int64
 	Token     string // the state read between epochs
+	Effects   int    // the state read between epochs
 }
 
+// wReceipt is one receipt's state: Effects counts the business rows its
+// handler transactions committed.
 type wReceipt struct {
 	Status  string
 	Version int64
 	Token   string
+	Effects int
 }
 
 type wState []wReceipt
@@ -83,7 +91,12 @@ func workerModel(initial wState) porcupine.Model {
 			var next []any
 			switch in.Op {
 			case "state":
-				if out.Status == r.Status && out.Version == r.Version && out.Token == r.Token {
+				if out.Status == r.Status && out.Version == r.Version && out.Token == r.Token && out.Effects == r.Effects {
+					next = append(next, s)
+				}
+			case "accept":
+				// A redelivery changes nothing and reports the live status.
+				if (out.Result == "ok" && out.Status == r.Status) || unknown {
 					next = append(next, s)
 				}
 			case "get":
@@ -96,14 +109,24 @@ func workerModel(initial wState) porcupine.Model {
 					next = append(next, s)
 				}
 				if (out.Result == "ok" || unknown) && (r.Status == "PENDING" || r.Status == "RETRYABLE") {
-					next = append(next, s.with(in.Receipt, wReceipt{"PROCESSING", r.Version + 1, in.Token}))
+					next = append(next, s.with(in.Receipt, wReceipt{"PROCESSING", r.Version + 1, in.Token, r.Effects}))
 				}
 			case "fail":
 				match := r.Status == "PROCESSING" && r.Token == in.Token
 				if (out.Result == "ok" || unknown) && match {
-					next = append(next, s.with(in.Receipt, wReceipt{"DEAD", r.Version + 1, ""}))
+					next = append(next, s.with(in.Receipt, wReceipt{"DEAD", r.Version + 1, "", r.Effects}))
 				}
 				if (out.Result == "lost" && !match) || unknown {
+					next = append(next, s)
+				}
+			case "complete":
+				// The business row and the completion commit together or
+				// not at all, and only under the current token.
+				match := r.Status == "PROCESSING" && r.Token == in.Token
+				if (out.Result == "ok" || unknown) && match {
+					next = append(next, s.with(in.Receipt, wReceipt{"COMPLETED", r.Version + 1, "", r.Effects + 1}))
+				}
+				if (out.Result == "lost" && !match) || out.Result == "rolled_back" || unknown {
 					next = append(next, s)
 				}
 			case "recover":
@@ -113,10 +136,10 @@ func workerModel(initial wState) porcupine.Model {
 					next = append(next, s)
 				}
 				if (len(out.Recovered) == 1 || unknown) && r.Status == "PROCESSING" {
-					next = append(next, s.with(in.Receipt, wReceipt{"RETRYABLE", r.Version + 1, ""}))
+					next = append(next, s.with(in.Receipt, wReceipt{"RETRYABLE", r.Version + 1, "", r.Effects}))
 				}
 			case "requeue":
-				requeued := s.with(in.Receipt, wReceipt{"PENDING", r.Version + 1, ""})
+				requeued := s.with(in.Receipt, wReceipt{"PENDING", r.Version + 1, "", r.Effects})
 				switch r.Status {
 				case "PROCESSING":
 					// Refused while its lease runs or a transaction holds
@@ -173,11 +196,14 @@ func workerModel(initial wState) porcupine.Model {
 const historyEpoch = 5 * time.Second
 
 // TestWorkerHistory records a history of worker statements (claims, failures
-// recorded under their tokens, recoveries of leases that expire after 300 ms,
-// each consumer in turn) and operators' requeues and reads on three receipts,
-// while a fault injector kills random sessions, and checks it for
-// linearizability, epoch by epoch (historyEpoch): the fencing by token and the
-// expected versions hold under faults. HISTORY_SECONDS sets the run's length
+// recorded under their tokens, handler transactions that complete under their
+// tokens and write a business row or roll back, recoveries of leases that
+// expire after 300 ms, each consumer in turn) and operators' requeues, reads
+// and redeliveries on three receipts, while a fault injector kills random
+// sessions, and checks it for linearizability, epoch by epoch
+// (historyEpoch): the fencing by token and the expected versions hold under
+// faults, a receipt has exactly one business row per committed completion,
+// and a redelivery changes nothing. HISTORY_SECONDS sets the run's length
 // (default 5).
 func TestWorkerHistory(t *testing.T) {
 	seconds := historySeconds()
@@ -188,11 +214,22 @@ func TestWorkerHistory(t *testing.T) {
 	for i := range consumers {
 		consumers[i] = fmt.Sprintf("c%d", i)
 	}
-	ids, view := seedReceipts(t, ctx, pool, consumers, 1_000_000)
-	h := &workerHistory{pool: pool, q: db.New(pool), view: view, ids: ids, consumers: consumers,
+	if _, err := pool.Exec(ctx, `CREATE TABLE history_effects (receipt_id uuid NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	client, err := inbox.NewClient(pool, inbox.Config{MaxAttempts: 1_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &workerHistory{pool: pool, q: db.New(pool), client: client, view: admin.Operator(), consumers: consumers,
+		ids: make([]inbox.ID, receipts), msgs: make([]inbox.Message, receipts),
 		index: map[inbox.ID]int{}, counts: map[string]int{}, start: time.Now()}
-	for i, id := range ids {
-		h.index[id] = i
+	for i := range receipts {
+		h.accept(t, ctx, i)
 	}
 	state := h.read(t, ctx)
 	total := time.Duration(seconds) * time.Second
@@ -208,7 +245,7 @@ func TestWorkerHistory(t *testing.T) {
 		at := h.now()
 		for i := range receipts {
 			history = append(history, porcupine.Operation{ClientId: 100, Input: wInput{Op: "state", Receipt: i},
-				Call: at, Output: wOutput{Result: "ok", Status: end[i].Status, Version: end[i].Version, Token: end[i].Token}, Return: at + 1})
+				Call: at, Output: wOutput{Result: "ok", Status: end[i].Status, Version: end[i].Version, Token: end[i].Token, Effects: end[i].Effects}, Return: at + 1})
 		}
 		for k := range history {
 			if history[k].Output.(wOutput).Result == "unknown" {
@@ -234,6 +271,14 @@ func TestWorkerHistory(t *testing.T) {
 				t.Fatalf("epoch %d: the linearizability check ran out of time (%d operations): kept in %s", epochs, len(history), path)
 			}
 			t.Fatalf("epoch %d: the history is not linearizable (%s): kept in %s", epochs, res, path)
+		}
+		// A COMPLETED receipt changes no more: its consumer gets a new
+		// message for the next epoch.
+		for i, r := range end {
+			if r.Status == "COMPLETED" {
+				h.accept(t, ctx, i)
+				end[i] = h.read(t, ctx)[i]
+			}
 		}
 		state = end
 	}
@@ -272,8 +317,10 @@ func writeHistory(t *testing.T, path string, initial wState, history []porcupine
 type workerHistory struct {
 	pool      *pgxpool.Pool
 	q         *db.Queries
+	client    *inbox.Client
 	view      *inbox.AdminView
-	ids       []inbox.ID
+	ids       []inbox.ID      // each history receipt's current receipt
+	msgs      []inbox.Message // and its message, for redeliveries
 	consumers []string
 	index     map[inbox.ID]int
 	start     time.Time
@@ -301,8 +348,32 @@ func (h *workerHistory) read(t *testing.T, ctx context.Context) wState {
 		if token != nil {
 			s[i].Token = token.String()
 		}
+		err = retry(func() error {
+			return h.pool.QueryRow(ctx, `SELECT count(*) FROM history_effects WHERE receipt_id = $1`, id).Scan(&s[i].Effects)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	return s
+}
+
+// accept gives history receipt i a new message of its consumer.
+func (h *workerHistory) accept(t *testing.T, ctx context.Context, i int) {
+	t.Helper()
+	n := len(h.index)
+	msg := inbox.Message{Identity: inbox.Identity{Scope: inbox.Global(), Source: "history", Consumer: h.consumers[i], MessageID: fmt.Sprint(n)},
+		EventType: "e", SchemaVersion: 1, Payload: map[string]int{"n": n}}
+	var res inbox.AcceptResult
+	err := retry(func() (err error) { res, err = h.client.Accept(ctx, msg); return err })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != inbox.Accepted {
+		t.Fatalf("message %d: %s, want accepted", n, res.Outcome)
+	}
+	h.ids[i], h.msgs[i] = res.ID, msg
+	h.index[res.ID] = i
 }
 
 // quiesce waits until no other session of the database runs a statement:
@@ -328,6 +399,33 @@ func (h *workerHistory) quiesce(t *testing.T, ctx context.Context) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// complete runs a handler transaction on a claimed receipt: the completion
+// under its token first, as the worker does, then one business row; it
+// commits, or rolls back when rollback is set. It returns ok, lost (the
+// completion found no receipt under the token), rolled_back (also when a
+// statement before the commit failed) or unknown (the commit failed).
+func (h *workerHistory) complete(ctx context.Context, id inbox.ID, token inbox.ID, rollback bool) string {
+	tx, err := h.pool.Begin(ctx)
+	if err != nil {
+		return "rolled_back"
+	}
+	defer tx.Rollback(context.Background())
+	rows, err := db.New(tx).ReceiptStart(ctx, db.ReceiptStartParams{Ids: []string{id.UUIDString()}, Tokens: []string{token.UUIDString()}})
+	switch {
+	case err != nil:
+		return "rolled_back"
+	case len(rows) == 0:
+		return "lost"
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO history_effects (receipt_id) VALUES ($1)`, id); err != nil || rollback {
+		return "rolled_back"
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return "unknown"
+	}
+	return "ok"
 }
 
 // run runs the clients and the fault injector for d and returns the history.
@@ -371,6 +469,15 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 					continue
 				}
 				time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+				// Rarely: a COMPLETED receipt changes no more until the
+				// next epoch gives its consumer a new message.
+				if rng.IntN(8) == 0 {
+					in.Op = "complete"
+					call = h.now()
+					out = wOutput{Result: h.complete(ctx, ids[i], tok, rng.IntN(4) == 0)}
+					record(c, in, call, out, h.now())
+					continue
+				}
 				in.Op = "fail"
 				call = h.now()
 				_, err = q.ReceiptFail(ctx, db.ReceiptFailParams{Dead: true, DelayMs: 0, LastError: "history", ID: ids[i], ClaimToken: tok})
@@ -408,6 +515,19 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 			known := make([]int64, receipts)
 			for runCtx.Err() == nil {
 				i := rng.IntN(receipts)
+				if rng.IntN(8) == 0 {
+					call := h.now()
+					res, err := h.client.Accept(ctx, h.msgs[i])
+					if err != nil {
+						continue // the identity exists: a failed redelivery changed nothing
+					}
+					out := wOutput{Result: "ok", Status: string(res.Status)}
+					if res.Outcome != inbox.Duplicate {
+						out.Result = string(res.Outcome)
+					}
+					record(c, wInput{Op: "accept", Receipt: i}, call, out, h.now())
+					continue
+				}
 				if rng.IntN(2) == 0 {
 					call := h.now()
 					r, err := view.Get(ctx, ids[i])
