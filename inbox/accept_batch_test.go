@@ -1,13 +1,11 @@
 package inbox_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -338,58 +336,12 @@ func TestAcceptBatchInEveryExecMode(t *testing.T) {
 	}
 }
 
-// replyLoser forwards a connection until a write contains marker while armed;
-// then it lets the server work for a moment and drops the connection before the
-// reply is read, like a network cut after COMMIT was sent.
-type replyLoser struct {
-	net.Conn
-	marker string
-	armed  *atomic.Bool
-	lost   atomic.Bool
-}
-
-func (c *replyLoser) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	if err == nil && bytes.Contains(b, []byte(c.marker)) && c.armed.CompareAndSwap(true, false) {
-		c.lost.Store(true)
-	}
-	return n, err
-}
-
-func (c *replyLoser) Read(b []byte) (int, error) {
-	if c.lost.Load() {
-		time.Sleep(300 * time.Millisecond)
-		c.Conn.Close()
-		return 0, errors.New("test: reply lost")
-	}
-	return c.Conn.Read(b)
-}
-
-// losingPool returns a pool whose connections lose the reply to the next
-// statement containing marker once armed is set.
-func losingPool(t *testing.T, marker string, armed *atomic.Bool) *pgxpool.Pool {
-	pool, _ := newPool(t, func(c *pgxpool.Config) {
-		// Every execution carries the SQL text (no prepared statements), and
-		// the reply is lost after the statement ran, not after a Describe.
-		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
-		dial := c.ConnConfig.DialFunc
-		c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			conn, err := dial(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &replyLoser{Conn: conn, marker: marker, armed: armed}, nil
-		}
-	})
-	return pool
-}
-
 func TestAcceptBatchLostReplyIsUncertainThenReconciles(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	var armed atomic.Bool
-	pool := losingPool(t, "INSERT INTO pginbox_receipts", &armed)
+	pool := losingPool(t, "INSERT INTO pginbox_receipts", &armed, pgx.QueryExecModeExec, 0)
 	c := newClient(t, pool, inbox.Config{})
 	msgs := []inbox.Message{orderMsg("evt-1", raw(`{}`)), orderMsg("evt-2", raw(`{}`))}
 

@@ -1,68 +1,35 @@
 package inbox_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
 )
 
-// cutAfterSend loses the reply to the accept statement: once the statement is
-// sent, the next read waits until the server has had time to execute and commit
-// it, then closes the connection instead of returning the reply.
-type cutAfterSend struct {
-	net.Conn
-	armed *atomic.Bool
-	sent  *atomic.Bool
-}
-
-func (c cutAfterSend) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	if err == nil && bytes.Contains(b, []byte("INSERT INTO pginbox_receipts")) && c.armed.CompareAndSwap(true, false) {
-		c.sent.Store(true)
-	}
-	return n, err
-}
-
-func (c cutAfterSend) Read(b []byte) (int, error) {
-	if c.sent.Load() {
-		time.Sleep(300 * time.Millisecond)
-		c.Conn.Close()
-		return 0, errors.New("test: connection cut before the reply arrived")
-	}
-	return c.Conn.Read(b)
-}
-
 func TestLostCommitReplyIsUncertainThenReconciles(t *testing.T) {
 	t.Parallel()
-	for name, mode := range map[string]pgx.QueryExecMode{
-		"simple protocol":   pgx.QueryExecModeSimpleProtocol,
-		"extended protocol": pgx.QueryExecModeExec,
+	type variant struct {
+		mode      pgx.QueryExecMode
+		slowWrite time.Duration
+	}
+	for name, v := range map[string]variant{
+		"simple protocol":               {mode: pgx.QueryExecModeSimpleProtocol},
+		"extended protocol":             {mode: pgx.QueryExecModeExec},
+		"simple protocol, slow write":   {mode: pgx.QueryExecModeSimpleProtocol, slowWrite: 40 * time.Millisecond},
+		"extended protocol, slow write": {mode: pgx.QueryExecModeExec, slowWrite: 40 * time.Millisecond},
 	} {
 		t.Run(name, func(t *testing.T) {
 			is := is.New(t)
 			ctx := context.Background()
 			var armed atomic.Bool
-			pool, _ := newPool(t, func(c *pgxpool.Config) {
-				c.ConnConfig.DefaultQueryExecMode = mode
-				dial := c.ConnConfig.DialFunc
-				c.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-					conn, err := dial(ctx, network, addr)
-					if err != nil {
-						return nil, err
-					}
-					return cutAfterSend{Conn: conn, armed: &armed, sent: new(atomic.Bool)}, nil
-				}
-			})
+			pool := losingPool(t, "INSERT INTO pginbox_receipts", &armed, v.mode, v.slowWrite)
 			c := newClient(t, pool, inbox.Config{})
 			msg := orderMsg("evt-lost", map[string]string{"orderId": "o-1"})
 

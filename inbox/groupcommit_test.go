@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
@@ -166,7 +167,7 @@ func TestGroupCommitLostReplyIsUncertainForTheWholeBatch(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	var armed atomic.Bool
-	pool := losingPool(t, "INSERT INTO pginbox_receipts", &armed)
+	pool := losingPool(t, "INSERT INTO pginbox_receipts", &armed, pgx.QueryExecModeExec, 0)
 	c := newClient(t, pool, inbox.Config{GroupCommit: true, GroupCommitFlushers: 1})
 
 	var msgs []inbox.Message
