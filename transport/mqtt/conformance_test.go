@@ -56,7 +56,19 @@ func (d driver) PrivateBroker(t *testing.T) conformance.Broker {
 	if d.cleanRestart {
 		return conformance.Cleanly(p)
 	}
-	return p
+	return killRecorder{p}
+}
+
+// killed holds the addresses of the private brokers a test SIGKILLed.
+var killed sync.Map
+
+// killRecorder is a private broker whose Restart (a SIGKILL) is recorded
+// in killed.
+type killRecorder struct{ *conformance.Process }
+
+func (k killRecorder) Restart(t testing.TB) {
+	killed.Store(k.Addr(), true)
+	k.Process.Restart(t)
 }
 
 func startMosquitto(t *testing.T) *conformance.Process {
@@ -200,12 +212,21 @@ func (driver) NewChannel(t *testing.T, addr string) conformance.Channel {
 	_ = s.Disconnect(&paho.Disconnect{})
 	// Runs after the consumers stopped: what the broker still holds for
 	// the session, read by resuming it, is the broker's own count of the
-	// messages never acknowledged.
+	// messages never acknowledged. Not after a SIGKILL: Mosquitto then
+	// restores its last save, which can predate acknowledgements it had
+	// received, and sends those messages again. The consumer acknowledges
+	// each copy again, so its count of acknowledgements reaches the number
+	// sent, and the case stops it, while copies are still on their way.
 	t.Cleanup(func() {
-		if !t.Failed() {
-			if n := e.leftovers(t); n != 0 {
-				t.Errorf("the broker still held %d messages for the consumer's session at the end", n)
-			}
+		if t.Failed() {
+			return
+		}
+		n := e.leftovers(t)
+		switch _, wasKilled := killed.Load(addr); {
+		case n != 0 && wasKilled:
+			t.Logf("the broker still held %d messages for the consumer's session at the end; not checked after a SIGKILL (see NewChannel)", n)
+		case n != 0:
+			t.Errorf("the broker still held %d messages for the consumer's session at the end", n)
 		}
 	})
 	return c
