@@ -424,7 +424,14 @@ func consumerRestart(t *testing.T, d ConsumerDriver) {
 		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return ledger.Receipts(t) >= at })
 		b.Restart(t)
 	}
-	drill.Eventually(t, 60*time.Second, "every message received after the restart", func() bool { return ledger.Receipts(t) == n })
+	deadline := time.Now().Add(60 * time.Second)
+	for ledger.Receipts(t) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 60s waiting for every message received after the restart: %d receipts of %d sent, %d unsettled",
+				ledger.Receipts(t), n, ch.Unsettled(t))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	settled(t, ch, 60*time.Second)
 	ledger.Report(t, "consumer broker restart", all, n)
 }
