@@ -67,7 +67,8 @@ func serveKumo() bool {
 	if err != nil {
 		fail(err)
 	}
-	front := &http.Server{Handler: httputil.NewSingleHostReverseProxy(target), ReadHeaderTimeout: 10 * time.Second}
+	held := newInflight()
+	front := &http.Server{Handler: held.track(httputil.NewSingleHostReverseProxy(target)), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = front.Serve(ln) }()
 
 	stop := make(chan os.Signal, 1)
@@ -81,13 +82,17 @@ func serveKumo() bool {
 			waiting = os.Getppid() == parent
 		}
 	}
-	// No request may change the queues after the last write: long polls get
-	// two seconds, then their connections are closed (what they took stays
-	// in flight and comes back after its visibility timeout).
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// No request may change the queues after the last write: every request
+	// runs to its end (a long poll ends within its wait time, 1s in these
+	// tests; 20s bounds a stuck one, inside the 30s the parent waits), then
+	// what is still in flight is sent again (see inflight).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if front.Shutdown(ctx) != nil {
 		_ = front.Close()
+	}
+	if _, err := held.requeue(ctx, clientAt(target.Host)); err != nil {
+		fail(err)
 	}
 	srv.Close()                                   // waits for kumo's handlers
 	time.Sleep(25 * kumoFlush * time.Millisecond) // kumo's background write of the final state
