@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
@@ -288,7 +289,25 @@ func TestOrderingPromotionRunsOnAGenericPlan(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan" })
+	// The plans are counted on each connection as it is given back: a
+	// connection the stopping worker was using is destroyed, and its
+	// counts with it.
+	var mu sync.Mutex
+	plans := map[uint32][2]int64{} // backend PID -> generic, custom
+	pool, _ := newPool(t, func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+		c.AfterRelease = func(conn *pgx.Conn) bool {
+			var g, cu int64
+			err := conn.QueryRow(context.Background(), `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
+				FROM pg_prepared_statements WHERE statement LIKE '%-- name: ' || 'ReceiptPromote %'`).Scan(&g, &cu)
+			if err == nil {
+				mu.Lock()
+				plans[conn.PgConn().PID()] = [2]int64{g, cu}
+				mu.Unlock()
+			}
+			return err == nil
+		}
+	})
 	c := newClient(t, pool, inbox.Config{})
 	for n := 1; n <= 8; n++ {
 		_, err := c.Accept(ctx, orderedMsg(inbox.Tenant("t1"), "k1", n))
@@ -298,17 +317,14 @@ func TestOrderingPromotionRunsOnAGenericPlan(t *testing.T) {
 	is.NoErr(w.Start(ctx))
 	eventually(t, 30*time.Second, "every message handled", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 8 })
 	is.NoErr(w.Stop(ctx))
+	eventually(t, 10*time.Second, "every connection given back", func() bool { return pool.Stat().AcquiredConns() == 0 })
 
 	var generic, custom int64
-	conns := pool.AcquireAllIdle(ctx)
-	for _, conn := range conns {
-		var g, c int64
-		err := conn.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0), coalesce(sum(custom_plans), 0)
-			FROM pg_prepared_statements WHERE statement LIKE '%-- name: ' || 'ReceiptPromote %'`).Scan(&g, &c)
-		is.NoErr(err)
-		generic, custom = generic+g, custom+c
-		conn.Release()
+	mu.Lock()
+	for _, p := range plans {
+		generic, custom = generic+p[0], custom+p[1]
 	}
+	mu.Unlock()
 	is.True(generic >= 7) // the commits of receipts 1 to 7 promoted the next
 	is.Equal(custom, int64(0))
 }
