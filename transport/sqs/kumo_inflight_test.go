@@ -113,20 +113,18 @@ func (f *inflight) deleted(handle string) {
 
 // requeue sends every message still in flight again through c (kumo
 // itself), as new messages: a copy of one the consumer already accepted is
-// a Duplicate to the inbox. It returns how many it sent.
-func (f *inflight) requeue(ctx context.Context, c *sqs.Client) (int, error) {
+// a Duplicate to the inbox.
+func (f *inflight) requeue(ctx context.Context, c *sqs.Client) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n := 0
 	for id, m := range f.byID {
 		_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(m.queueURL), MessageBody: aws.String(m.body), MessageAttributes: m.attributes})
 		if err != nil {
-			return n, err
+			return err
 		}
 		delete(f.byID, id)
-		n++
 	}
-	return n, nil
+	return nil
 }
 
 // A restart of the test's kumo keeps what was in flight, as Amazon SQS

@@ -91,7 +91,7 @@ func serveKumo() bool {
 	if front.Shutdown(ctx) != nil {
 		_ = front.Close()
 	}
-	if _, err := held.requeue(ctx, clientAt(target.Host)); err != nil {
+	if err := held.requeue(ctx, clientAt(target.Host)); err != nil {
 		fail(err)
 	}
 	srv.Close()                                   // waits for kumo's handlers
