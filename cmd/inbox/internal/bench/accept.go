@@ -135,11 +135,15 @@ func (s *suite) acceptScenario(ctx context.Context, sp acceptSpec) *Result {
 			label := fmt.Sprintf("%s %s round %d/%d", sp.name, side, round+1, s.o.Rounds)
 			switch side {
 			case "pginbox", sideHooked, sideRLS:
-				got, err = s.pginboxAccept(ctx, sp, label, side, round, &oc)
+				profile := ""
+				if side == "pginbox" {
+					profile = fmt.Sprintf("%s-round%d", sp.name, round+1)
+				}
+				got, err = s.pginboxAccept(ctx, sp, label, side, round, &oc, profile)
 			case "raw":
-				got, err = s.rawAccept(ctx, sp, label, round, rawAcceptSQL, &oc)
+				got, err = s.rawAccept(ctx, sp, label, round, rawAcceptSQL, &oc, fmt.Sprintf("%s-raw-round%d", sp.name, round+1))
 			case "raw-notify":
-				got, err = s.rawAccept(ctx, sp, label, round, rawNotifyAcceptSQL, &oc)
+				got, err = s.rawAccept(ctx, sp, label, round, rawNotifyAcceptSQL, &oc, "")
 			}
 			if err != nil {
 				r.failf("%s: %v", side, err)
@@ -220,7 +224,8 @@ func (s *suite) checkAccept(ctx context.Context, r *Result, sp acceptSpec, side 
 	}
 }
 
-func (s *suite) pginboxAccept(ctx context.Context, sp acceptSpec, label, side string, round int, oc *outcomeCounts) (sample, error) {
+// A non-empty profile names the phase's profile (startProfile).
+func (s *suite) pginboxAccept(ctx context.Context, sp acceptSpec, label, side string, round int, oc *outcomeCounts, profile string) (sample, error) {
 	base := s.base
 	if side == sideRLS {
 		off, err := s.rlsOn(ctx)
@@ -245,7 +250,8 @@ func (s *suite) pginboxAccept(ctx context.Context, sp acceptSpec, label, side st
 		id, k, f := sp.plan(side, round, i)
 		msgs[i], fresh[i] = message(id, k), f
 	}
-	return load(ctx, s.prog, label, sp.calls, sp.workers, 1, func(ctx context.Context, i int) error {
+	stopProfile := s.startProfile(profile)
+	got := load(ctx, s.prog, label, sp.calls, sp.workers, 1, func(ctx context.Context, i int) error {
 		res, err := client.Accept(ctx, msgs[i])
 		if err != nil {
 			return err
@@ -259,7 +265,9 @@ func (s *suite) pginboxAccept(ctx context.Context, sp acceptSpec, label, side st
 			oc.duplicates.Add(1)
 		}
 		return nil
-	}), nil
+	})
+	stopProfile(got.calls)
+	return got, nil
 }
 
 // rawArgs is one raw accept call, prepared before the clock starts.
@@ -270,7 +278,7 @@ type rawArgs struct {
 	payload     string
 }
 
-func (s *suite) rawAccept(ctx context.Context, sp acceptSpec, label string, round int, insertSQL string, oc *outcomeCounts) (sample, error) {
+func (s *suite) rawAccept(ctx context.Context, sp acceptSpec, label string, round int, insertSQL string, oc *outcomeCounts, profile string) (sample, error) {
 	pool, err := newPool(ctx, s.base, sp.workers)
 	if err != nil {
 		return sample{}, err
@@ -283,7 +291,8 @@ func (s *suite) rawAccept(ctx context.Context, sp acceptSpec, label string, roun
 		fp := inbox.Fingerprint(benchEventType, 1, []byte(p)) // fixture data, not timed
 		args[i] = rawArgs{id: newID(), messageID: id, fingerprint: fp[:], payload: p}
 	}
-	return load(ctx, s.prog, label, sp.calls, sp.workers, 1, func(ctx context.Context, i int) error {
+	stopProfile := s.startProfile(profile)
+	got := load(ctx, s.prog, label, sp.calls, sp.workers, 1, func(ctx context.Context, i int) error {
 		a := &args[i]
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
@@ -316,7 +325,9 @@ func (s *suite) rawAccept(ctx context.Context, sp acceptSpec, label string, roun
 		}
 		oc.duplicates.Add(1)
 		return nil
-	}), nil
+	})
+	stopProfile(got.calls)
+	return got, nil
 }
 
 func round2(f float64) float64 {

@@ -72,7 +72,7 @@ func CommandWithHooks(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&o.ClaimBatch, "claim-batch", 0, "WorkerConfig.ClaimBatch of the ingest workers (0: the worker's default)")
 	fs.IntVar(&o.ClaimScopes, "claim-scopes", 0, "WorkerConfig.ClaimScopes of the fairness worker (0: the worker's default)")
 	fs.IntVar(&o.RetainedRows, "retained-rows", 1_000_000, "COMPLETED receipts in retained-1m")
-	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile, a pg_stat_statements report, sampled wait events and a CPU account of every pginbox drain, ordered, jobs and ingest phase (and of the raw drain loops) to this directory")
+	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile, a pg_stat_statements report, sampled wait events and a CPU account of every pginbox accept, drain, ordered, jobs and ingest phase (and of the raw accept and drain loops) to this directory")
 	fs.DurationVar(&o.Hold, "hold", 30*time.Second, "xmin-hold: how long an idle transaction holds the xmin horizon")
 	fs.DurationVar(&o.HoldAround, "hold-around", 10*time.Second, "xmin-hold: load before and after the hold")
 	fs.IntVar(&o.HoldRate, "hold-rate", 200, "xmin-hold: accepts per second")

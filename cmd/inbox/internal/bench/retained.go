@@ -154,9 +154,9 @@ func (s *suite) retainedPhase(ctx context.Context, r *Result, sp acceptSpec, d *
 	var got sample
 	var err error
 	if side == "pginbox" {
-		got, err = d.s.pginboxAccept(ctx, sp, label, side, round, &oc)
+		got, err = d.s.pginboxAccept(ctx, sp, label, side, round, &oc, "")
 	} else {
-		got, err = d.s.rawAccept(ctx, sp, label, round, rawAcceptSQL, &oc)
+		got, err = d.s.rawAccept(ctx, sp, label, round, rawAcceptSQL, &oc, "")
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", d.what, side, err)
