@@ -82,6 +82,58 @@ func (q *Queries) ReceiptAccept(ctx context.Context, arg ReceiptAcceptParams) (R
 	return i, err
 }
 
+const receiptAcceptRouted = `-- name: ReceiptAcceptRouted :one
+SELECT w.receipt_id AS id, w.status
+FROM pginbox_accept(
+    $1, $2, $3, $4, $5, $6,
+    $7, $8, $9, $10, $11, $12
+) w
+`
+
+type ReceiptAcceptRoutedParams struct {
+	ID            inboxtype.ID
+	ScopeKind     string
+	ScopeID       string
+	Source        string
+	Consumer      string
+	MessageID     string
+	EventType     string
+	SchemaVersion int32
+	Fingerprint   []byte
+	Payload       string
+	Metadata      string
+	MaxAttempts   int32
+}
+
+type ReceiptAcceptRoutedRow struct {
+	ID     inboxtype.ID
+	Status string
+}
+
+// Accept on Citus: pginbox_accept (schema v10) inserts the receipt and its
+// queue row, none for an identity that exists. Outside a transaction Citus
+// hands the call to the scope's node, which runs both inserts and commits
+// there; in a transaction each insert is routed to that node.
+func (q *Queries) ReceiptAcceptRouted(ctx context.Context, arg ReceiptAcceptRoutedParams) (ReceiptAcceptRoutedRow, error) {
+	row := q.db.QueryRow(ctx, receiptAcceptRouted,
+		arg.ID,
+		arg.ScopeKind,
+		arg.ScopeID,
+		arg.Source,
+		arg.Consumer,
+		arg.MessageID,
+		arg.EventType,
+		arg.SchemaVersion,
+		arg.Fingerprint,
+		arg.Payload,
+		arg.Metadata,
+		arg.MaxAttempts,
+	)
+	var i ReceiptAcceptRoutedRow
+	err := row.Scan(&i.ID, &i.Status)
+	return i, err
+}
+
 const receiptByIdentity = `-- name: ReceiptByIdentity :one
 SELECT r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint
 FROM pginbox_receipts r
@@ -151,10 +203,8 @@ type ReceiptInsertRoutedParams struct {
 	MaxAttempts   int32
 }
 
-// Accept on Citus, step 1: the receipt alone, INSERT ... VALUES with the
-// scope, so it runs on the scope's node only. It runs in one transaction
-// with ReceiptQueueRouted (and ReceiptNotify for the wake-up, on the
-// coordinator), sent as one pipeline: one round trip, one commit on one node.
+// The receipt alone, INSERT ... VALUES with the scope, so on Citus it runs on
+// the scope's node only: the batch accept there sends one per message.
 func (q *Queries) ReceiptInsertRouted(ctx context.Context, arg ReceiptInsertRoutedParams) error {
 	_, err := q.db.Exec(ctx, receiptInsertRouted,
 		arg.ID,
@@ -182,63 +232,4 @@ FROM unnest($1::text[]) AS c (name)
 func (q *Queries) ReceiptNotify(ctx context.Context, consumers []string) error {
 	_, err := q.db.Exec(ctx, receiptNotify, consumers)
 	return err
-}
-
-const receiptQueueRouted = `-- name: ReceiptQueueRouted :exec
-INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
-SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
-FROM pginbox_receipts r
-WHERE r.scope_id = $1::text AND r.id = $2
-`
-
-type ReceiptQueueRoutedParams struct {
-	ScopeID string
-	ID      inboxtype.ID
-}
-
-// Accept on Citus, step 2: the queue row of the receipt step 1 inserted,
-// none when the identity existed (its new ID was not inserted). A colocated
-// INSERT ... SELECT filtered on the scope: it runs on the scope's node.
-// (Citus refuses a RETURNING here: ReceiptQueuedRouted reads the row.)
-func (q *Queries) ReceiptQueueRouted(ctx context.Context, arg ReceiptQueueRoutedParams) error {
-	_, err := q.db.Exec(ctx, receiptQueueRouted, arg.ScopeID, arg.ID)
-	return err
-}
-
-const receiptQueuedRouted = `-- name: ReceiptQueuedRouted :many
-SELECT w.receipt_id AS id, w.status
-FROM pginbox_work w
-WHERE w.scope_id = $1::text AND w.receipt_id = $2
-`
-
-type ReceiptQueuedRoutedParams struct {
-	ScopeID string
-	ID      inboxtype.ID
-}
-
-type ReceiptQueuedRoutedRow struct {
-	ID     inboxtype.ID
-	Status string
-}
-
-// Accept on Citus, step 3: the queue row step 2 inserted, none for an
-// identity that existed.
-func (q *Queries) ReceiptQueuedRouted(ctx context.Context, arg ReceiptQueuedRoutedParams) ([]ReceiptQueuedRoutedRow, error) {
-	rows, err := q.db.Query(ctx, receiptQueuedRouted, arg.ScopeID, arg.ID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []ReceiptQueuedRoutedRow{}
-	for rows.Next() {
-		var i ReceiptQueuedRoutedRow
-		if err := rows.Scan(&i.ID, &i.Status); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }

@@ -1,6 +1,7 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,153 +13,92 @@ import (
 	"github.com/pginbox/pginbox/db"
 )
 
-// acceptRouted is Accept's first statement on Citus. ReceiptAccept's CTE is
-// pulled through the coordinator, which opens a connection to every worker
-// node, so one node down would stop every tenant's accepts. Here the receipt
-// (ReceiptInsertRouted) and its queue row (ReceiptQueueRouted, read back by
-// ReceiptQueuedRouted) are statements routed to the scope's node, with the wake-up (ReceiptNotify)
-// on the coordinator, in one explicit transaction sent as one pipeline: one
-// round trip, and a commit on the scope's node alone.
+// acceptRouted is Accept's insert on Citus. ReceiptAccept's CTE is pulled
+// through the coordinator, which opens a connection to every worker node, so
+// one node down would stop every tenant's accepts. ReceiptAcceptRouted calls
+// pginbox_accept, which Citus hands whole to the scope's node when it runs
+// outside a transaction: one statement on the coordinator, both inserts and
+// a one-phase commit on that node. With the scope for row-level security
+// (withScope) it runs in a transaction of its own (scoped), where Citus
+// routes each insert instead.
 //
-// The wake-up is sent for a duplicate too (the pipeline cannot know before
-// it runs): a worker then wakes and finds nothing.
+// The wake-up (ReceiptNotify, on the coordinator) follows the commit in a
+// round trip of its own, for a new receipt only. If it fails, the receipt is
+// accepted all the same and the workers find it when they next poll.
 //
 // It returns pgx.ErrNoRows when the identity exists, as ReceiptAccept does.
 func acceptRouted(ctx context.Context, conn *pgxpool.Conn, d *draft, notify, withScope bool) (db.ReceiptAcceptRow, error) {
-	return sendAcceptRouted(ctx, conn, conn, d, notify, withScope)
-}
-
-// acceptRoutedTx is AcceptTx's insert on Citus: acceptRouted's statements in
-// the caller's transaction tx (which has the scope), without BEGIN and
-// COMMIT. A duplicate leaves tx usable, as ReceiptAccept's does.
-func acceptRoutedTx(ctx context.Context, tx pgx.Tx, d *draft) (db.ReceiptAcceptRow, error) {
-	return sendAcceptRouted(ctx, tx, nil, d, true, false)
-}
-
-// sendAcceptRouted sends the routed accept on b: in a transaction of its
-// own on conn, or in the caller's when conn is nil.
-func sendAcceptRouted(ctx context.Context, b0 batcher, conn *pgxpool.Conn, d *draft, notify, withScope bool) (db.ReceiptAcceptRow, error) {
-	own := conn != nil
-	b := &pgx.Batch{}
-	if own {
-		b.Queue("BEGIN")
-	}
+	var dbtx db.DBTX = conn
 	if withScope {
-		// SET LOCAL, which reaches the scope's node (scope_citus.go).
-		if err := queueScopeCitus(ctx, b, scopeParams(d.identity.Scope)); err != nil {
-			return db.ReceiptAcceptRow{}, err
-		}
+		dbtx = scoped(conn, d.identity.Scope, true)
 	}
-	q := db.New(batchQueue{b})
-	p := d.acceptParams(false)
-	_ = q.ReceiptInsertRouted(ctx, db.ReceiptInsertRoutedParams{
-		ID: p.ID, ScopeKind: p.ScopeKind, ScopeID: p.ScopeID, Source: p.Source,
-		Consumer: p.Consumer, MessageID: p.MessageID, EventType: p.EventType,
-		SchemaVersion: p.SchemaVersion, Fingerprint: p.Fingerprint, Payload: p.Payload,
-		Metadata: p.Metadata, MaxAttempts: p.MaxAttempts,
-	})
-	_ = q.ReceiptQueueRouted(ctx, db.ReceiptQueueRoutedParams{ScopeID: p.ScopeID, ID: p.ID})
+	row, err := db.New(dbtx).ReceiptAcceptRouted(ctx, d.acceptRoutedParams())
+	if err != nil {
+		return db.ReceiptAcceptRow{}, err
+	}
+	res := db.ReceiptAcceptRow{ID: row.ID, Status: row.Status}
+	if notify {
+		res.Notified = db.New(conn).ReceiptNotify(ctx, []string{d.identity.Consumer}) == nil
+	}
+	return res, nil
+}
+
+// acceptRoutedTx is AcceptTx's insert on Citus: ReceiptAcceptRouted and the
+// wake-up in the caller's transaction tx (which has the scope), sent as one
+// pipeline; the wake-up reaches the workers when tx commits. A duplicate
+// leaves tx usable, as ReceiptAccept's does.
+func acceptRoutedTx(ctx context.Context, tx pgx.Tx, d *draft) (db.ReceiptAcceptRow, error) {
+	b := &pgx.Batch{}
 	queueQuery(ctx, b, func(q *db.Queries) error {
-		_, err := q.ReceiptQueuedRouted(ctx, db.ReceiptQueuedRoutedParams{ScopeID: p.ScopeID, ID: p.ID})
+		_, err := q.ReceiptAcceptRouted(ctx, d.acceptRoutedParams())
 		return err
 	})
-	if notify {
-		_ = q.ReceiptNotify(ctx, []string{p.Consumer})
+	_ = db.New(batchQueue{b}).ReceiptNotify(ctx, []string{d.identity.Consumer})
+	br := tx.SendBatch(ctx, b)
+	var row db.ReceiptAcceptRow
+	err := br.QueryRow().Scan(&row.ID, &row.Status)
+	row.Notified = err == nil
+	_, nerr := br.Exec()
+	if err == nil || errors.Is(err, pgx.ErrNoRows) {
+		err = cmp.Or(nerr, err) // a failed insert fails the wake-up too: keep the first error
 	}
-	if own {
-		b.Queue("COMMIT")
-	}
-
-	ahead := 0 // the scope, with the BEGIN before it (sendScoped)
-	if withScope {
-		ahead = scopeStatementsCitus
-		if own {
-			ahead++
-		}
-	}
-	br := sendScoped(ctx, b0, b, ahead)
-	row, err := readAcceptRouted(br, withScope, notify, own)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		if own && conn.Conn().PgConn().TxStatus() != 'I' {
-			// A failed statement left the transaction open (aborted): end it
-			// so the connection goes back to the pool clean.
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
 		return db.ReceiptAcceptRow{}, err
 	}
-	if row == nil {
-		return db.ReceiptAcceptRow{}, pgx.ErrNoRows
-	}
-	return *row, nil
+	return row, nil
 }
 
-// readAcceptRouted reads acceptRouted's results in order: nil when no
-// queue row was inserted (the identity exists).
-func readAcceptRouted(br pgx.BatchResults, withScope, notify, own bool) (*db.ReceiptAcceptRow, error) {
-	execs := 2 // the receipt, its queue row
-	if own {
-		execs++ // BEGIN
+// acceptRoutedParams are ReceiptAcceptRouted's arguments for d.
+func (d *draft) acceptRoutedParams() db.ReceiptAcceptRoutedParams {
+	p := d.acceptParams(false)
+	return db.ReceiptAcceptRoutedParams{
+		ID: p.ID, ScopeKind: p.ScopeKind, ScopeID: p.ScopeID, Source: p.Source,
+		Consumer: p.Consumer, MessageID: p.MessageID, EventType: p.EventType,
+		SchemaVersion: p.SchemaVersion, Fingerprint: p.Fingerprint, Payload: d.payload,
+		Metadata: p.Metadata, MaxAttempts: p.MaxAttempts,
 	}
-	if withScope {
-		execs += scopeStatementsCitus
-	}
-	for range execs {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
-	}
-	rows, err := br.Query()
-	if err != nil {
-		return nil, err
-	}
-	var row *db.ReceiptAcceptRow
-	for rows.Next() {
-		var r db.ReceiptAcceptRow
-		if err := rows.Scan(&r.ID, &r.Status); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		row = &r
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if notify {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
-		if row != nil {
-			row.Notified = true
-		}
-	}
-	if own {
-		if _, err := br.Exec(); err != nil { // COMMIT
-			return nil, err
-		}
-	}
-	return row, nil
 }
 
 // errQueued ends a generated query function whose statement queryQueue
 // queued instead of running.
 var errQueued = errors.New("pginbox: internal: queued")
 
-// queueQuery queues the one Query statement f runs, in b.
+// queueQuery queues the one Query or QueryRow statement f runs, in b.
 func queueQuery(ctx context.Context, b *pgx.Batch, f func(q *db.Queries) error) {
 	if err := f(db.New(queryQueue{b})); !errors.Is(err, errQueued) {
 		panic(fmt.Sprintf("pginbox: internal: queueQuery: %v", err))
 	}
 }
 
-// queryQueue is a db.DBTX that queues a Query in a batch instead of running it.
+// queryQueue is a db.DBTX that queues a Query or QueryRow in a batch instead
+// of running it.
 type queryQueue struct{ b *pgx.Batch }
 
 func (q queryQueue) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	return pgconn.CommandTag{}, errors.New("pginbox: internal: queryQueue queues Query only")
+	return pgconn.CommandTag{}, errors.New("pginbox: internal: queryQueue queues Query and QueryRow only")
 }
 
 func (q queryQueue) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
@@ -166,6 +106,7 @@ func (q queryQueue) Query(_ context.Context, sql string, args ...any) (pgx.Rows,
 	return nil, errQueued
 }
 
-func (q queryQueue) QueryRow(context.Context, string, ...any) pgx.Row {
-	return errRow{errors.New("pginbox: internal: queryQueue queues Query only")}
+func (q queryQueue) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	q.b.Queue(sql, args...)
+	return errRow{errQueued}
 }

@@ -23,7 +23,7 @@ type Client struct {
 	wakeups  *wakeups
 	closed   atomic.Bool
 	// layout says whether the tables are distributed (Citus): Accept then
-	// routes its statements to the scope's node (acceptRouted).
+	// hands its accept to the scope's node (acceptRouted).
 	layout layout
 	// scopeAccepts is set once pginbox's row-level security refused an
 	// unscoped Accept: from then on Accept applies the scope first. Until

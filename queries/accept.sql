@@ -44,11 +44,20 @@ WHERE r.scope_kind = @scope_kind
 SELECT pg_notify('pginbox_receipt', c.name)
 FROM unnest(sqlc.arg(consumers)::text[]) AS c (name);
 
+-- name: ReceiptAcceptRouted :one
+-- Accept on Citus: pginbox_accept (schema v10) inserts the receipt and its
+-- queue row, none for an identity that exists. Outside a transaction Citus
+-- hands the call to the scope's node, which runs both inserts and commits
+-- there; in a transaction each insert is routed to that node.
+SELECT w.receipt_id AS id, w.status
+FROM pginbox_accept(
+    @id, @scope_kind, @scope_id, @source, @consumer, @message_id,
+    @event_type, @schema_version, @fingerprint, @payload, @metadata, @max_attempts
+) w;
+
 -- name: ReceiptInsertRouted :exec
--- Accept on Citus, step 1: the receipt alone, INSERT ... VALUES with the
--- scope, so it runs on the scope's node only. It runs in one transaction
--- with ReceiptQueueRouted (and ReceiptNotify for the wake-up, on the
--- coordinator), sent as one pipeline: one round trip, one commit on one node.
+-- The receipt alone, INSERT ... VALUES with the scope, so on Citus it runs on
+-- the scope's node only: the batch accept there sends one per message.
 INSERT INTO pginbox_receipts (
     id, scope_kind, scope_id, source, consumer, message_id,
     event_type, schema_version, fingerprint, payload, metadata, max_attempts
@@ -59,19 +68,3 @@ INSERT INTO pginbox_receipts (
 ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
 DO NOTHING;
 
--- name: ReceiptQueueRouted :exec
--- Accept on Citus, step 2: the queue row of the receipt step 1 inserted,
--- none when the identity existed (its new ID was not inserted). A colocated
--- INSERT ... SELECT filtered on the scope: it runs on the scope's node.
--- (Citus refuses a RETURNING here: ReceiptQueuedRouted reads the row.)
-INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
-SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
-FROM pginbox_receipts r
-WHERE r.scope_id = sqlc.arg(scope_id)::text AND r.id = sqlc.arg(id);
-
--- name: ReceiptQueuedRouted :many
--- Accept on Citus, step 3: the queue row step 2 inserted, none for an
--- identity that existed.
-SELECT w.receipt_id AS id, w.status
-FROM pginbox_work w
-WHERE w.scope_id = sqlc.arg(scope_id)::text AND w.receipt_id = sqlc.arg(id);

@@ -143,13 +143,49 @@ func value(name string, oid uint32, allScopes bool) any {
 // plan kinds.
 const (
 	router      = "router"      // one task: one shard, one node
+	delegated   = "delegated"   // a call of a function distributed by its scope argument: Citus runs it on the scope's node
 	multi       = "multi-shard" // fans out (or pulls rows to the coordinator)
 	coordinator = "coordinator" // touches no distributed table
 	notPlanned  = "not a query" // LISTEN, SET: no plan
 	refused     = "refused"     // Citus cannot run it (the error is the plan)
 )
 
-var taskCount = regexp.MustCompile(`Task Count: (\d+)`)
+var (
+	taskCount    = regexp.MustCompile(`Task Count: (\d+)`)
+	functionCall = regexp.MustCompile(`(?i)\bFROM\s+(pginbox_\w+)\s*\(`)
+)
+
+// functionKind classifies a call of pginbox's function fn, which EXPLAIN
+// cannot: Citus hands a call outside a transaction to one node when the
+// function is distributed by its scope argument and colocated with
+// pginbox_receipts (a run-time check is in inbox's Citus tests, which count
+// the commands sent to the worker nodes).
+func functionKind(t *testing.T, conn *pgx.Conn, fn string) (kind, plan string) {
+	t.Helper()
+	var arg *string
+	var colocated bool
+	err := conn.QueryRow(context.Background(), `
+		SELECT p.proargnames[d.distribution_argument_index + 1],
+			coalesce(d.colocationid = (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'pginbox_receipts'::regclass), false)
+		FROM pg_proc p
+		LEFT JOIN pg_dist_object d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+		WHERE p.proname = $1`, fn).Scan(&arg, &colocated)
+	if err != nil {
+		return refused, err.Error()
+	}
+	plan = fmt.Sprintf("function %s: distribution argument %v, colocated with pginbox_receipts: %v", fn, deref(arg), colocated)
+	if arg != nil && *arg == "p_scope_id" && colocated {
+		return delegated, plan
+	}
+	return coordinator, plan
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return *s
+}
 
 // classify runs EXPLAIN for q with representative arguments on conn.
 func classify(t *testing.T, conn *pgx.Conn, q query, allScopes bool) (kind, plan string) {
@@ -158,6 +194,9 @@ func classify(t *testing.T, conn *pgx.Conn, q query, allScopes bool) (kind, plan
 	trimmed := strings.TrimSpace(stripComments(q.sql))
 	if upper := strings.ToUpper(trimmed); strings.HasPrefix(upper, "LISTEN") || strings.HasPrefix(upper, "SET ") {
 		return notPlanned, ""
+	}
+	if m := functionCall.FindStringSubmatch(trimmed); m != nil {
+		return functionKind(t, conn, m[1])
 	}
 	sd, err := conn.Prepare(ctx, "", trimmed)
 	if err != nil {

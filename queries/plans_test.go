@@ -19,11 +19,10 @@ const (
 // router (one task on one node) unless the entry says why not.
 var plans = map[string]expectation{
 	// Accept.
-	"ReceiptAccept":              {kind: multi, why: "the single-server accept (one statement); on Citus Accept sends ReceiptInsertRouted, ReceiptQueueRouted, ReceiptQueuedRouted and ReceiptNotify in one pipelined transaction instead, and AcceptTx the same statements in the caller's transaction"},
+	"ReceiptAccept":              {kind: multi, why: "the single-server accept (one statement); on Citus Accept and AcceptTx send ReceiptAcceptRouted instead"},
+	"ReceiptAcceptRouted":        {kind: delegated},
 	"ReceiptByIdentity":          {kind: router},
 	"ReceiptInsertRouted":        {kind: router},
-	"ReceiptQueueRouted":         {kind: router},
-	"ReceiptQueuedRouted":        {kind: router},
 	"ReceiptNotify":              {kind: coordinator, why: coordinatorOnly},
 	"ReceiptAcceptBatch":         {kind: multi, why: singleNodeBatch},
 	"ReceiptsByIdentities":       {kind: multi, why: singleNodeBatch},

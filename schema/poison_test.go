@@ -10,6 +10,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/schema"
 )
 
 // A v2 database can hold a payload accepted before the accept-time number
@@ -47,7 +48,7 @@ func TestV3UpgradeQuarantinesAPayloadItCannotConvert(t *testing.T) {
 	is.NoErr(err)
 	cur, err := m.Current(ctx)
 	is.NoErr(err)
-	is.Equal(cur, int64(9))
+	is.Equal(cur, schema.Version)
 
 	type row struct {
 		status, lastError string

@@ -47,7 +47,7 @@ func TestV9OrderingUpgradeAndDown(t *testing.T) {
 	_, err = pool.Exec(ctx, `INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts) VALUES ($1, 'tenant', 'a', 'c', 10)`, pending)
 	is.NoErr(err)
 
-	applied, err := m.Up(ctx)
+	applied, err := m.UpTo(ctx, 9)
 	is.NoErr(err)
 	is.Equal(applied, []int64{9})
 	var status string
@@ -96,7 +96,7 @@ func TestV9OrderingUpgradeAndDown(t *testing.T) {
 	is.True(granted)
 
 	// And up again.
-	applied, err = m.Up(ctx)
+	applied, err = m.UpTo(ctx, 9)
 	is.NoErr(err)
 	is.Equal(applied, []int64{9})
 }
