@@ -418,12 +418,15 @@ func TestBenchCitus(t *testing.T) {
 		is.True(extra["single_per_sec"].(float64) > 0)
 		is.True(r["ratio"].(float64) > 0)
 		if r["scenario"] == "citus-accept" {
-			// The cost account: an accept is 3 routed statements on the
-			// coordinator and, on the scope's node, BEGIN,
-			// assign_distributed_transaction_id, the 3 shard statements and
-			// COMMIT; one statement on the single node.
-			is.True(extra["citus_coordinator_stmts_per_msg"].(float64) >= 3)
-			is.True(extra["citus_worker1_stmts_per_msg"].(float64)+extra["citus_worker2_stmts_per_msg"].(float64) >= 6)
+			// The cost account: an accept is one call of pginbox_accept on
+			// the coordinator (and a wake-up when one is due), which Citus
+			// hands whole to the scope's node: one statement there (the
+			// function's inserts are not top-level statements); one
+			// statement on the single node.
+			coordinator := extra["citus_coordinator_stmts_per_msg"].(float64)
+			workers := extra["citus_worker1_stmts_per_msg"].(float64) + extra["citus_worker2_stmts_per_msg"].(float64)
+			is.True(coordinator >= 1 && coordinator < 2.5) // 3.1 before the call was delegated
+			is.True(workers >= 1 && workers < 2)           // 6 before
 			is.True(extra["single_node_stmts_per_msg"].(float64) >= 1)
 			is.True(extra["single_node_stmts_per_msg"].(float64) < 2)
 		}
