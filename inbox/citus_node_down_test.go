@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,4 +165,88 @@ func TestCitusNodeDownOtherNodeFlows(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHandled(down, 2)
+}
+
+// With one worker node stopped, every claim round reports an error (the
+// discovery read needs every node) although it claims the running node's
+// scopes. Such a round made progress: the worker must keep claiming on
+// notifications, not wait for its poll as it does after a claim that got
+// nothing. The poll is 3s here: four messages accepted one after another
+// must all be handled within one poll interval.
+func TestCitusNodeDownClaimsOnNotifications(t *testing.T) {
+	const poll = 3 * time.Second
+	ctx := t.Context()
+	c, dsn := citustest.Private(t)
+	tenantOn := citustest.TenantOnEachWorker(t, c, "pginbox_receipts")
+	up := tenantOn[1]
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	client, err := inbox.NewClient(pool, inbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled atomic.Int64
+	reg := handler.NewRegistry()
+	if err := reg.Register(handler.Key{Consumer: "orders", EventType: "order.created", SchemaVersion: 1},
+		func(context.Context, *handler.Msg) error {
+			handled.Add(1)
+			return nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{
+		Consumers: []string{"orders"}, PollInterval: poll,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	accept := func(id string) {
+		t.Helper()
+		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if _, err := client.Accept(actx, inbox.Message{
+			Identity:  inbox.Identity{Scope: inbox.Tenant(up), Source: "shop", Consumer: "orders", MessageID: id},
+			EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{},
+		}); err != nil {
+			t.Fatalf("accept of %s (its node running): %v", up, err)
+		}
+	}
+	waitHandled := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for handled.Load() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d messages handled after 30s, want %d", handled.Load(), n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	accept("before") // discovery lists the scope while both nodes are up
+	waitHandled(1)
+
+	if err := c.Workers[0].Shutdown(pgcluster.ShutdownFast); err != nil {
+		t.Fatal(err)
+	}
+	// The rounds right after the shutdown may fail outright (the
+	// coordinator's connections to the node break): those wait for the poll.
+	accept("during-0")
+	waitHandled(2)
+	// One at a time, each after the last was handled: each needs a claim
+	// round of its own, which only its notification can start in time.
+	start := time.Now()
+	for i := range 4 {
+		accept(fmt.Sprint("during-", i+1))
+		waitHandled(int64(i + 3))
+	}
+	if took := time.Since(start); took >= poll {
+		t.Fatalf("4 messages took %s to be handled one after another, with the poll every %s: the claims waited for the poll, not for their notifications", took.Round(time.Millisecond), poll)
+	}
 }

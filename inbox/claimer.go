@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/pginbox/pginbox/db"
@@ -37,7 +38,12 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			leases, more, err := w.claim(ctx, n)
 			if err != nil && ctx.Err() == nil {
 				w.log.Error("pginbox worker: claim failed", "error", err)
-				failed = true
+				// A round the database answered in part (Citus, a node down)
+				// is not a database refusing work: notifications go on
+				// starting claims. Only a claim that got no answer waits for
+				// the poll.
+				var partial *partialClaimError
+				failed = !errors.As(err, &partial)
 			}
 			for _, l := range w.queue.push(leases) {
 				w.handBack(l) // stopping: nobody will run it

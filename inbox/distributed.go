@@ -100,7 +100,7 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 		w.recent.Saw(scopes, time.Now(), w.cfg.ClaimScopes)
 	}
 	var out []db.ReceiptClaimScopeRow
-	failed := 0
+	failed, answered := 0, 0
 	var claimErr error
 	for len(scopes) > 0 && len(out) < n {
 		share := max(1, (n-len(out)+len(scopes)-1)/len(scopes))
@@ -128,6 +128,7 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 				}
 				continue
 			}
+			answered++
 			out = append(out, rows...)
 			if len(rows) == k {
 				more = append(more, s)
@@ -138,5 +139,19 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 	if claimErr != nil {
 		errs = append(errs, fmt.Errorf("claiming from %d scopes (skipped, the others claimed): %w", failed, claimErr))
 	}
-	return out, errors.Join(errs...)
+	err = errors.Join(errs...)
+	if err != nil && answered > 0 {
+		err = &partialClaimError{err}
+	}
+	return out, err
 }
+
+// partialClaimError is a claim round on Citus that failed in part (a worker
+// node down: the discovery read, that node's scopes) while the other nodes
+// answered its claims. The worker goes on claiming on notifications after
+// it, as after a claim that worked; after a claim that got no answer at all
+// it waits for its poll.
+type partialClaimError struct{ err error }
+
+func (e *partialClaimError) Error() string { return e.err.Error() }
+func (e *partialClaimError) Unwrap() error { return e.err }
