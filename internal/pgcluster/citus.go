@@ -233,13 +233,18 @@ func (c *Citus) CreateDatabaseFrom(ctx context.Context, name, template string) e
 	created := make([]bool, len(nodes))
 	err := eachNode(len(nodes), func(i int) error {
 		// A session CloseTemplate ended may still be exiting (CREATE DATABASE
-		// waits 5 s for it): on a busy machine, try again a while.
+		// waits 5 s for it): on a busy machine, try again a while. A session
+		// that reached the template anyway is ended again before each retry,
+		// and named if it outlives them all.
 		var err error
 		for attempt := 1; attempt <= dropAttempts; attempt++ {
 			err = execOn(ctx, nodes[i], "postgres", "CREATE DATABASE "+quoteIdent(name)+" TEMPLATE "+quoteIdent(template)+" STRATEGY FILE_COPY")
 			var pgErr *pgconn.PgError
 			if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" {
 				break
+			}
+			if held := endSessions(ctx, nodes[i], template); held != "" {
+				err = fmt.Errorf("%w (in it: %s)", err, held)
 			}
 			select {
 			case <-ctx.Done():
@@ -382,6 +387,26 @@ func execOn(ctx context.Context, n *Cluster, dbname, sql string) error {
 	defer conn.Close(context.Background())
 	_, err = conn.Exec(ctx, sql).ReadAll()
 	return err
+}
+
+// endSessions ends the sessions in database name on n and says which they
+// were (application name or backend type, and PID), for an error message.
+func endSessions(ctx context.Context, n *Cluster, name string) string {
+	conn, err := pgconn.Connect(ctx, n.ConnString("postgres"))
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(context.Background())
+	// MATERIALIZED: the filter on the database runs before any termination.
+	res := conn.ExecParams(ctx, `WITH s AS MATERIALIZED (
+			SELECT pid, coalesce(nullif(application_name, ''), backend_type) AS who
+			FROM pg_stat_activity WHERE datname = $1)
+		SELECT coalesce(string_agg(who || ' ' || pid, ', '), '') FROM s WHERE pg_terminate_backend(pid)`,
+		[][]byte{[]byte(name)}, nil, nil, nil).Read()
+	if res.Err != nil || len(res.Rows) == 0 {
+		return ""
+	}
+	return string(res.Rows[0][0])
 }
 
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/internal/pgcluster"
@@ -279,4 +280,25 @@ func testCitusDropDatabaseSlowSession(t *testing.T, c *pgcluster.Citus) {
 	t.Logf("DropDatabase took %v", time.Since(t0))
 	is.True(<-ended != nil) // the session was ended
 	is.Equal(queryString(t, admin, "SELECT count(*)::text FROM pg_database WHERE datname = 'slow'"), "0")
+}
+
+// A session that reached a template anyway (here: one opened while it still
+// allowed connections) would make every CREATE DATABASE from it fail with
+// "being accessed by other users" for as long as it stays: CreateDatabaseFrom
+// ends it and clones.
+func TestCreateDatabaseFromEndsASessionInTheTemplate(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := t.Context()
+	c := startCitus(t, pgcluster.CitusOptions{})
+	is.NoErr(c.CreateDatabase(ctx, "tmpl"))
+	holder, err := pgx.Connect(ctx, c.Coordinator.ConnString("tmpl"))
+	is.NoErr(err)
+	defer holder.Close(context.Background())
+	is.NoErr(holder.Ping(ctx))
+
+	start := time.Now()
+	is.NoErr(c.CreateDatabaseFrom(ctx, "clone", "tmpl"))
+	t.Logf("cloned in %s", time.Since(start).Round(time.Millisecond))
+	is.True(holder.Ping(ctx) != nil) // its session was ended
 }
