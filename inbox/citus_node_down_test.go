@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,127 +71,36 @@ func TestCitusAcceptRoutesToOneNode(t *testing.T) {
 	}
 }
 
-// With one Citus worker node stopped, the other node's tenants keep
-// flowing: Accept of a tenant on the running node succeeds (the stopped
-// node's fails), and a running worker still claims and handles the running
-// node's messages although its discovery read (every shard) fails.
-func TestCitusNodeDownOtherNodeFlows(t *testing.T) {
+// nodeDownRig is a private Citus cluster (coordinator and two worker nodes)
+// with a worker running for consumer "orders" at poll, a tenant on each
+// worker node, and a count of the messages its handler ran per tenant.
+type nodeDownRig struct {
+	c        *pgcluster.Citus
+	tenantOn []string // a tenant whose shard is on c.Workers[i]
+	client   *inbox.Client
+	mu       sync.Mutex
+	handled  map[string]int
+}
+
+func newNodeDownRig(t *testing.T, poll time.Duration) *nodeDownRig {
+	t.Helper()
 	ctx := t.Context()
 	c, dsn := citustest.Private(t)
-	tenantOn := citustest.TenantOnEachWorker(t, c, "pginbox_receipts")
-	down, up := tenantOn[0], tenantOn[1]
+	r := &nodeDownRig{c: c, tenantOn: citustest.TenantOnEachWorker(t, c, "pginbox_receipts"), handled: map[string]int{}}
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	client, err := inbox.NewClient(pool, inbox.Config{})
-	if err != nil {
+	if r.client, err = inbox.NewClient(pool, inbox.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	handled := map[string]int{}
 	reg := handler.NewRegistry()
 	if err := reg.Register(handler.Key{Consumer: "orders", EventType: "order.created", SchemaVersion: 1},
 		func(_ context.Context, m *handler.Msg) error {
-			mu.Lock()
-			defer mu.Unlock()
-			handled[m.Scope.ID]++
-			return nil
-		}); err != nil {
-		t.Fatal(err)
-	}
-	count := func(tenant string) int {
-		mu.Lock()
-		defer mu.Unlock()
-		return handled[tenant]
-	}
-	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{
-		Consumers: []string{"orders"}, PollInterval: 100 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	accept := func(tenant, id string) error {
-		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		_, err := client.Accept(actx, inbox.Message{
-			Identity:  inbox.Identity{Scope: inbox.Tenant(tenant), Source: "shop", Consumer: "orders", MessageID: id},
-			EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{},
-		})
-		return err
-	}
-	waitHandled := func(tenant string, n int) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for count(tenant) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d messages handled after 30s, want %d", tenant, count(tenant), n)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	// Both nodes up: both tenants flow.
-	for _, tenant := range tenantOn {
-		if err := accept(tenant, "before"); err != nil {
-			t.Fatal(err)
-		}
-		waitHandled(tenant, 1)
-	}
-
-	if err := c.Workers[0].Shutdown(pgcluster.ShutdownFast); err != nil {
-		t.Fatal(err)
-	}
-	if err := accept(down, "during"); err == nil {
-		t.Fatalf("accept of %s succeeded with its node stopped: was it stopped?", down)
-	}
-	for i := range 3 {
-		if err := accept(up, fmt.Sprint("during-", i)); err != nil {
-			t.Fatalf("accept of %s (its node running) with the other node stopped: %v", up, err)
-		}
-	}
-	waitHandled(up, 4)
-
-	if err := c.Workers[0].Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := accept(down, "after"); err != nil {
-		t.Fatal(err)
-	}
-	waitHandled(down, 2)
-}
-
-// With one worker node stopped, every claim round reports an error (the
-// discovery read needs every node) although it claims the running node's
-// scopes. Such a round made progress: the worker must keep claiming on
-// notifications, not wait for its poll as it does after a claim that got
-// nothing. The poll is 3s here: four messages accepted one after another
-// must all be handled within one poll interval.
-func TestCitusNodeDownClaimsOnNotifications(t *testing.T) {
-	const poll = 3 * time.Second
-	ctx := t.Context()
-	c, dsn := citustest.Private(t)
-	tenantOn := citustest.TenantOnEachWorker(t, c, "pginbox_receipts")
-	up := tenantOn[1]
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	client, err := inbox.NewClient(pool, inbox.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var handled atomic.Int64
-	reg := handler.NewRegistry()
-	if err := reg.Register(handler.Key{Consumer: "orders", EventType: "order.created", SchemaVersion: 1},
-		func(context.Context, *handler.Msg) error {
-			handled.Add(1)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.handled[m.Scope.ID]++
 			return nil
 		}); err != nil {
 		t.Fatal(err)
@@ -208,43 +116,108 @@ func TestCitusNodeDownClaimsOnNotifications(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	t.Cleanup(func() { stop(); <-done })
+	return r
+}
+
+func (r *nodeDownRig) accept(ctx context.Context, tenant, id string) error {
+	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err := r.client.Accept(actx, inbox.Message{
+		Identity:  inbox.Identity{Scope: inbox.Tenant(tenant), Source: "shop", Consumer: "orders", MessageID: id},
+		EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{},
+	})
+	return err
+}
+
+func (r *nodeDownRig) count(tenant string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.handled[tenant]
+}
+
+// waitHandled waits up to 30s for n messages of tenant to be handled.
+func (r *nodeDownRig) waitHandled(t *testing.T, tenant string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for r.count(tenant) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d messages handled after 30s, want %d", tenant, r.count(tenant), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// With one Citus worker node stopped, the other node's tenants keep
+// flowing: Accept of a tenant on the running node succeeds (the stopped
+// node's fails), and a running worker still claims and handles the running
+// node's messages although its discovery read (every shard) fails.
+func TestCitusNodeDownOtherNodeFlows(t *testing.T) {
+	ctx := t.Context()
+	r := newNodeDownRig(t, 100*time.Millisecond)
+	down, up := r.tenantOn[0], r.tenantOn[1]
+	// Both nodes up: both tenants flow.
+	for _, tenant := range r.tenantOn {
+		if err := r.accept(ctx, tenant, "before"); err != nil {
+			t.Fatal(err)
+		}
+		r.waitHandled(t, tenant, 1)
+	}
+
+	if err := r.c.Workers[0].Shutdown(pgcluster.ShutdownFast); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.accept(ctx, down, "during"); err == nil {
+		t.Fatalf("accept of %s succeeded with its node stopped: was it stopped?", down)
+	}
+	for i := range 3 {
+		if err := r.accept(ctx, up, fmt.Sprint("during-", i)); err != nil {
+			t.Fatalf("accept of %s (its node running) with the other node stopped: %v", up, err)
+		}
+	}
+	r.waitHandled(t, up, 4)
+
+	if err := r.c.Workers[0].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.accept(ctx, down, "after"); err != nil {
+		t.Fatal(err)
+	}
+	r.waitHandled(t, down, 2)
+}
+
+// With one worker node stopped, every claim round reports an error (the
+// discovery read needs every node) although it claims the running node's
+// scopes. Such a round made progress: the worker must keep claiming on
+// notifications, not wait for its poll as it does after a claim that got
+// nothing. The poll is 3s here: four messages accepted one after another
+// must all be handled within one poll interval.
+func TestCitusNodeDownClaimsOnNotifications(t *testing.T) {
+	const poll = 3 * time.Second
+	ctx := t.Context()
+	r := newNodeDownRig(t, poll)
+	up := r.tenantOn[1]
 	accept := func(id string) {
 		t.Helper()
-		actx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		if _, err := client.Accept(actx, inbox.Message{
-			Identity:  inbox.Identity{Scope: inbox.Tenant(up), Source: "shop", Consumer: "orders", MessageID: id},
-			EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{},
-		}); err != nil {
+		if err := r.accept(ctx, up, id); err != nil {
 			t.Fatalf("accept of %s (its node running): %v", up, err)
 		}
 	}
-	waitHandled := func(n int64) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for handled.Load() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d messages handled after 30s, want %d", handled.Load(), n)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 	accept("before") // discovery lists the scope while both nodes are up
-	waitHandled(1)
+	r.waitHandled(t, up, 1)
 
-	if err := c.Workers[0].Shutdown(pgcluster.ShutdownFast); err != nil {
+	if err := r.c.Workers[0].Shutdown(pgcluster.ShutdownFast); err != nil {
 		t.Fatal(err)
 	}
 	// The rounds right after the shutdown may fail outright (the
 	// coordinator's connections to the node break): those wait for the poll.
 	accept("during-0")
-	waitHandled(2)
+	r.waitHandled(t, up, 2)
 	// One at a time, each after the last was handled: each needs a claim
 	// round of its own, which only its notification can start in time.
 	start := time.Now()
 	for i := range 4 {
 		accept(fmt.Sprint("during-", i+1))
-		waitHandled(int64(i + 3))
+		r.waitHandled(t, up, i+3)
 	}
 	if took := time.Since(start); took >= poll {
 		t.Fatalf("4 messages took %s to be handled one after another, with the poll every %s: the claims waited for the poll, not for their notifications", took.Round(time.Millisecond), poll)
