@@ -87,7 +87,7 @@ func (w *Worker) distributed() bool { return w.layout.cached() }
 // that was never listed waits until discovery works again.
 func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n int) ([]db.ReceiptClaimScopeRow, error) {
 	var errs []error
-	scopes, err := db.New(conn).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
+	scopes, err := db.New(pipetx.Async{Conn: conn.Conn(), OneConnPerNode: true}).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
 		Consumers: w.owned, MaxScopes: int32(most),
 	})
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/pipetx"
 	"github.com/pginbox/pginbox/internal/service"
 )
 
@@ -28,7 +29,7 @@ func (w *Worker) RecoverExpired(ctx context.Context) (int, error) {
 		// The scopes with expired leases (a read that locks nothing), then
 		// each scope's recovery in a statement of its own: on Citus, on its
 		// scope's node.
-		scopes, err := db.New(w.sys).ReceiptExpiredScopes(ctx, db.ReceiptExpiredScopesParams{Consumers: w.owned, MaxCount: batch})
+		scopes, err := db.New(pipetx.FanOut{Pool: w.sys}).ReceiptExpiredScopes(ctx, db.ReceiptExpiredScopesParams{Consumers: w.owned, MaxCount: batch})
 		if err != nil {
 			return total, dbError("recover", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/errtext"
+	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
 // claimScopesMax bounds the scopes one claim round on Citus asks.
@@ -52,7 +53,7 @@ func (r *Relay) claimRows(ctx context.Context) ([]db.OutboxClaimRow, error) {
 // (a scope never listed waits until discovery works again).
 func (r *Relay) claimScopes(ctx context.Context, n int) ([]db.OutboxClaimRow, error) {
 	var errs []error
-	scopes, err := db.New(r.pool).OutboxDueScopes(ctx, claimScopesMax)
+	scopes, err := db.New(pipetx.FanOut{Pool: r.pool}).OutboxDueScopes(ctx, claimScopesMax)
 	if err != nil {
 		scopes = r.recent.Recent(claimScopesMax)
 		if len(scopes) == 0 {
@@ -189,7 +190,7 @@ func (r *Relay) settleScopes(ctx context.Context, jobs []*job) (int, error) {
 // (OutboxRecoverScope) until a short batch.
 func (r *Relay) recoverScopes(ctx context.Context) ([]db.OutboxRecoverRow, error) {
 	q := db.New(r.pool)
-	scopes, err := q.OutboxExpiredScopes(ctx, claimScopesMax)
+	scopes, err := db.New(pipetx.FanOut{Pool: r.pool}).OutboxExpiredScopes(ctx, claimScopesMax)
 	if err != nil {
 		return nil, dbError("outbox recover: listing the scopes with expired leases", err)
 	}

@@ -21,9 +21,17 @@ import (
 // its run and that the server would otherwise plan at every call. Its plan
 // must not depend on its parameters' values. Not on Citus, which routes a
 // statement by planning it for its parameters.
+//
+// With OneConnPerNode, a statement Citus runs on many shards (a discovery
+// read) runs them one after another over one connection per worker node,
+// opening no transaction there. Citus otherwise opens more connections to a
+// node for a statement with many shards there and closes all but one after
+// it: a new server process on the node each time, which costs more than the
+// shard reads. Harmless where Citus is not loaded.
 type Async struct {
-	Conn        *pgx.Conn
-	GenericPlan bool
+	Conn           *pgx.Conn
+	GenericPlan    bool
+	OneConnPerNode bool
 }
 
 // ForceGenericPlan is the select-list item that makes the rest of a
@@ -31,18 +39,22 @@ type Async struct {
 const ForceGenericPlan = "set_config('plan_cache_mode', 'force_generic_plan', true)"
 
 const (
-	asyncSetting        = "SELECT set_config('synchronous_commit', 'off', true)"
-	asyncGenericSetting = asyncSetting + ", " + ForceGenericPlan
+	asyncSetting   = "SELECT set_config('synchronous_commit', 'off', true)"
+	oneConnPerNode = "set_config('citus.max_adaptive_executor_pool_size', '1', true), " +
+		"set_config('citus.select_opens_transaction_block', 'off', true)"
 )
 
 func (a Async) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	settings := asyncSetting
 	if a.GenericPlan {
-		b.Queue(asyncGenericSetting)
-	} else {
-		b.Queue(asyncSetting)
+		settings += ", " + ForceGenericPlan
 	}
+	if a.OneConnPerNode {
+		settings += ", " + oneConnPerNode
+	}
+	b.Queue(settings)
 	b.Queue(sql, args...)
 	b.Queue("COMMIT")
 	br := a.Conn.SendBatch(ctx, b)

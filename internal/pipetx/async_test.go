@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox/inboxtest"
@@ -172,4 +173,43 @@ func readAll(rows pgx.Rows, err error) (int, error) {
 		n++
 	}
 	return n, rows.Err()
+}
+
+// FanOut runs each statement on a connection of its pool, with the Citus
+// settings local to its transaction (placeholders where Citus is not
+// loaded), and gives the connection back when the rows end or the statement
+// fails.
+func TestFanOutReleasesItsConnection(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, inboxtest.Database(t))
+	is.NoErr(err)
+	t.Cleanup(pool.Close)
+	f := pipetx.FanOut{Pool: pool}
+
+	var size, opens string
+	is.NoErr(f.QueryRow(ctx, "SELECT current_setting('citus.max_adaptive_executor_pool_size'), current_setting('citus.select_opens_transaction_block')").Scan(&size, &opens))
+	is.Equal(size, "1")
+	is.Equal(opens, "off")
+	is.Equal(pool.Stat().AcquiredConns(), int32(0))
+
+	rows, err := f.Query(ctx, "SELECT generate_series(1, 3)")
+	is.NoErr(err)
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	is.NoErr(rows.Err())
+	is.Equal(n, 3)
+	is.Equal(pool.Stat().AcquiredConns(), int32(0))
+
+	_, err = f.Exec(ctx, "SELECT 1/0")
+	var pgErr *pgconn.PgError
+	is.True(errors.As(err, &pgErr))
+	is.Equal(pgErr.Code, "22012")
+	is.Equal(pool.Stat().AcquiredConns(), int32(0))
+	var after string
+	is.NoErr(pool.QueryRow(ctx, "SELECT coalesce(current_setting('citus.max_adaptive_executor_pool_size', true), '')").Scan(&after))
+	is.True(after != "1") // local to the transaction
 }

@@ -47,7 +47,7 @@ type costNode struct {
 
 // nodeCounters are a node's cumulative counters for the bench database.
 type nodeCounters struct {
-	xacts, rows, stmts int64
+	xacts, rows, stmts, sessions int64
 	byQuery            map[string]int64
 	cpu                time.Duration
 }
@@ -55,7 +55,7 @@ type nodeCounters struct {
 // nodeCost is what a node did over the measured part of a phase, summed
 // over the rounds.
 type nodeCost struct {
-	xacts, rows, stmts int64
+	xacts, rows, stmts, sessions int64
 	byQuery            map[string]int64
 	cpu                time.Duration
 }
@@ -88,8 +88,8 @@ func closeCostNodes(nodes []*costNode) {
 // read returns the node's counters for database db now.
 func (n *costNode) read(ctx context.Context, db string) (nodeCounters, error) {
 	c := nodeCounters{byQuery: map[string]int64{}}
-	err := n.conn.QueryRow(ctx, `SELECT xact_commit, tup_inserted + tup_updated + tup_deleted
-		FROM pg_stat_database WHERE datname = $1`, db).Scan(&c.xacts, &c.rows)
+	err := n.conn.QueryRow(ctx, `SELECT xact_commit, tup_inserted + tup_updated + tup_deleted, sessions
+		FROM pg_stat_database WHERE datname = $1`, db).Scan(&c.xacts, &c.rows, &c.sessions)
 	if err != nil {
 		return c, fmt.Errorf("%s: pg_stat_database: %w", n.name, err)
 	}
@@ -219,6 +219,7 @@ func (m *costMeter) end(ctx context.Context, msgs int) error {
 		s.xacts += c.xacts - b.xacts
 		s.rows += c.rows - b.rows
 		s.stmts += c.stmts - b.stmts
+		s.sessions += c.sessions - b.sessions
 		s.cpu += cpus[i] - b.cpu
 		for q, calls := range c.byQuery {
 			if d := calls - b.byQuery[q]; d > 0 {
@@ -252,13 +253,14 @@ func (m *costMeter) report(r *Result, side string) []string {
 		r.setExtra(key+"_xacts_per_msg", round2(per(s.xacts)))
 		r.setExtra(key+"_stmts_per_msg", round2(per(s.stmts)))
 		r.setExtra(key+"_rows_per_msg", round2(per(s.rows)))
+		r.setExtra(key+"_sessions_per_msg", round2(per(s.sessions)))
 		r.setExtra(key+"_cpu_us_per_msg", usPer(net))
 		r.setExtra(key+"_gross_cpu_us_per_msg", usPer(s.cpu))
 		r.setExtra(key+"_idle_cpu_ms_per_s", round2(idleRate*1000))
 		cpuSum += net
-		lines = append(lines, fmt.Sprintf("%s %s: %d messages in %.1fs: %.2f xacts, %.2f statements, %.2f rows written, "+
+		lines = append(lines, fmt.Sprintf("%s %s: %d messages in %.1fs: %.2f xacts, %.2f statements, %.2f rows written, %.3f sessions opened, "+
 			"%.0f CPU us per message net of %.1f CPU ms/s idle (%.0f gross)",
-			side, n.name, m.msgs, m.wall.Seconds(), per(s.xacts), per(s.stmts), per(s.rows), usPer(net), idleRate*1000, usPer(s.cpu)))
+			side, n.name, m.msgs, m.wall.Seconds(), per(s.xacts), per(s.stmts), per(s.rows), per(s.sessions), usPer(net), idleRate*1000, usPer(s.cpu)))
 		qs := slices.Collect(maps.Keys(s.byQuery))
 		slices.SortFunc(qs, func(a, b string) int { return cmp.Or(cmp.Compare(s.byQuery[b], s.byQuery[a]), cmp.Compare(a, b)) })
 		for _, q := range qs {

@@ -1,0 +1,64 @@
+package outbox_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/outbox"
+)
+
+// On Citus the relay's discovery reads (its claim's and lease recovery's)
+// run over the one connection per worker node that each coordinator session
+// keeps, instead of Citus opening more per node for their shard reads and
+// closing them after (a new server process per discovery). Slow start off
+// makes Citus open a connection per pending shard read at once.
+func TestCitusRelayDiscoveryOpensNoConnections(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	const poolSize = 4
+	cfg, err := pgxpool.ParseConfig(inboxtest.CitusDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = poolSize
+	cfg.ConnConfig.RuntimeParams["citus.enable_stat_counters"] = "on"
+	cfg.ConnConfig.RuntimeParams["citus.executor_slow_start_interval"] = "0"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var workers int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0`).Scan(&workers); err != nil {
+		t.Fatal(err)
+	}
+	const events = 32
+	for i := range events {
+		emitAs(t, pool, fmt.Sprintf("tenant-%02d", i%16), event("", i))
+	}
+	opened := func() int64 {
+		t.Helper()
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT connection_establishment_succeeded FROM citus_stat_counters
+			WHERE name = current_database()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := opened()
+	r := newRelay(t, pool, &recorder{}, outbox.RelayConfig{BatchSize: 2})
+	if n := drain(t, r); n != events {
+		t.Fatalf("the relay published %d events, want %d", n, events)
+	}
+	for range 10 {
+		if _, err := r.RecoverExpired(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, most := opened()-before, int64(poolSize*workers); got > most {
+		t.Errorf("the relay opened %d connections to the worker nodes, want at most %d (one per pool connection and node)", got, most)
+	}
+}
