@@ -48,16 +48,16 @@ type costNode struct {
 // nodeCounters are a node's cumulative counters for the bench database.
 type nodeCounters struct {
 	xacts, rows, stmts, sessions int64
-	byQuery            map[string]int64
-	cpu                time.Duration
+	byQuery                      map[string]int64
+	cpu                          time.Duration
 }
 
 // nodeCost is what a node did over the measured part of a phase, summed
 // over the rounds.
 type nodeCost struct {
 	xacts, rows, stmts, sessions int64
-	byQuery            map[string]int64
-	cpu                time.Duration
+	byQuery                      map[string]int64
+	cpu                          time.Duration
 }
 
 // openCostNodes connects to each node's postgres database and creates
@@ -287,16 +287,37 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // serverCPU returns the user + system CPU time of a postmaster (pid) and
 // its processes: the postmaster's own, its live children's, and that of the
 // children it has reaped (which the kernel adds to its cutime and cstime).
+// A child reaped while the children are read would be in neither sum (or
+// in both), so the read repeats until the postmaster's reaped time is the
+// same before and after it: the drain's backends end as its pool closes.
 func serverCPU(pid int32) (time.Duration, error) {
-	own, err := procStat(pid)
-	if err != nil {
-		return 0, fmt.Errorf("bench: CPU time of postmaster %d: %w", pid, err)
+	for range 100 {
+		before, err := procStat(pid)
+		if err != nil {
+			return 0, fmt.Errorf("bench: CPU time of postmaster %d: %w", pid, err)
+		}
+		children, err := childrenCPU(pid)
+		if err != nil {
+			return 0, fmt.Errorf("bench: CPU time of postmaster %d: %w", pid, err)
+		}
+		after, err := procStat(pid)
+		if err != nil {
+			return 0, fmt.Errorf("bench: CPU time of postmaster %d: %w", pid, err)
+		}
+		if after.cutime+after.cstime == before.cutime+before.cstime {
+			return (after.utime + after.stime + after.cutime + after.cstime + children) * time.Second / clockTicks, nil
+		}
 	}
-	total := own.utime + own.stime + own.cutime + own.cstime
+	return 0, fmt.Errorf("bench: CPU time of postmaster %d: its children kept ending during 100 reads", pid)
+}
+
+// childrenCPU returns the CPU time, in clock ticks, of pid's live children.
+func childrenCPU(pid int32) (time.Duration, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, fmt.Errorf("bench: CPU time of postmaster %d: %w", pid, err)
+		return 0, err
 	}
+	var total time.Duration
 	for _, e := range entries {
 		child, err := strconv.ParseInt(e.Name(), 10, 32)
 		if err != nil || int32(child) == pid {
@@ -309,7 +330,7 @@ func serverCPU(pid int32) (time.Duration, error) {
 		// Postgres backends do not fork, so grandchildren need no walk.
 		total += st.utime + st.stime
 	}
-	return total * time.Second / clockTicks, nil
+	return total, nil
 }
 
 // statFields are the fields of /proc/PID/stat that serverCPU needs, the

@@ -54,3 +54,46 @@ func TestServerCPUCountsChildren(t *testing.T) {
 	is.True(st.cutime+st.cstime >= childTicks)
 	is.True(after >= (own+childTicks)*time.Second/clockTicks) // own time only grows
 }
+
+// TestServerCPUWhileChildrenEnd: children that burn CPU and end while
+// serverCPU reads must not make the total go down (a child reaped between
+// the postmaster's read and its own was lost: the Citus coordinator once
+// showed 5 CPU µs per drained message, its drain's backends ending as the
+// pool closed).
+func TestServerCPUWhileChildrenEnd(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	self := int32(os.Getpid())
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// A child that runs for about 20 ms of CPU, then is reaped.
+			c := exec.Command("sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done")
+			if err := c.Run(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	last := time.Duration(0)
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		got, err := serverCPU(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got < last {
+			t.Fatalf("the CPU total went down from %v to %v while children ended", last, got)
+		}
+		last = got
+	}
+	close(stop)
+	<-done
+}
