@@ -110,7 +110,10 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 			if k <= 0 {
 				break
 			}
-			rows, err := db.New(pipetx.Async{Conn: conn.Conn()}).ReceiptClaimScope(ctx, db.ReceiptClaimScopeParams{
+			// One statement outside a transaction: the node runs and commits
+			// it alone. (pipetx.Async's setting would stay on the coordinator,
+			// and its BEGIN and COMMIT would cost the node two commands more.)
+			rows, err := db.New(conn).ReceiptClaimScope(ctx, db.ReceiptClaimScopeParams{
 				ScopeID:    s.ScopeID,
 				ClaimToken: inboxtype.New(),
 				LeaseMs:    w.cfg.Lease.Milliseconds(),
