@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,5 +61,37 @@ func TestCitusRelayDiscoveryOpensNoConnections(t *testing.T) {
 	}
 	if got, most := opened()-before, int64(poolSize*workers); got > most {
 		t.Errorf("the relay opened %d connections to the worker nodes, want at most %d (one per pool connection and node)", got, most)
+	}
+}
+
+// On Citus a scope's claim is one command on the scope's node, committed
+// there on its own: no BEGIN, transaction id and COMMIT around it.
+func TestCitusRelayClaimIsOneCommandOnTheNode(t *testing.T) {
+	t.Parallel()
+	pool, rc := citusPool(t, inboxtest.CitusDatabase(t))
+	for i := range 8 {
+		emitAs(t, pool, fmt.Sprintf("tenant-%d", i%4), event("", i))
+	}
+	r := newRelay(t, pool, &recorder{}, outbox.RelayConfig{})
+	rc.Reset()
+	if n := drain(t, r); n != 8 {
+		t.Fatalf("the relay published %d events, want 8", n)
+	}
+	lines := rc.Lines()
+	claims := 0
+	for i, l := range lines {
+		if !strings.Contains(l, "SKIP LOCKED") {
+			continue
+		}
+		claims++
+		if i > 0 && strings.Contains(lines[i-1], "assign_distributed_transaction_id") {
+			t.Errorf("the claim ran in a transaction Citus began on the node: %s, then %s", lines[i-1], l)
+		}
+		if i+1 < len(lines) && strings.HasPrefix(lines[i+1], "COMMIT") {
+			t.Errorf("a COMMIT followed the claim: %s", lines[i+1])
+		}
+	}
+	if claims == 0 {
+		t.Fatalf("no claim in the %d commands logged: the test proved nothing", len(lines))
 	}
 }
