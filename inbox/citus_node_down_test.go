@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,13 +81,29 @@ type nodeDownRig struct {
 	client   *inbox.Client
 	mu       sync.Mutex
 	handled  map[string]int
+	claimLog countingHandler // the worker's "claim failed" records
 }
+
+// countingHandler is a slog.Handler that counts the records with the
+// message "pginbox worker: claim failed".
+type countingHandler struct{ n *atomic.Int64 }
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "pginbox worker: claim failed" {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
 
 func newNodeDownRig(t *testing.T, poll time.Duration) *nodeDownRig {
 	t.Helper()
 	ctx := t.Context()
 	c, dsn := citustest.Private(t)
-	r := &nodeDownRig{c: c, tenantOn: citustest.TenantOnEachWorker(t, c, "pginbox_receipts"), handled: map[string]int{}}
+	r := &nodeDownRig{c: c, tenantOn: citustest.TenantOnEachWorker(t, c, "pginbox_receipts"), handled: map[string]int{},
+		claimLog: countingHandler{n: new(atomic.Int64)}}
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +124,7 @@ func newNodeDownRig(t *testing.T, poll time.Duration) *nodeDownRig {
 	}
 	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{
 		Consumers: []string{"orders"}, PollInterval: poll,
-		Logger: slog.New(slog.DiscardHandler),
+		Logger: slog.New(r.claimLog),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -215,11 +232,18 @@ func TestCitusNodeDownClaimsOnNotifications(t *testing.T) {
 	// One at a time, each after the last was handled: each needs a claim
 	// round of its own, which only its notification can start in time.
 	start := time.Now()
+	logged := r.claimLog.n.Load()
 	for i := range 4 {
 		accept(fmt.Sprint("during-", i+1))
 		r.waitHandled(t, up, i+3)
 	}
-	if took := time.Since(start); took >= poll {
+	took := time.Since(start)
+	if took >= poll {
 		t.Fatalf("4 messages took %s to be handled one after another, with the poll every %s: the claims waited for the poll, not for their notifications", took.Round(time.Millisecond), poll)
+	}
+	// Each of those rounds failed in part; the worker logs one such round
+	// per poll interval, and the 4 took less than one.
+	if n := r.claimLog.n.Load() - logged; n > 2 {
+		t.Errorf("the worker logged %d claim failures in %s with the poll every %s: want one per poll interval, not one per round", n, took.Round(time.Millisecond), poll)
 	}
 }

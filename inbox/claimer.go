@@ -19,6 +19,7 @@ import (
 func (w *Worker) claimLoop(ctx context.Context) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
+	var partialLogged time.Time // the last round answered in part that was logged
 	for {
 		// Slots whose handler hung take no work until it returns.
 		alive := w.cfg.Concurrency - int(w.abandonedSlots.Load())
@@ -37,13 +38,20 @@ func (w *Worker) claimLoop(ctx context.Context) {
 			n := min(free, w.cfg.ClaimBatch)
 			leases, more, err := w.claim(ctx, n)
 			if err != nil && ctx.Err() == nil {
-				w.log.Error("pginbox worker: claim failed", "error", err)
 				// A round the database answered in part (Citus, a node down)
 				// is not a database refusing work: notifications go on
 				// starting claims. Only a claim that got no answer waits for
 				// the poll.
 				var partial *partialClaimError
 				failed = !errors.As(err, &partial)
+				// Rounds answered in part follow the notifications while
+				// the node is down: log one per poll interval, not each.
+				if failed || time.Since(partialLogged) >= w.cfg.PollInterval {
+					w.log.Error("pginbox worker: claim failed", "error", err)
+					if !failed {
+						partialLogged = time.Now()
+					}
+				}
 			}
 			for _, l := range w.queue.push(leases) {
 				w.handBack(l) // stopping: nobody will run it

@@ -83,7 +83,8 @@ func (w *Worker) distributed() bool { return w.layout.cached() }
 // the claims of that node's scopes, not the others': the round then claims
 // from the scopes discovery listed recently (recentscopes) and skips a scope
 // whose claim fails, so the tenants of the nodes still up keep flowing. Its
-// errors come back as one, logged once per round; a scope with due work
+// errors come back as one (the claim loop logs one such round per poll
+// interval); a scope with due work
 // that was never listed waits until discovery works again.
 func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n int) ([]db.ReceiptClaimScopeRow, error) {
 	var errs []error
