@@ -205,13 +205,9 @@ func (c *Citus) buildTemplate(ctx context.Context) error {
 	if err := execOn(ctx, c.Coordinator, citusTemplate, register); err != nil {
 		return fmt.Errorf("pgcluster: registering the citus nodes: %w", err)
 	}
-	return eachNode(len(nodes), func(i int) error {
-		// The maintenance daemon and Citus's cached connections stay in the
-		// template; a clone needs it empty, and nothing may reconnect.
-		return execOn(ctx, nodes[i], "postgres",
-			"ALTER DATABASE "+citusTemplate+" WITH ALLOW_CONNECTIONS false; "+
-				"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '"+citusTemplate+"'")
-	})
+	// The maintenance daemon and Citus's cached connections stay in the
+	// template; a clone needs it empty, and nothing may reconnect.
+	return c.CloseTemplate(ctx, citusTemplate)
 }
 
 // CreateDatabase creates database name on every node, with the citus
