@@ -120,11 +120,18 @@ func run(ctx context.Context, out io.Writer, o options) error {
 		if err != nil {
 			return err
 		}
-		if n >= o.orders {
+		// Through means shipped and every event marked published: a relay
+		// marks an event after the next inbox accepted it, so a shipment
+		// can commit before billing's relay marks the event behind it.
+		marked, err := allPublished(ctx, svcs, tag, o.orders)
+		if err != nil {
+			return err
+		}
+		if n >= o.orders && marked {
 			break
 		}
 		if time.Since(start) > time.Minute {
-			return fmt.Errorf("after a minute shipping has %d of %d orders: see the logs above, and `inbox stats` / `inbox outbox stats` on each service's database", n, o.orders)
+			return fmt.Errorf("after a minute shipping has %d of %d orders (every event published: %t): see the logs above, and `inbox stats` / `inbox outbox stats` on each service's database", n, o.orders, marked)
 		}
 		select {
 		case <-ctx.Done():
@@ -262,6 +269,26 @@ func countRows(ctx context.Context, pool *pgxpool.Pool, table, tag string) (int,
 	var n int
 	err := pool.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE order_id LIKE $1", "o-"+tag+"-%").Scan(&n)
 	return n, err
+}
+
+// allPublished reports whether each service with a relay has n of this
+// run's events marked published.
+func allPublished(ctx context.Context, svcs map[string]*service, tag string, n int) (bool, error) {
+	for _, name := range services.Names {
+		s := svcs[name]
+		if s.relay == nil {
+			continue
+		}
+		var published int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pginbox_outbox WHERE status = 'PUBLISHED' AND payload->>'orderId' LIKE $1`,
+			"o-"+tag+"-%").Scan(&published); err != nil {
+			return false, err
+		}
+		if published < n {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // report prints what each service holds for this run.
