@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/citustest"
 )
 
 // On Citus, the worker's discovery reads (the claim's and lease recovery's,
@@ -27,22 +26,7 @@ func TestCitusDiscoveryOpensNoConnections(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	const poolSize, messages = 4, 64
-	cfg, err := pgxpool.ParseConfig(inboxtest.CitusDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = poolSize
-	cfg.ConnConfig.RuntimeParams["citus.enable_stat_counters"] = "on"
-	cfg.ConnConfig.RuntimeParams["citus.executor_slow_start_interval"] = "0"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	var workers int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0`).Scan(&workers); err != nil {
-		t.Fatal(err)
-	}
+	pool, conns := citustest.CountingPool(t, inboxtest.CitusDatabase(t), poolSize)
 	client, err := inbox.NewClient(pool, inbox.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -55,16 +39,7 @@ func TestCitusDiscoveryOpensNoConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	opened := func() int64 {
-		t.Helper()
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT connection_establishment_succeeded FROM citus_stat_counters
-			WHERE name = current_database()`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := opened()
+	before := conns.Opened(t)
 
 	var handled atomic.Int64
 	reg := handler.NewRegistry()
@@ -102,7 +77,7 @@ func TestCitusDiscoveryOpensNoConnections(t *testing.T) {
 
 	// Each pool connection's session keeps one connection per worker node;
 	// nothing more should have been opened.
-	if got, most := opened()-before, int64(poolSize*workers); got > most {
+	if got, most := conns.Opened(t)-before, int64(poolSize*conns.Workers); got > most {
 		t.Errorf("the drain of %d messages opened %d connections to the worker nodes, want at most %d (one per pool connection and node)",
 			messages, got, most)
 	}

@@ -5,9 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/citustest"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -20,36 +19,12 @@ func TestCitusRelayDiscoveryOpensNoConnections(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	const poolSize = 4
-	cfg, err := pgxpool.ParseConfig(inboxtest.CitusDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = poolSize
-	cfg.ConnConfig.RuntimeParams["citus.enable_stat_counters"] = "on"
-	cfg.ConnConfig.RuntimeParams["citus.executor_slow_start_interval"] = "0"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	var workers int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0`).Scan(&workers); err != nil {
-		t.Fatal(err)
-	}
+	pool, conns := citustest.CountingPool(t, inboxtest.CitusDatabase(t), poolSize)
 	const events = 32
 	for i := range events {
 		emitAs(t, pool, fmt.Sprintf("tenant-%02d", i%16), event("", i))
 	}
-	opened := func() int64 {
-		t.Helper()
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT connection_establishment_succeeded FROM citus_stat_counters
-			WHERE name = current_database()`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := opened()
+	before := conns.Opened(t)
 	r := newRelay(t, pool, &recorder{}, outbox.RelayConfig{BatchSize: 2})
 	if n := drain(t, r); n != events {
 		t.Fatalf("the relay published %d events, want %d", n, events)
@@ -59,7 +34,7 @@ func TestCitusRelayDiscoveryOpensNoConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, most := opened()-before, int64(poolSize*workers); got > most {
+	if got, most := conns.Opened(t)-before, int64(poolSize*conns.Workers); got > most {
 		t.Errorf("the relay opened %d connections to the worker nodes, want at most %d (one per pool connection and node)", got, most)
 	}
 }
