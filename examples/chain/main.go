@@ -279,9 +279,8 @@ func allPublished(ctx context.Context, svcs map[string]*service, tag string, n i
 		if s.relay == nil {
 			continue
 		}
-		var published int
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pginbox_outbox WHERE status = 'PUBLISHED' AND payload->>'orderId' LIKE $1`,
-			"o-"+tag+"-%").Scan(&published); err != nil {
+		published, err := countPublished(ctx, s.pool, tag)
+		if err != nil {
 			return false, err
 		}
 		if published < n {
@@ -289,6 +288,14 @@ func allPublished(ctx context.Context, svcs map[string]*service, tag string, n i
 		}
 	}
 	return true, nil
+}
+
+// countPublished counts this run's events a service's relay marked published.
+func countPublished(ctx context.Context, pool *pgxpool.Pool, tag string) (int, error) {
+	var n int
+	err := pool.QueryRow(ctx, `SELECT count(*) FROM pginbox_outbox WHERE status = 'PUBLISHED' AND payload->>'orderId' LIKE $1`,
+		"o-"+tag+"-%").Scan(&n)
+	return n, err
 }
 
 // report prints what each service holds for this run.
@@ -302,10 +309,13 @@ func report(ctx context.Context, out io.Writer, svcs map[string]*service, tag st
 		if err != nil {
 			return err
 		}
-		var done, published int
-		err = s.pool.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED' AND payload->>'orderId' LIKE $1),
-			(SELECT count(*) FROM pginbox_outbox WHERE status = 'PUBLISHED' AND payload->>'orderId' LIKE $1)`, like).Scan(&done, &published)
+		var done int
+		err = s.pool.QueryRow(ctx, `SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED' AND payload->>'orderId' LIKE $1`,
+			like).Scan(&done)
+		if err != nil {
+			return err
+		}
+		published, err := countPublished(ctx, s.pool, tag)
 		if err != nil {
 			return err
 		}
