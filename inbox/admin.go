@@ -77,7 +77,7 @@ func NewAdmin(pool *pgxpool.Pool, cfg AdminConfig) (*Admin, error) {
 	if sys == nil {
 		sys = pool
 	}
-	return &Admin{pool: pool, sys: sys, log: cfg.Logger}, nil
+	return &Admin{pool: pool, sys: sys, log: cfg.Logger, layout: layout{log: cfg.Logger}}, nil
 }
 
 // ForTenant returns a view of one tenant's receipts. Take the tenant ID from

@@ -74,22 +74,8 @@ func TestCitusAcceptMemoryStaysFlat(t *testing.T) {
 func workerBackendsMemory(t *testing.T, pool *pgxpool.Pool) int64 {
 	t.Helper()
 	ctx := t.Context()
-	rows, err := pool.Query(ctx, `SELECT nodename, nodeport FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type node struct {
-		Name string
-		Port int32
-	}
-	nodes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[node])
-	if err != nil {
-		t.Fatal(err)
-	}
 	var total int64
-	for _, n := range nodes {
-		cc := pool.Config().ConnConfig.Copy()
-		cc.Host, cc.Port = n.Name, uint16(n.Port)
+	for _, cc := range workerNodeConfigs(t, pool) {
 		conn, err := pgx.ConnectConfig(ctx, cc)
 		if err != nil {
 			t.Fatal(err)
@@ -109,6 +95,30 @@ func workerBackendsMemory(t *testing.T, pool *pgxpool.Pool) int64 {
 		}
 	}
 	return total
+}
+
+// workerNodeConfigs returns a connection config per Citus worker node of
+// pool's database: pool's own, with the node's host and port.
+func workerNodeConfigs(t *testing.T, pool *pgxpool.Pool) []*pgx.ConnConfig {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `SELECT nodename, nodeport FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0 ORDER BY groupid`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type node struct {
+		Name string
+		Port int32
+	}
+	nodes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[node])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]*pgx.ConnConfig, len(nodes))
+	for i, n := range nodes {
+		out[i] = pool.Config().ConnConfig.Copy()
+		out[i].Host, out[i].Port = n.Name, uint16(n.Port)
+	}
+	return out
 }
 
 // rssAnon reads a local process's private resident memory in bytes.

@@ -49,6 +49,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		cfg:     cfg,
 		limits:  canonjson.Limits{MaxDepth: cfg.MaxPayloadDepth, MaxBytes: cfg.MaxPayloadBytes},
 		wakeups: newWakeups(pool, cfg.Logger),
+		layout:  layout{log: cfg.Logger},
 	}
 	if cfg.GroupCommit {
 		c.group = newGroupCommitter(c)

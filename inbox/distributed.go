@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -22,15 +23,30 @@ type layout struct {
 	mu          sync.Mutex
 	known       bool
 	distributed bool
+	// log gets the warning for a session on a node that holds shards
+	// (localShardsProbe); nil for none.
+	log *slog.Logger
 }
 
 // The catalog probes: is Citus there, and are pginbox's tables distributed.
 const (
 	citusProbe       = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')`
 	distributedProbe = `SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'pginbox_work'::regclass)`
+	// Does the node this session runs on hold shards of pginbox's tables
+	// (a worker node, or a coordinator with shards)?
+	localShardsProbe = `SELECT EXISTS (SELECT 1 FROM pg_dist_placement p JOIN pg_dist_shard s USING (shardid)
+		WHERE s.logicalrelid = 'pginbox_work'::regclass AND p.groupid = (SELECT groupid FROM pg_dist_local_group))`
 )
 
+// localShardsWarning is logged once per Client, Worker or Admin whose
+// session runs on a Citus node that holds shards of pginbox's tables.
+const localShardsWarning = "pginbox: connected to a Citus node that holds shards of pginbox's tables; " +
+	"connect pginbox to a coordinator without shards: on this node a session grows with every run of a reused " +
+	"statement plan on a local shard (Citus 13.2 keeps a plan per run, about 30 to 100 KB, until the session ends), " +
+	"and wake-ups reach only the workers listening on this node (docs/SCALE-OUT.md)"
+
 // get returns whether the tables are distributed, asking q the first time.
+// On a node that holds shards it logs localShardsWarning then.
 func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -38,26 +54,48 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 		return l.distributed, nil
 	}
 	key, named := layoutKeyOf(q)
+	var d dbLayout
+	found := false
 	if named {
-		if d, ok := scopeLayouts.Load(key); ok {
-			l.known, l.distributed = true, d.(bool)
-			return l.distributed, nil
+		var v any
+		if v, found = scopeLayouts.Load(key); found {
+			d = v.(dbLayout)
 		}
 	}
-	var citus bool
-	if err := q.QueryRow(ctx, citusProbe).Scan(&citus); err != nil {
-		return false, err
-	}
-	if citus {
-		if err := q.QueryRow(ctx, distributedProbe).Scan(&l.distributed); err != nil {
+	if !found {
+		var err error
+		if d, err = readLayout(ctx, q); err != nil {
 			return false, err
 		}
+		if named {
+			scopeLayouts.Store(key, d)
+		}
 	}
-	l.known = true
-	if named {
-		scopeLayouts.Store(key, l.distributed)
+	l.known, l.distributed = true, d.distributed
+	if d.localShards && l.log != nil {
+		l.log.WarnContext(ctx, localShardsWarning)
 	}
 	return l.distributed, nil
+}
+
+// dbLayout is what the catalog says about a database and the node a
+// session runs on.
+type dbLayout struct {
+	distributed bool // pginbox's tables are distributed by Citus
+	localShards bool // and this node holds shards of them
+}
+
+func readLayout(ctx context.Context, q db.DBTX) (dbLayout, error) {
+	var d dbLayout
+	var citus bool
+	if err := q.QueryRow(ctx, citusProbe).Scan(&citus); err != nil || !citus {
+		return d, err
+	}
+	if err := q.QueryRow(ctx, distributedProbe).Scan(&d.distributed); err != nil || !d.distributed {
+		return d, err
+	}
+	err := q.QueryRow(ctx, localShardsProbe).Scan(&d.localShards)
+	return d, err
 }
 
 // cached returns what get read, false before it did.

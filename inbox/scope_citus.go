@@ -122,7 +122,7 @@ func applyScope(ctx context.Context, tx pgx.Tx, s Scope, distributed bool) error
 // when a Client, Worker or Admin of this process read it first. A database
 // is distributed with no pginbox process running (the Citus line starts from
 // version 6), so the answer does not change while a process runs.
-var scopeLayouts sync.Map // layoutKey -> bool
+var scopeLayouts sync.Map // layoutKey -> dbLayout
 
 type layoutKey struct {
 	host     string
@@ -155,7 +155,7 @@ func txDistributed(ctx context.Context, tx pgx.Tx) (bool, error) {
 	key, ok := layoutKeyOf(tx)
 	if ok {
 		if d, found := scopeLayouts.Load(key); found {
-			return d.(bool), nil
+			return d.(dbLayout).distributed, nil
 		}
 	}
 	var l layout

@@ -123,6 +123,7 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		owned:          owned,
 		ownedSet:       ownedSet,
 		log:            cfg.Logger,
+		layout:         layout{log: cfg.Logger},
 		leases:         newLeaseSet(),
 		base:           service.Base{Name: "worker", Log: cfg.Logger},
 		life:           service.Lifecycle{Name: "worker"},
