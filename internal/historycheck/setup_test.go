@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/faultproxy"
 )
 
 // historySeconds is how long a history runs: HISTORY_SECONDS, or 5.
@@ -45,4 +49,51 @@ func seedReceipts(t *testing.T, ctx context.Context, pool *pgxpool.Pool, consume
 		t.Fatal(err)
 	}
 	return ids, admin.Operator()
+}
+
+// proxiedApp is the application_name of the clients' sessions (through the
+// proxy), so the fault injector kills only those.
+const proxiedApp = "pginbox-history-client"
+
+// proxiedPools returns, on a fresh migrated database, a pool of 9
+// connections through a TCP proxy that can cut them (the clients'), a direct
+// pool (the checker's), and the proxy.
+func proxiedPools(t *testing.T) (clients, direct *pgxpool.Pool, p *faultproxy.Proxy) {
+	t.Helper()
+	dsn := inboxtest.Database(t)
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	network, address := pgconn.NetworkAddress(cfg.Host, cfg.Port)
+	if p, err = faultproxy.New(network, address); err != nil {
+		t.Fatal(err)
+	}
+	// Registered before the pools, so it closes after them.
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("closing the proxy: %v", err)
+		}
+	})
+	open := func(configure func(*pgxpool.Config)) *pgxpool.Pool {
+		pc, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		configure(pc)
+		pool, err := pgxpool.NewWithConfig(context.Background(), pc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return pool
+	}
+	clients = open(func(c *pgxpool.Config) {
+		c.MaxConns = 9
+		c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Fallbacks = "127.0.0.1", p.Port(), nil
+		c.ConnConfig.RuntimeParams["application_name"] = proxiedApp
+		c.ConnConfig.ConnectTimeout = 5 * time.Second
+	})
+	direct = open(func(*pgxpool.Config) {})
+	return clients, direct, p
 }

@@ -21,8 +21,8 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/faultproxy"
 )
 
 // wInput is an operation of the worker history on one receipt: a claim of
@@ -200,7 +200,8 @@ const historyEpoch = 5 * time.Second
 // tokens and write a business row or roll back, recoveries of leases that
 // expire after 300 ms, each consumer in turn) and operators' requeues, reads
 // and redeliveries on three receipts, while a fault injector kills random
-// sessions, and checks it for linearizability, epoch by epoch
+// client sessions or cuts every client connection (a TCP proxy between the
+// clients and the server), and checks it for linearizability, epoch by epoch
 // (historyEpoch): the fencing by token and the expected versions hold under
 // faults, a receipt has exactly one business row per committed completion,
 // and a redelivery changes nothing. HISTORY_SECONDS sets the run's length
@@ -208,8 +209,8 @@ const historyEpoch = 5 * time.Second
 func TestWorkerHistory(t *testing.T) {
 	seconds := historySeconds()
 	const receipts = 3
-	pool := inboxtest.Pool(t, func(c *pgxpool.Config) { c.MaxConns = 9 })
 	ctx := t.Context()
+	pool, direct, proxy := proxiedPools(t)
 	consumers := make([]string, receipts)
 	for i := range consumers {
 		consumers[i] = fmt.Sprintf("c%d", i)
@@ -225,7 +226,7 @@ func TestWorkerHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &workerHistory{pool: pool, q: db.New(pool), client: client, view: admin.Operator(), consumers: consumers,
+	h := &workerHistory{pool: pool, direct: direct, proxy: proxy, q: db.New(pool), client: client, view: admin.Operator(), consumers: consumers,
 		ids: make([]inbox.ID, receipts), msgs: make([]inbox.Message, receipts),
 		index: map[inbox.ID]int{}, counts: map[string]int{}, start: time.Now()}
 	for i := range receipts {
@@ -282,10 +283,10 @@ func TestWorkerHistory(t *testing.T) {
 		}
 		state = end
 	}
-	t.Logf("worker history: %d operations in %d epochs %v, %d faults (sessions killed), 0 anomalies, Ok (checked in %s)",
-		ops, epochs, h.counts, h.faults.Load(), checking.Round(time.Millisecond))
-	if h.faults.Load() == 0 {
-		t.Errorf("no session was killed: the run checked no faults")
+	t.Logf("worker history: %d operations in %d epochs %v, %d faults (%d sessions killed, %d cuts of every client connection), 0 anomalies, Ok (checked in %s)",
+		ops, epochs, h.counts, h.kills.Load()+h.cuts.Load(), h.kills.Load(), h.cuts.Load(), checking.Round(time.Millisecond))
+	if h.kills.Load() == 0 || h.cuts.Load() == 0 {
+		t.Errorf("%d sessions killed and %d connection cuts: the run did not check both faults", h.kills.Load(), h.cuts.Load())
 	}
 }
 
@@ -315,7 +316,9 @@ func writeHistory(t *testing.T, path string, initial wState, history []porcupine
 
 // workerHistory is what TestWorkerHistory's epochs share.
 type workerHistory struct {
-	pool      *pgxpool.Pool
+	pool      *pgxpool.Pool // the clients', through proxy
+	direct    *pgxpool.Pool // the checker's and the fault injector's
+	proxy     *faultproxy.Proxy
 	q         *db.Queries
 	client    *inbox.Client
 	view      *inbox.AdminView
@@ -324,7 +327,8 @@ type workerHistory struct {
 	consumers []string
 	index     map[inbox.ID]int
 	start     time.Time
-	faults    atomic.Int64
+	kills     atomic.Int64 // sessions killed
+	cuts      atomic.Int64 // cuts of every client connection
 
 	mu     sync.Mutex
 	counts map[string]int
@@ -339,7 +343,7 @@ func (h *workerHistory) read(t *testing.T, ctx context.Context) wState {
 	for i, id := range h.ids {
 		var token *inboxtype.ID
 		err := retry(func() error {
-			return h.pool.QueryRow(ctx, `SELECT status, version, claim_token FROM pginbox_receipts_live WHERE id = $1`, id).
+			return h.direct.QueryRow(ctx, `SELECT status, version, claim_token FROM pginbox_receipts_live WHERE id = $1`, id).
 				Scan(&s[i].Status, &s[i].Version, &token)
 		})
 		if err != nil {
@@ -349,7 +353,7 @@ func (h *workerHistory) read(t *testing.T, ctx context.Context) wState {
 			s[i].Token = token.String()
 		}
 		err = retry(func() error {
-			return h.pool.QueryRow(ctx, `SELECT count(*) FROM history_effects WHERE receipt_id = $1`, id).Scan(&s[i].Effects)
+			return h.direct.QueryRow(ctx, `SELECT count(*) FROM history_effects WHERE receipt_id = $1`, id).Scan(&s[i].Effects)
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -384,7 +388,7 @@ func (h *workerHistory) quiesce(t *testing.T, ctx context.Context) {
 	for {
 		var active int
 		err := retry(func() error {
-			return h.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			return h.direct.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
 				AND state NOT IN ('idle')`).Scan(&active)
 		})
@@ -562,13 +566,23 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 	wg.Go(func() {
 		for runCtx.Err() == nil {
 			time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
+			// A killed session: the server ends it. A cut: the network
+			// drops every client connection, and each server session
+			// finds out on its next read or write. Cuts are rarer: every
+			// client reconnects after one.
+			if rand.IntN(8) == 0 {
+				if h.proxy.Cut() > 0 {
+					h.cuts.Add(1)
+				}
+				continue
+			}
 			var killed bool
-			err := h.pool.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM (
+			err := h.direct.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM (
 				SELECT pid FROM pg_stat_activity
-				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-				ORDER BY random() LIMIT 1) s`).Scan(&killed)
+				WHERE datname = current_database() AND application_name = $1 AND backend_type = 'client backend'
+				ORDER BY random() LIMIT 1) s`, proxiedApp).Scan(&killed)
 			if err == nil && killed {
-				h.faults.Add(1)
+				h.kills.Add(1)
 			}
 		}
 	})
