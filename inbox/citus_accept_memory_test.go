@@ -13,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/citustest"
 )
 
 // On Citus, Accept's delegated pginbox_accept runs in the session the
@@ -75,7 +76,7 @@ func workerBackendsMemory(t *testing.T, pool *pgxpool.Pool) int64 {
 	t.Helper()
 	ctx := t.Context()
 	var total int64
-	for _, cc := range workerNodeConfigs(t, pool) {
+	for _, cc := range citustest.WorkerNodeConfigs(t, pool) {
 		conn, err := pgx.ConnectConfig(ctx, cc)
 		if err != nil {
 			t.Fatal(err)
@@ -95,30 +96,6 @@ func workerBackendsMemory(t *testing.T, pool *pgxpool.Pool) int64 {
 		}
 	}
 	return total
-}
-
-// workerNodeConfigs returns a connection config per Citus worker node of
-// pool's database: pool's own, with the node's host and port.
-func workerNodeConfigs(t *testing.T, pool *pgxpool.Pool) []*pgx.ConnConfig {
-	t.Helper()
-	rows, err := pool.Query(t.Context(), `SELECT nodename, nodeport FROM pg_dist_node WHERE noderole = 'primary' AND groupid <> 0 ORDER BY groupid`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type node struct {
-		Name string
-		Port int32
-	}
-	nodes, err := pgx.CollectRows(rows, pgx.RowToStructByPos[node])
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make([]*pgx.ConnConfig, len(nodes))
-	for i, n := range nodes {
-		out[i] = pool.Config().ConnConfig.Copy()
-		out[i].Host, out[i].Port = n.Name, uint16(n.Port)
-	}
-	return out
 }
 
 // rssAnon reads a local process's private resident memory in bytes.

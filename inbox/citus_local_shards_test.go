@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,38 +11,8 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/citustest"
 )
-
-// warnings is a slog.Handler that keeps the messages of warnings.
-type warnings struct {
-	mu   *sync.Mutex
-	msgs *[]string
-}
-
-func newWarnings() warnings { return warnings{mu: &sync.Mutex{}, msgs: new([]string)} }
-
-func (h warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h warnings) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	*h.msgs = append(*h.msgs, r.Message)
-	return nil
-}
-func (h warnings) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h warnings) WithGroup(string) slog.Handler      { return h }
-
-// matching counts the warnings containing sub.
-func (h warnings) matching(sub string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, m := range *h.msgs {
-		if strings.Contains(m, sub) {
-			n++
-		}
-	}
-	return n
-}
 
 // pginbox's sessions belong on a coordinator without shards: on a node that
 // holds shards, Citus 13.2 grows the session with every reused plan run on
@@ -59,16 +27,7 @@ func TestCitusWarnsOnANodeWithShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer coord.Close()
-	cfg, err := pgxpool.ParseConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig = workerNodeConfigs(t, coord)[0]
-	node, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
+	node := citustest.NodePool(t, citustest.WorkerNodeConfigs(t, coord)[0])
 
 	const sub = "holds shards of pginbox's tables"
 	reg := handler.NewRegistry()
@@ -81,7 +40,7 @@ func TestCitusWarnsOnANodeWithShards(t *testing.T) {
 		pool *pgxpool.Pool
 		want int
 	}{{"coordinator", coord, 0}, {"worker node", node, 1}} {
-		log := newWarnings()
+		log := citustest.NewWarnings()
 		client, err := inbox.NewClient(c.pool, inbox.Config{Logger: slog.New(log)})
 		if err != nil {
 			t.Fatal(err)
@@ -95,11 +54,11 @@ func TestCitusWarnsOnANodeWithShards(t *testing.T) {
 			}
 		}
 		client.Close()
-		if got := log.matching(sub); got != c.want {
-			t.Errorf("%s: the client warned %d times, want %d (warnings: %q)", c.name, got, c.want, *log.msgs)
+		if got := len(log.Matching(sub)); got != c.want {
+			t.Errorf("%s: the client warned %d times, want %d (warnings: %q)", c.name, got, c.want, log.All())
 		}
 
-		log = newWarnings()
+		log = citustest.NewWarnings()
 		w, err := inbox.NewWorker(c.pool, reg, inbox.WorkerConfig{Consumers: []string{"orders"}, Logger: slog.New(log)})
 		if err != nil {
 			t.Fatal(err)
@@ -110,11 +69,11 @@ func TestCitusWarnsOnANodeWithShards(t *testing.T) {
 		if _, err := w.Drain(ctx); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if got := log.matching(sub); got != c.want {
-			t.Errorf("%s: the worker warned %d times, want %d (warnings: %q)", c.name, got, c.want, *log.msgs)
+		if got := len(log.Matching(sub)); got != c.want {
+			t.Errorf("%s: the worker warned %d times, want %d (warnings: %q)", c.name, got, c.want, log.All())
 		}
 
-		log = newWarnings()
+		log = citustest.NewWarnings()
 		admin, err := inbox.NewAdmin(c.pool, inbox.AdminConfig{Logger: slog.New(log)})
 		if err != nil {
 			t.Fatal(err)
@@ -124,8 +83,8 @@ func TestCitusWarnsOnANodeWithShards(t *testing.T) {
 				t.Fatalf("%s: %v", c.name, err)
 			}
 		}
-		if got := log.matching(sub); got != c.want {
-			t.Errorf("%s: the admin warned %d times, want %d (warnings: %q)", c.name, got, c.want, *log.msgs)
+		if got := len(log.Matching(sub)); got != c.want {
+			t.Errorf("%s: the admin warned %d times, want %d (warnings: %q)", c.name, got, c.want, log.All())
 		}
 	}
 }

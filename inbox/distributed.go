@@ -12,6 +12,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/citusnode"
 	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
@@ -23,8 +24,8 @@ type layout struct {
 	mu          sync.Mutex
 	known       bool
 	distributed bool
-	// log gets the warning for a session on a node that holds shards
-	// (localShardsProbe); nil for none.
+	// log gets citusnode's warning for a session on a node that holds
+	// shards; nil for none.
 	log *slog.Logger
 }
 
@@ -32,21 +33,10 @@ type layout struct {
 const (
 	citusProbe       = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')`
 	distributedProbe = `SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'pginbox_work'::regclass)`
-	// Does the node this session runs on hold shards of pginbox's tables
-	// (a worker node, or a coordinator with shards)?
-	localShardsProbe = `SELECT EXISTS (SELECT 1 FROM pg_dist_placement p JOIN pg_dist_shard s USING (shardid)
-		WHERE s.logicalrelid = 'pginbox_work'::regclass AND p.groupid = (SELECT groupid FROM pg_dist_local_group))`
 )
 
-// localShardsWarning is logged once per Client, Worker or Admin whose
-// session runs on a Citus node that holds shards of pginbox's tables.
-const localShardsWarning = "pginbox: connected to a Citus node that holds shards of pginbox's tables; " +
-	"connect pginbox to a coordinator without shards: on this node a session grows with every run of a reused " +
-	"statement plan on a local shard (Citus 13.2 keeps a plan per run, about 30 to 100 KB, until the session ends), " +
-	"and wake-ups reach only the workers listening on this node (docs/SCALE-OUT.md)"
-
 // get returns whether the tables are distributed, asking q the first time.
-// On a node that holds shards it logs localShardsWarning then.
+// On a node that holds shards it logs citusnode's warning then.
 func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -73,7 +63,7 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 	}
 	l.known, l.distributed = true, d.distributed
 	if d.localShards && l.log != nil {
-		l.log.WarnContext(ctx, localShardsWarning)
+		citusnode.Warn(ctx, l.log)
 	}
 	return l.distributed, nil
 }
@@ -91,10 +81,11 @@ func readLayout(ctx context.Context, q db.DBTX) (dbLayout, error) {
 	if err := q.QueryRow(ctx, citusProbe).Scan(&citus); err != nil || !citus {
 		return d, err
 	}
-	if err := q.QueryRow(ctx, distributedProbe).Scan(&d.distributed); err != nil || !d.distributed {
+	err := q.QueryRow(ctx, distributedProbe).Scan(&d.distributed)
+	if err != nil || !d.distributed {
 		return d, err
 	}
-	err := q.QueryRow(ctx, localShardsProbe).Scan(&d.localShards)
+	d.localShards, err = citusnode.HoldsShards(ctx, q, "pginbox_work")
 	return d, err
 }
 

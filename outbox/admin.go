@@ -85,7 +85,7 @@ func NewAdmin(pool *pgxpool.Pool, cfg AdminConfig) (*Admin, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Admin{pool: pool, log: cfg.Logger, layout: &layout{}}, nil
+	return &Admin{pool: pool, log: cfg.Logger, layout: &layout{log: cfg.Logger}}, nil
 }
 
 // EventRow is a stored event as the admin API shows it.

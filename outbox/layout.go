@@ -2,12 +2,14 @@ package outbox
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/citusnode"
 )
 
 // The catalog probes: is Citus there, and is the outbox distributed. On one
@@ -39,6 +41,9 @@ type layout struct {
 	mu          sync.Mutex
 	known       bool
 	distributed bool
+	// log gets citusnode's warning for a session on a node that holds
+	// shards; nil for none.
+	log *slog.Logger
 }
 
 func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
@@ -50,6 +55,15 @@ func (l *layout) get(ctx context.Context, q db.DBTX) (bool, error) {
 	d, err := probeLayout(ctx, q)
 	if err != nil {
 		return false, dbError("reading the outbox's layout (Citus or one server)", err)
+	}
+	if d && l.log != nil {
+		held, err := citusnode.HoldsShards(ctx, q, "pginbox_outbox")
+		if err != nil {
+			return false, dbError("reading the outbox's layout (Citus or one server)", err)
+		}
+		if held {
+			citusnode.Warn(ctx, l.log)
+		}
 	}
 	l.known, l.distributed = true, d
 	return d, nil

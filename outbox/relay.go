@@ -87,7 +87,7 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg RelayConfig) (*Relay, error
 	}
 	cfg = cfg.withDefaults()
 	return &Relay{
-		pool: pool, pub: pub, cfg: cfg, log: cfg.Logger,
+		pool: pool, pub: pub, cfg: cfg, log: cfg.Logger, layout: layout{log: cfg.Logger},
 		wake: make(chan struct{}, 1),
 		base: service.Base{Name: "relay", Log: cfg.Logger},
 		life: service.Lifecycle{Name: "relay"},
