@@ -40,7 +40,8 @@ type claimCursor struct{ kind, id string }
 // scopes with due work after the cursor (claimShape), going round to the
 // first scope when those after it run out, each with an equal share of n
 // (ReceiptClaim), and the cursor moves past the last scope served. more
-// reports that a scope filled its share.
+// reports that a scope filled its share or that the turn served as many
+// scopes as it may.
 func (w *Worker) claimTurns(ctx context.Context, conn *pgxpool.Conn, scopes, n int) (rows []db.ReceiptClaimScopeRow, more bool, err error) {
 	from := w.cursor
 	got, err := db.New(pipetx.Async{Conn: conn.Conn(), GenericPlan: true}).ReceiptClaim(ctx, db.ReceiptClaimParams{
@@ -78,7 +79,9 @@ func (w *Worker) claimTurns(ctx context.Context, conn *pgxpool.Conn, scopes, n i
 		last = wrapped
 	}
 	w.cursor = last
-	return rows, more || len(rows) == n, nil
+	// Serving as many scopes as it may, the turn may have left others with
+	// due work, even when every scope it served ran short of its share.
+	return rows, more || len(rows) == n || len(perScope) >= scopes, nil
 }
 
 // after reports whether c comes after o in the due index's scope order.

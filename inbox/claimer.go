@@ -90,7 +90,8 @@ func (w *Worker) claimLoop(ctx context.Context) {
 }
 
 // claim claims up to n due receipts and reports whether more are probably
-// due (a share of the claim came back full). Once sent, it is not interrupted by ctx: a
+// due (a share of the claim came back full, or it served as many scopes as
+// it may). Once sent, it is not interrupted by ctx: a
 // claim that committed unseen would leave receipts PROCESSING until their
 // leases expire.
 func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
@@ -116,8 +117,7 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
 	more := false
 	scopes, n := w.claimShape(n)
 	if distributed {
-		rows, err = w.claimScopes(cctx, conn, scopes, n)
-		more = len(rows) == n
+		rows, more, err = w.claimScopes(cctx, conn, scopes, n)
 	} else {
 		rows, more, err = w.claimTurns(cctx, conn, scopes, n)
 	}

@@ -107,6 +107,9 @@ func (w *Worker) distributed() bool { return w.layout.cached() }
 // its own, on the scope's node (ReceiptClaimScope). Scopes that filled their
 // share may have more: the round repeats over them while n has room. The
 // rows claimed before an error are returned with it: they are committed.
+// more reports that more is probably due: the round filled n, or it claimed
+// and discovery listed as many scopes as it may (others may have due work it
+// did not list, even when the listed ones ran short).
 //
 // A worker node down fails the discovery read (it reads every shard) and
 // the claims of that node's scopes, not the others': the round then claims
@@ -115,15 +118,16 @@ func (w *Worker) distributed() bool { return w.layout.cached() }
 // errors come back as one (the claim loop logs one such round per poll
 // interval); a scope with due work
 // that was never listed waits until discovery works again.
-func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n int) ([]db.ReceiptClaimScopeRow, error) {
+func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n int) (_ []db.ReceiptClaimScopeRow, more bool, _ error) {
 	var errs []error
 	scopes, err := db.New(pipetx.Async{Conn: conn.Conn(), OneConnPerNode: true}).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
 		Consumers: w.owned, MaxScopes: int32(most),
 	})
+	listedAll := err == nil && len(scopes) == most
 	if err != nil {
 		scopes = w.recent.Recent(most)
 		if len(scopes) == 0 {
-			return nil, err
+			return nil, false, err
 		}
 		errs = append(errs, fmt.Errorf("listing the scopes with due work (claiming from %d scopes seen recently instead): %w", len(scopes), err))
 	} else {
@@ -134,7 +138,7 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 	var claimErr error
 	for len(scopes) > 0 && len(out) < n {
 		share := max(1, (n-len(out)+len(scopes)-1)/len(scopes))
-		var more []db.ReceiptDueScopesRow
+		var filled []db.ReceiptDueScopesRow
 		for _, s := range scopes {
 			k := min(share, n-len(out))
 			if k <= 0 {
@@ -152,7 +156,7 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 			})
 			if err != nil {
 				if ctx.Err() != nil || conn.Conn().IsClosed() {
-					return out, errors.Join(append(errs, err)...)
+					return out, false, errors.Join(append(errs, err)...)
 				}
 				// Most likely the scope's node is down: the others may be up.
 				failed++
@@ -164,10 +168,10 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 			answered++
 			out = append(out, rows...)
 			if len(rows) == k {
-				more = append(more, s)
+				filled = append(filled, s)
 			}
 		}
-		scopes = more
+		scopes = filled
 	}
 	if claimErr != nil {
 		errs = append(errs, fmt.Errorf("claiming from %d scopes (skipped, the others claimed): %w", failed, claimErr))
@@ -176,7 +180,7 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 	if err != nil && answered > 0 {
 		err = &partialClaimError{err}
 	}
-	return out, err
+	return out, len(out) == n || (listedAll && len(out) > 0), err
 }
 
 // partialClaimError is a claim round on Citus that failed in part (a worker
