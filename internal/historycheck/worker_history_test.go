@@ -290,11 +290,12 @@ func TestWorkerHistory(t *testing.T) {
 	}
 }
 
-// retry runs a read up to five times: the pool may still hold connections
-// whose sessions the fault injector ended.
+// retry runs a call up to ten times: the pool may still hold connections
+// whose sessions the fault injector ended or cut (after a cut, each of the
+// clients' nine may be broken, and each failed call drops one).
 func retry(read func() error) error {
 	var err error
-	for range 5 {
+	for range 10 {
 		if err = read(); err == nil {
 			return nil
 		}
