@@ -110,6 +110,7 @@ type Options struct {
 	IngestBatch   int // messages per AcceptBatch call in ingest scenarios; default 128
 	IngestCallers int // producers calling AcceptBatch; default 1 (Accept uses Concurrency callers)
 	IngestTenants int // tenant scopes the ingested messages spread over; default 1
+	CitusTenants  int // tenant scopes the citus scenario's messages spread over; default 16
 	// ClaimBatch, when above 0, is the ingest workers' WorkerConfig.ClaimBatch;
 	// 0 leaves the worker's default.
 	ClaimBatch int
@@ -200,6 +201,7 @@ func (o Options) withDefaults() Options {
 	def(&o.IngestBatch, 128)
 	def(&o.IngestCallers, 1)
 	def(&o.IngestTenants, 1)
+	def(&o.CitusTenants, 16)
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = DefaultScenarios
 	}

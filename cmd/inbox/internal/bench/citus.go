@@ -25,9 +25,6 @@ import (
 // the PostgreSQL server.
 const ScenarioCitus = "citus"
 
-// citusTenants is how many tenants the citus scenario's messages spread over.
-const citusTenants = 16
-
 // citusSide is one side of the citus scenario: a cluster, its pool and a
 // client.
 type citusSide struct {
@@ -61,7 +58,7 @@ func (s *suite) citus(ctx context.Context) []*Result {
 
 	const shared = "All three Citus nodes and the single node run on this machine and share its CPUs: the ratio is Citus's overhead, not its scaling."
 	res := []*Result{s.citusCompare(ctx, "citus-accept", s.o.Concurrency,
-		fmt.Sprintf("Accept of fresh messages over %d tenants by %d callers, on Citus (coordinator + 2 workers, loopback) vs one node. %s", citusTenants, s.o.Concurrency, shared),
+		fmt.Sprintf("Accept of fresh messages over %d tenants by %d callers, on Citus (coordinator + 2 workers, loopback) vs one node. %s", s.o.CitusTenants, s.o.Concurrency, shared),
 		sides, func(ctx context.Context, side *citusSide) (sample, error) {
 			base := side.sent
 			side.sent += s.o.Calls
@@ -69,7 +66,7 @@ func (s *suite) citus(ctx context.Context) []*Result {
 				return sample{}, err
 			}
 			sm := load(ctx, s.prog, "citus-accept "+side.name, s.o.Calls, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
-				m := citusMessage(base + i)
+				m := citusMessage(base+i, s.o.CitusTenants)
 				m.Consumer = "bench.citus.accept" // no handler: the drains leave them
 				_, err := side.client.Accept(ctx, m)
 				return err
@@ -79,7 +76,7 @@ func (s *suite) citus(ctx context.Context) []*Result {
 	for _, c := range s.o.DrainBatchedConcurrency {
 		res = append(res, s.citusCompare(ctx, fmt.Sprintf("citus-drain-batched-c%d", c), c,
 			fmt.Sprintf("Worker drain of %d due receipts over %d tenants, %d messages per handler transaction, a business row per message in a table colocated with the receipts, on Citus vs one node. %s",
-				s.o.DrainMessages, citusTenants, s.o.DrainBatch, shared),
+				s.o.DrainMessages, s.o.CitusTenants, s.o.DrainBatch, shared),
 			sides, func(ctx context.Context, side *citusSide) (sample, error) {
 				return s.citusDrain(ctx, side, c)
 			}))
@@ -148,7 +145,7 @@ func (s *suite) citusDrain(ctx context.Context, side *citusSide, c int) (sample,
 	base := side.sent
 	side.sent += s.o.DrainMessages
 	setup := load(ctx, nil, "", s.o.DrainMessages, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
-		_, err := side.client.Accept(ctx, citusMessage(base+i))
+		_, err := side.client.Accept(ctx, citusMessage(base+i, s.o.CitusTenants))
 		return err
 	})
 	if setup.errors > 0 {
@@ -202,9 +199,9 @@ func (s *suite) citusDrain(ctx context.Context, side *citusSide, c int) (sample,
 }
 
 // citusMessage is the citus scenario's message i.
-func citusMessage(i int) inbox.Message {
+func citusMessage(i, tenants int) inbox.Message {
 	return inbox.Message{
-		Identity: inbox.Identity{Scope: inbox.Tenant(fmt.Sprintf("tenant-%02d", i%citusTenants)), Source: "bench",
+		Identity: inbox.Identity{Scope: inbox.Tenant(fmt.Sprintf("tenant-%02d", i%tenants)), Source: "bench",
 			Consumer: "bench.citus", MessageID: fmt.Sprint("m-", i)},
 		EventType: "bench.event", SchemaVersion: 1, Payload: map[string]any{"n": i},
 	}
