@@ -22,12 +22,7 @@ import (
 func TestCitusWarnsOnANodeWithShards(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	coord, err := pgxpool.New(ctx, inboxtest.CitusDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer coord.Close()
-	node := citustest.NodePool(t, citustest.WorkerNodeConfigs(t, coord)[0])
+	coord, node := citustest.CoordinatorAndNode(t, inboxtest.CitusDatabase(t))
 
 	const sub = "holds shards of pginbox's tables"
 	reg := handler.NewRegistry()

@@ -19,12 +19,7 @@ import (
 func TestCitusRelayWarnsOnANodeWithShards(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	coord, err := pgxpool.New(ctx, inboxtest.CitusDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer coord.Close()
-	node := citustest.NodePool(t, citustest.WorkerNodeConfigs(t, coord)[0])
+	coord, node := citustest.CoordinatorAndNode(t, inboxtest.CitusDatabase(t))
 	const sub = "holds shards of pginbox's tables"
 	for _, c := range []struct {
 		name string

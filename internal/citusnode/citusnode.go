@@ -15,8 +15,8 @@ import (
 const localShards = `SELECT EXISTS (SELECT 1 FROM pg_dist_placement p JOIN pg_dist_shard s USING (shardid)
 	WHERE s.logicalrelid = to_regclass($1) AND p.groupid = (SELECT groupid FROM pg_dist_local_group))`
 
-// Warning is what WarnIfShards logs.
-const Warning = "pginbox: connected to a Citus node that holds shards of pginbox's tables; " +
+// warning is what Warn logs.
+const warning = "pginbox: connected to a Citus node that holds shards of pginbox's tables; " +
 	"connect pginbox to a coordinator without shards: on this node a session grows with every run of a reused " +
 	"statement plan on a local shard (Citus 13.2 keeps a plan per run, about 30 to 100 KB, until the session ends), " +
 	"and wake-ups reach only the workers listening on this node (docs/SCALE-OUT.md)"
@@ -29,5 +29,5 @@ func HoldsShards(ctx context.Context, q db.DBTX, table string) (bool, error) {
 	return held, err
 }
 
-// Warn logs Warning on log.
-func Warn(ctx context.Context, log *slog.Logger) { log.WarnContext(ctx, Warning) }
+// Warn logs that the session's node holds shards.
+func Warn(ctx context.Context, log *slog.Logger) { log.WarnContext(ctx, warning) }

@@ -53,6 +53,18 @@ func NodePool(t testing.TB, cc *pgx.ConnConfig) *pgxpool.Pool {
 	return pool
 }
 
+// CoordinatorAndNode returns a pool on the Citus database dsn (the
+// coordinator) and one on the same database on its first worker node.
+func CoordinatorAndNode(t testing.TB, dsn string) (coord, node *pgxpool.Pool) {
+	t.Helper()
+	coord, err := pgxpool.New(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(coord.Close)
+	return coord, NodePool(t, WorkerNodeConfigs(t, coord)[0])
+}
+
 // Warnings is a slog.Handler that keeps the messages of warnings and
 // errors.
 type Warnings struct {
