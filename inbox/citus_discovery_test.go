@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
@@ -80,5 +82,33 @@ func TestCitusDiscoveryOpensNoConnections(t *testing.T) {
 	if got, most := conns.Opened(t)-before, int64(poolSize*conns.Workers); got > most {
 		t.Errorf("the drain of %d messages opened %d connections to the worker nodes, want at most %d (one per pool connection and node)",
 			messages, got, most)
+	}
+}
+
+// On Citus the read that lists the scopes with due work groups every due
+// row, so with a deep backlog it cost more than the claims it fed (80 ms at
+// 300,000 due receipts) and each claim round read it again: a 300,000
+// backlog drained at half the rate of a 3,000 one. The rounds after a read
+// now reuse it for a few times its cost: here, with 60,000 due receipts,
+// far fewer reads than claim rounds.
+func TestCitusListingServesSeveralRounds(t *testing.T) {
+	t.Parallel()
+	pool := poolFor(t, inboxtest.CitusDatabase(t), func(c *pgxpool.Config) { c.MaxConns = 8 })
+	seedDue(t, pool, 60_000, 64)
+	var listings, rounds atomic.Int64
+	var handled atomic.Int64
+	reg := registry(t, func(context.Context, *handler.Msg) error { handled.Add(1); return nil })
+	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 4, MessagesPerTx: 10})
+	inbox.SetTestHooks(w, func(int) { rounds.Add(1) }, nil)
+	inbox.SetListedHook(w, func(int) { listings.Add(1) })
+	if err := w.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+	eventually(t, 2*time.Minute, "1,000 messages handled", func() bool { return handled.Load() >= 1000 })
+	l, r := listings.Load(), rounds.Load()
+	t.Logf("%d listing reads for %d claim rounds", l, r)
+	if l*2 > r {
+		t.Fatalf("%d listing reads for %d claim rounds: each read should serve several rounds", l, r)
 	}
 }

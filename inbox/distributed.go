@@ -14,6 +14,7 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/citusnode"
 	"github.com/pginbox/pginbox/internal/pipetx"
+	"github.com/pginbox/pginbox/internal/scopelisting"
 )
 
 // layout records whether pginbox's tables are distributed by Citus, read
@@ -102,16 +103,22 @@ func (l *layout) cached() bool {
 func (w *Worker) distributed() bool { return w.layout.cached() }
 
 // claimScopes is the claim on Citus: the scopes with due work of the owned
-// consumers (ReceiptDueScopes, oldest due first, at most ClaimScopes), then
-// per scope a claim of at most its fair share of n in a short transaction of
-// its own, on the scope's node (ReceiptClaimScope). Scopes that filled their
-// share may have more: the round repeats over them while n has room. The
-// rows claimed before an error are returned with it: they are committed.
-// more reports that more is probably due: the round filled n, or it claimed
-// and discovery listed as many scopes as it may (others may have due work it
-// did not list, even when the listed ones ran short).
+// consumers (ReceiptDueScopes, oldest due first), then per scope a claim of
+// at most its fair share of n in a short transaction of its own, on the
+// scope's node (ReceiptClaimScope). Scopes that filled their share may have
+// more: the round repeats over them while n has room. The rows claimed
+// before an error are returned with it: they are committed. more reports
+// that more is probably due: the round filled n, or it claimed and scopes
+// remain that it did not serve or that filled their share.
 //
-// A worker node down fails the discovery read (it reads every shard) and
+// The listing read groups every due row, so its cost grows with the
+// backlog; the rounds after it reuse it for a few times its cost
+// (scopelisting), at most most scopes each, in turns, dropping the scopes
+// that ran short. A scope that became due since waits for the next read; a
+// round that reused the listing and claimed nothing reads at once, so a
+// claim that comes back empty has read afresh (Drain stops on one).
+//
+// A worker node down fails the listing read (it reads every shard) and
 // the claims of that node's scopes, not the others': the round then claims
 // from the scopes discovery listed recently (recentscopes) and skips a scope
 // whose claim fails, so the tenants of the nodes still up keep flowing. Its
@@ -119,21 +126,49 @@ func (w *Worker) distributed() bool { return w.layout.cached() }
 // interval); a scope with due work
 // that was never listed waits until discovery works again.
 func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n int) (_ []db.ReceiptClaimScopeRow, more bool, _ error) {
+	reuse := w.listing.Fresh(time.Now())
+	rows, more, err := w.claimRound(ctx, conn, most, n, reuse)
+	if reuse && len(rows) == 0 && err == nil {
+		// The reused listing's scopes ran dry; others may be due since.
+		return w.claimRound(ctx, conn, most, n, false)
+	}
+	return rows, more, err
+}
+
+// claimRound is one round of claimScopes, from the listing when reuse is
+// set, from a new read otherwise.
+func (w *Worker) claimRound(ctx context.Context, conn *pgxpool.Conn, most, n int, reuse bool) (_ []db.ReceiptClaimScopeRow, more bool, _ error) {
 	var errs []error
-	scopes, err := db.New(pipetx.Async{Conn: conn.Conn(), OneConnPerNode: true}).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
-		Consumers: w.owned, MaxScopes: int32(most),
-	})
-	listedAll := err == nil && len(scopes) == most
-	if err != nil {
-		scopes = w.recent.Recent(most)
-		if len(scopes) == 0 {
-			return nil, false, err
-		}
-		errs = append(errs, fmt.Errorf("listing the scopes with due work (claiming from %d scopes seen recently instead): %w", len(scopes), err))
+	var scopes []db.ReceiptDueScopesRow
+	listed := false // scopes come from the listing, not the fallback
+	listedAll := false
+	if reuse {
+		scopes, listedAll = w.listing.Turn(most)
+		listed = true
 	} else {
-		w.recent.Saw(scopes, time.Now(), w.cfg.ClaimScopes)
+		start := time.Now()
+		limit := most * scopelisting.Wider
+		all, err := db.New(pipetx.Async{Conn: conn.Conn(), OneConnPerNode: true}).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
+			Consumers: w.owned, MaxScopes: int32(limit),
+		})
+		if err != nil {
+			scopes = w.recent.Recent(most)
+			if len(scopes) == 0 {
+				return nil, false, err
+			}
+			errs = append(errs, fmt.Errorf("listing the scopes with due work (claiming from %d scopes seen recently instead): %w", len(scopes), err))
+		} else {
+			w.recent.Saw(all, time.Now(), limit)
+			w.listing.Set(all, len(all) == limit, start, time.Since(start))
+			if w.hooks.listed != nil {
+				w.hooks.listed(len(all))
+			}
+			scopes, listedAll = w.listing.Turn(most)
+			listed = true
+		}
 	}
 	var out []db.ReceiptClaimScopeRow
+	var short []db.ReceiptDueScopesRow
 	failed, answered := 0, 0
 	var claimErr error
 	for len(scopes) > 0 && len(out) < n {
@@ -169,18 +204,24 @@ func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n in
 			out = append(out, rows...)
 			if len(rows) == k {
 				filled = append(filled, s)
+			} else {
+				short = append(short, s)
 			}
 		}
 		scopes = filled
 	}
+	if listed {
+		w.listing.Short(short)
+	}
 	if claimErr != nil {
 		errs = append(errs, fmt.Errorf("claiming from %d scopes (skipped, the others claimed): %w", failed, claimErr))
 	}
-	err = errors.Join(errs...)
+	err := errors.Join(errs...)
 	if err != nil && answered > 0 {
 		err = &partialClaimError{err}
 	}
-	return out, len(out) == n || (listedAll && len(out) > 0), err
+	more = len(out) == n || (listed && len(out) > 0 && (listedAll || w.listing.Left()))
+	return out, more, err
 }
 
 // partialClaimError is a claim round on Citus that failed in part (a worker

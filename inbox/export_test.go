@@ -13,3 +13,7 @@ func StallHeartbeat(w *Worker) { w.hooks.noHeartbeat = true }
 // SetAfterCommitHook installs a crash-test hook that runs after a handler
 // transaction committed.
 func SetAfterCommitHook(w *Worker, afterCommit func(id ID)) { w.hooks.afterCommit = afterCommit }
+
+// SetListedHook installs a hook that runs after each read of the scopes with
+// due work on Citus, with the number of scopes it listed.
+func SetListedHook(w *Worker, listed func(scopes int)) { w.hooks.listed = listed }

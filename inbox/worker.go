@@ -14,6 +14,7 @@ import (
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/internal/recentscopes"
+	"github.com/pginbox/pginbox/internal/scopelisting"
 	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -48,8 +49,9 @@ type Worker struct {
 	events         eventHub
 	restriction    restrictionWatch
 	layout         layout
-	recent         recentscopes.List[db.ReceiptDueScopesRow] // scopes with due work seen by the claim's discovery (Citus)
-	cursor         claimCursor                               // where the next claim on one server begins (claimTurns)
+	recent         recentscopes.List[db.ReceiptDueScopesRow]    // scopes with due work seen by the claim's discovery (Citus)
+	listing        scopelisting.Listing[db.ReceiptDueScopesRow] // the discovery read the next claim rounds reuse (Citus)
+	cursor         claimCursor                                  // where the next claim on one server begins (claimTurns)
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).
@@ -75,6 +77,7 @@ type runState struct {
 // testHooks stop a worker at a crash point in the crash tests.
 type testHooks struct {
 	afterClaim   func(claimed int)
+	listed       func(scopes int) // after a read of the scopes with due work (Citus)
 	beforeCommit func(id ID)
 	afterCommit  func(id ID)
 	noHeartbeat  bool // a worker stalled by a pause or a partition

@@ -1,11 +1,17 @@
 package outbox_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/citustest"
 	"github.com/pginbox/pginbox/outbox"
 )
@@ -68,5 +74,49 @@ func TestCitusRelayClaimIsOneCommandOnTheNode(t *testing.T) {
 	}
 	if claims == 0 {
 		t.Fatalf("no claim in the %d commands logged: the test proved nothing", len(lines))
+	}
+}
+
+// On Citus the read that lists the scopes with due events groups every due
+// event, so with a deep backlog it cost more than the claims it fed, and
+// every batch read it again. The batches after a read now reuse it for a
+// few times its cost: here, with 60,000 due events, far fewer reads than
+// batches.
+func TestCitusRelayListingServesSeveralBatches(t *testing.T) {
+	t.Parallel()
+	pool := poolOn(t, inboxtest.CitusDatabase(t))
+	const events, tenants = 60_000, 64
+	for start := 0; start < events; start += 20_000 {
+		rows := make([][]any, 20_000)
+		for i := range rows {
+			n := start + i
+			rows[i] = []any{inboxtype.New(), "tenant", fmt.Sprintf("tenant-%02d", n%tenants), "orders", "billing.v1",
+				"order.confirmed", int32(1), fmt.Sprintf(`{"n":%d}`, n), "{}"}
+		}
+		if _, err := pool.CopyFrom(t.Context(), pgx.Identifier{"pginbox_outbox"},
+			[]string{"id", "scope_kind", "scope_id", "source", "destination", "event_type", "schema_version", "payload", "metadata"},
+			pgx.CopyFromRows(rows)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(t.Context(), "VACUUM ANALYZE pginbox_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	r := newRelay(t, pool, &recorder{}, outbox.RelayConfig{})
+	var listings, batches atomic.Int64
+	ctx, cancel := context.WithCancel(t.Context())
+	outbox.SetListed(r, func(int) { listings.Add(1) })
+	outbox.SetAfterPublish(r, func([]outbox.ID) {
+		if batches.Add(1) == 30 {
+			cancel()
+		}
+	})
+	if err := r.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	l, b := listings.Load(), batches.Load()
+	t.Logf("%d listing reads for %d batches", l, b)
+	if l*4 > b*3 {
+		t.Fatalf("%d listing reads for %d batches: each read should serve several batches", l, b)
 	}
 }

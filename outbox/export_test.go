@@ -7,3 +7,7 @@ func SetAfterPublish(r *Relay, f func(published []ID)) { r.hooks.afterPublish = 
 // SetListening installs a hook that runs once r's listener subscribed and
 // woke its batch loop.
 func SetListening(r *Relay, f func()) { r.hooks.listening = f }
+
+// SetListed installs a hook that runs after each read of the scopes with due
+// events on Citus, with the number of scopes it listed.
+func SetListed(r *Relay, f func(scopes int)) { r.hooks.listed = f }

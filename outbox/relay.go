@@ -11,6 +11,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/internal/recentscopes"
+	"github.com/pginbox/pginbox/internal/scopelisting"
 	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -37,8 +38,9 @@ type Relay struct {
 	hooks testHooks
 	// layout says whether the outbox is distributed by Citus (claims,
 	// settling, recovery and purge then run per scope).
-	layout layout
-	recent recentscopes.List[db.OutboxDueScopesRow] // scopes with due events seen by the claim's discovery (Citus)
+	layout  layout
+	recent  recentscopes.List[db.OutboxDueScopesRow]    // scopes with due events seen by the claim's discovery (Citus)
+	listing scopelisting.Listing[db.OutboxDueScopesRow] // the discovery read the next claim rounds reuse (Citus)
 
 	wake chan struct{} // new events may be due
 
@@ -60,6 +62,8 @@ type testHooks struct {
 	afterPublish func(published []ID)
 	// listening runs once the listener subscribed and woke the batch loop.
 	listening func()
+	// listed runs after a read of the scopes with due events (Citus).
+	listed func(scopes int)
 }
 
 // NewRelay returns a relay publishing through pub. It fails with an

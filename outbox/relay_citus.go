@@ -11,6 +11,7 @@ import (
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/errtext"
 	"github.com/pginbox/pginbox/internal/pipetx"
+	"github.com/pginbox/pginbox/internal/scopelisting"
 )
 
 // claimScopesMax bounds the scopes one claim round on Citus asks.
@@ -48,21 +49,53 @@ func (r *Relay) claimRows(ctx context.Context) ([]db.OutboxClaimRow, error) {
 // while n has room. A scope whose claim fails (its node down) is skipped;
 // the rows claimed before are returned with the error: they are committed.
 //
+// The read groups every due event, so its cost grows with the backlog: the
+// rounds after it reuse it for a few times its cost (scopelisting), at most
+// claimScopesMax scopes each, in turns, dropping the scopes that ran short.
+// A round that reused it and claimed nothing reads again at once, so an
+// empty claim has read afresh.
+//
 // A worker node down fails the discovery read; the round then claims from
 // the scopes it listed recently, so the other nodes' events keep flowing
 // (a scope never listed waits until discovery works again).
 func (r *Relay) claimScopes(ctx context.Context, n int) ([]db.OutboxClaimRow, error) {
-	var errs []error
-	scopes, err := db.New(pipetx.FanOut{Pool: r.pool}).OutboxDueScopes(ctx, claimScopesMax)
-	if err != nil {
-		scopes = r.recent.Recent(claimScopesMax)
-		if len(scopes) == 0 {
-			return nil, dbError("outbox claim: listing the scopes with due events", err)
-		}
-		errs = append(errs, dbError(fmt.Sprintf("outbox claim: listing the scopes with due events (claiming from %d scopes seen recently instead)", len(scopes)), err))
-	} else {
-		r.recent.Saw(scopes, time.Now(), claimScopesMax)
+	reuse := r.listing.Fresh(time.Now())
+	rows, err := r.claimRound(ctx, n, reuse)
+	if reuse && len(rows) == 0 && err == nil {
+		return r.claimRound(ctx, n, false)
 	}
+	return rows, err
+}
+
+// claimRound is one round of claimScopes, from the listing when reuse is
+// set, from a new read otherwise.
+func (r *Relay) claimRound(ctx context.Context, n int, reuse bool) ([]db.OutboxClaimRow, error) {
+	var errs []error
+	var scopes []db.OutboxDueScopesRow
+	listed := reuse // scopes come from the listing, not the fallback
+	if reuse {
+		scopes, _ = r.listing.Turn(claimScopesMax)
+	} else {
+		start := time.Now()
+		limit := claimScopesMax * scopelisting.Wider
+		all, err := db.New(pipetx.FanOut{Pool: r.pool}).OutboxDueScopes(ctx, int32(limit))
+		if err != nil {
+			scopes = r.recent.Recent(claimScopesMax)
+			if len(scopes) == 0 {
+				return nil, dbError("outbox claim: listing the scopes with due events", err)
+			}
+			errs = append(errs, dbError(fmt.Sprintf("outbox claim: listing the scopes with due events (claiming from %d scopes seen recently instead)", len(scopes)), err))
+		} else {
+			r.recent.Saw(all, time.Now(), limit)
+			r.listing.Set(all, len(all) == limit, start, time.Since(start))
+			if r.hooks.listed != nil {
+				r.hooks.listed(len(all))
+			}
+			scopes, _ = r.listing.Turn(claimScopesMax)
+			listed = true
+		}
+	}
+	var short []db.OutboxDueScopesRow
 	var out []db.OutboxClaimRow
 	for len(scopes) > 0 && len(out) < n {
 		share := max(1, (n-len(out)+len(scopes)-1)/len(scopes))
@@ -93,9 +126,14 @@ func (r *Relay) claimScopes(ctx context.Context, n int) ([]db.OutboxClaimRow, er
 			}
 			if len(rows) == k {
 				more = append(more, s)
+			} else {
+				short = append(short, s)
 			}
 		}
 		scopes = more
+	}
+	if listed {
+		r.listing.Short(short)
 	}
 	return out, errors.Join(errs...)
 }
