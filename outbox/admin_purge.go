@@ -63,7 +63,7 @@ func (a *Admin) Purge(ctx context.Context, p PurgeParams) (PurgeResult, error) {
 	if distributed {
 		purge = purgeScopes
 	}
-	n, err := purge(ctx, db.New(a.pool), cutoff, size, p.Progress)
+	n, err := purge(ctx, a.pool, cutoff, size, p.Progress)
 	res := PurgeResult{Cutoff: cutoff, Deleted: n, Elapsed: time.Since(start)}
 	if err != nil {
 		return res, err

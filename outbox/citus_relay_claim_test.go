@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,8 +17,8 @@ import (
 	"github.com/pginbox/pginbox/outbox"
 )
 
-// On Citus the relay's discovery reads (its claim's and lease recovery's)
-// run over the one connection per worker node that each coordinator session
+// On Citus the relay's discovery reads (its claim's, lease recovery's and
+// its maintenance purge's) run over the one connection per worker node that each coordinator session
 // keeps, instead of Citus opening more per node for their shard reads and
 // closing them after (a new server process per discovery). Slow start off
 // makes Citus open a connection per pending shard read at once.
@@ -39,6 +40,17 @@ func TestCitusRelayDiscoveryOpensNoConnections(t *testing.T) {
 		if _, err := r.RecoverExpired(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+	purged := int64(0)
+	for range 10 { // the first deletes the published events, all list the scopes
+		n, err := outbox.PurgeBefore(ctx, r, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		purged += n
+	}
+	if purged != events {
+		t.Fatalf("the relay's purge deleted %d published events, want %d", purged, events)
 	}
 	if got, most := conns.Opened(t)-before, int64(poolSize*conns.Workers); got > most {
 		t.Errorf("the relay opened %d connections to the worker nodes, want at most %d (one per pool connection and node)", got, most)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
@@ -253,12 +255,14 @@ func (r *Relay) recoverScopes(ctx context.Context) ([]db.OutboxRecoverRow, error
 }
 
 // purgeScopes is purgePublished on Citus: the scopes with events published
-// before cutoff (OutboxPurgeScopes, lock-free), then each purged on its node
-// (OutboxPurgeScope) in batches of size, until no scope has any left.
-func purgeScopes(ctx context.Context, q *db.Queries, cutoff time.Time, size int, progress func(int64)) (int64, error) {
+// before cutoff (OutboxPurgeScopes, lock-free, on one connection per worker
+// node as the claim's read), then each purged on its node (OutboxPurgeScope)
+// in batches of size, until no scope has any left.
+func purgeScopes(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, size int, progress func(int64)) (int64, error) {
+	q := db.New(pool)
 	var total int64
 	for {
-		scopes, err := q.OutboxPurgeScopes(ctx, db.OutboxPurgeScopesParams{Cutoff: cutoff, MaxScopes: claimScopesMax})
+		scopes, err := db.New(pipetx.FanOut{Pool: pool}).OutboxPurgeScopes(ctx, db.OutboxPurgeScopesParams{Cutoff: cutoff, MaxScopes: claimScopesMax})
 		if err != nil {
 			return total, dbError("outbox purge: listing the scopes with published events", err)
 		}

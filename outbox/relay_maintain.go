@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/internal/service"
 )
@@ -79,14 +81,15 @@ func (r *Relay) purge(ctx context.Context, cutoff time.Time) (int64, error) {
 		return 0, err
 	}
 	if distributed {
-		return purgeScopes(ctx, db.New(r.pool), cutoff, purgeBatch, nil)
+		return purgeScopes(ctx, r.pool, cutoff, purgeBatch, nil)
 	}
-	return purgePublished(ctx, db.New(r.pool), cutoff, purgeBatch, nil)
+	return purgePublished(ctx, r.pool, cutoff, purgeBatch, nil)
 }
 
 // purgePublished deletes events published before cutoff, size per statement,
 // until a short batch; progress, if set, gets the running total.
-func purgePublished(ctx context.Context, q *db.Queries, cutoff time.Time, size int, progress func(int64)) (int64, error) {
+func purgePublished(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, size int, progress func(int64)) (int64, error) {
+	q := db.New(pool)
 	var total int64
 	for {
 		n, err := q.OutboxPurge(ctx, db.OutboxPurgeParams{Cutoff: cutoff, MaxCount: int32(size)})
