@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
 // MaxPurgeAge is the longest PurgeParams.OlderThan: 100 years.
@@ -100,8 +101,9 @@ func (v *AdminView) Purge(ctx context.Context, p PurgeParams) (PurgeResult, erro
 		}
 		if distributed {
 			// Citus refuses a lock across shards: purge scope by scope, each
-			// batch on the scope's node.
-			if scopes, err = q.ReceiptPurgeScopes(ctx, cutoff); err != nil {
+			// batch on the scope's node. The listing reads every shard over
+			// one connection per worker node, as the claim's does.
+			if scopes, err = db.New(pipetx.FanOut{Pool: v.admin.sys}).ReceiptPurgeScopes(ctx, cutoff); err != nil {
 				return PurgeResult{}, dbError("purge: listing the scopes", err)
 			}
 			all = false

@@ -17,8 +17,8 @@ import (
 )
 
 // On Citus, the worker's discovery reads (the claim's and lease recovery's,
-// one read per shard) run over the one connection per worker node that each
-// coordinator session keeps. Citus would otherwise open more connections to
+// one read per shard) and an operator purge's run over the one connection
+// per worker node that each coordinator session keeps. Citus would otherwise open more connections to
 // a node for a statement with many shards there and close them after it: a
 // new server process on the node per discovery, which cost the drain more
 // than the reads (bench: 0.1 connections opened per message drained). With
@@ -76,11 +76,27 @@ func TestCitusDiscoveryOpensNoConnections(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	// An operator's purge lists the scopes with purgeable payloads the same way.
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	purged := 0
+	for range 5 { // the first purges every payload, all list the scopes
+		res, err := admin.Operator().Purge(ctx, inbox.PurgeParams{Before: time.Now()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		purged += int(res.Purged)
+	}
+	if purged != messages {
+		t.Fatalf("the operator's purges dropped %d payloads, want %d", purged, messages)
+	}
 
 	// Each pool connection's session keeps one connection per worker node;
 	// nothing more should have been opened.
 	if got, most := conns.Opened(t)-before, int64(poolSize*conns.Workers); got > most {
-		t.Errorf("the drain of %d messages opened %d connections to the worker nodes, want at most %d (one per pool connection and node)",
+		t.Errorf("the drain of %d messages and the purges opened %d connections to the worker nodes, want at most %d (one per pool connection and node)",
 			messages, got, most)
 	}
 }
