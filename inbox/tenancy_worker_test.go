@@ -211,3 +211,44 @@ func TestRunningWorkerReportsANewRestriction(t *testing.T) {
 		return logs.logged("row-level security no longer restricts the SystemPool's role")
 	})
 }
+
+// An operator turns tenancy on and off while workers claim and clients
+// accept: each switch takes its table locks among transactions that lock the
+// same tables in other orders, and it must not fail with a deadlock.
+func TestTenancySwitchUnderLoad(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	td := newTenancyDB(t)
+	w := newWorker(t, td.app, registry(t, func(context.Context, *handler.Msg) error { return nil }),
+		inbox.WorkerConfig{SystemPool: td.sys, Concurrency: 4, PollInterval: 10 * time.Millisecond})
+	startWorker(t, w)
+	c := newClient(t, td.app, inbox.Config{})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_, _ = c.AcceptBatch(ctx, []inbox.Message{tenantMsg(inbox.Tenant(fmt.Sprint("t", i%3)), fmt.Sprintf("load-%d-%d", g, i))})
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	for i := range 20 {
+		var err error
+		if i%2 == 0 {
+			err = schema.DisableTenancy(ctx, td.owner)
+		} else {
+			err = schema.EnableTenancy(ctx, td.owner)
+		}
+		if err != nil {
+			t.Fatalf("switch %d: %v", i, err)
+		}
+	}
+}

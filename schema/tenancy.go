@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,22 +36,72 @@ func DisableTenancy(ctx context.Context, db Beginner) error {
 	return alterTenancy(ctx, db, "NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY")
 }
 
+// ErrTablesBusy reports that [EnableTenancy] or [DisableTenancy] could not
+// lock pginbox's tables: transactions kept them busy through every attempt.
+var ErrTablesBusy = errors.New("pginbox: pginbox's tables stayed busy: retry, or stop the workers and accepting services for the switch")
+
+// Switch attempts: each waits at most switchLockWait for the table locks and
+// gives up (rather than risk a deadlock that could abort an application's
+// transaction), then waits a little longer before the next.
+const (
+	switchAttempts = 10
+	switchLockWait = 200 * time.Millisecond
+)
+
 func alterTenancy(ctx context.Context, db Beginner, action string) error {
-	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		if err := Check(ctx, tx); err != nil {
+	var err error
+	for attempt := 1; attempt <= switchAttempts; attempt++ {
+		err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return alterTenancyTx(ctx, tx, action) })
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || (pgErr.Code != "55P03" && pgErr.Code != "40P01") {
 			return err
 		}
-		for _, t := range TenancyTables {
-			if _, err := tx.Exec(ctx, "ALTER TABLE "+t+" "+action); err != nil {
-				var pgErr *pgconn.PgError
-				if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-					return fmt.Errorf("pginbox: changing row-level security on %s: %w: connect as the role that owns pginbox's tables (the one that ran `inbox migrate up`)", t, err)
-				}
-				return fmt.Errorf("pginbox: changing row-level security on %s: %w", t, err)
-			}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pginbox: changing row-level security: %w", ctx.Err())
+		case <-time.After(time.Duration(attempt) * 50 * time.Millisecond):
 		}
-		return nil
-	})
+	}
+	return fmt.Errorf("%w (%d attempts, last: %w)", ErrTablesBusy, switchAttempts, err)
+}
+
+// alterTenancyTx takes every table's lock in one statement before changing
+// any: ALTER TABLE one table at a time would hold the first lock while waiting
+// for the next, and a worker holding the second and wanting the first is a
+// deadlock. The lock wait is bounded so that this transaction, not the
+// application's, is the one that gives way.
+func alterTenancyTx(ctx context.Context, tx pgx.Tx, action string) error {
+	if err := Check(ctx, tx); err != nil {
+		return err
+	}
+	var prior string
+	if err := tx.QueryRow(ctx, "SELECT current_setting('lock_timeout')").Scan(&prior); err != nil {
+		return fmt.Errorf("pginbox: reading lock_timeout: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", fmt.Sprintf("%dms", switchLockWait.Milliseconds())); err != nil {
+		return fmt.Errorf("pginbox: setting lock_timeout: %w", err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(TenancyTables, ", ")+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		return tenancyErr("locking pginbox's tables", err)
+	}
+	// A caller's own transaction (db may be a pgx.Tx) keeps its setting.
+	if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", prior); err != nil {
+		return fmt.Errorf("pginbox: restoring lock_timeout: %w", err)
+	}
+	for _, t := range TenancyTables {
+		if _, err := tx.Exec(ctx, "ALTER TABLE "+t+" "+action); err != nil {
+			return tenancyErr("changing row-level security on "+t, err)
+		}
+	}
+	return nil
+}
+
+func tenancyErr(what string, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return fmt.Errorf("pginbox: %s: %w: connect as the role that owns pginbox's tables (the one that ran `inbox migrate up`)", what, err)
+	}
+	return fmt.Errorf("pginbox: %s: %w", what, err)
 }
 
 // TableTenancy is the row-level security state of one table.

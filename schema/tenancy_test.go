@@ -56,6 +56,46 @@ func TestTenancyIsOffUntilEnabled(t *testing.T) {
 	is.Equal(forced, 0)
 }
 
+// A transaction that holds one of the tables for longer than the switch will
+// wait: the switch gives up with ErrTablesBusy and changes nothing, and the
+// caller's own transaction keeps its lock_timeout.
+func TestTenancySwitchGivesWayToALongTransaction(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	_, pool := open(t, inboxtest.Database(t))
+	holder, err := pool.Begin(ctx)
+	is.NoErr(err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, "LOCK TABLE pginbox_outbox IN ROW EXCLUSIVE MODE")
+	is.NoErr(err)
+
+	err = schema.EnableTenancy(ctx, pool)
+	if !errors.Is(err, schema.ErrTablesBusy) || !strings.Contains(err.Error(), "lock timeout") {
+		t.Fatalf("EnableTenancy under a held lock = %v, want ErrTablesBusy after lock timeouts", err)
+	}
+	enabled, _ := tenancyState(t, pool)
+	is.Equal(enabled, 0)
+
+	is.NoErr(holder.Rollback(ctx))
+	is.NoErr(pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '7s'"); err != nil {
+			return err
+		}
+		if err := schema.EnableTenancy(ctx, tx); err != nil {
+			return err
+		}
+		var lt string
+		if err := tx.QueryRow(ctx, "SELECT current_setting('lock_timeout')").Scan(&lt); err != nil {
+			return err
+		}
+		is.Equal(lt, "7s")
+		return nil
+	}))
+	enabled, _ = tenancyState(t, pool)
+	is.Equal(enabled, len(schema.TenancyTables))
+}
+
 // An outbox event takes the scope of the transaction that emits it.
 func TestOutboxScopeFollowsTheTransaction(t *testing.T) {
 	is := is.New(t)
