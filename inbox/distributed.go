@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -104,124 +103,63 @@ func (w *Worker) distributed() bool { return w.layout.cached() }
 
 // claimScopes is the claim on Citus: the scopes with due work of the owned
 // consumers (ReceiptDueScopes, oldest due first), then per scope a claim of
-// at most its fair share of n in a short transaction of its own, on the
-// scope's node (ReceiptClaimScope). Scopes that filled their share may have
-// more: the round repeats over them while n has room. The rows claimed
-// before an error are returned with it: they are committed. more reports
-// that more is probably due: the round filled n, or it claimed and scopes
-// remain that it did not serve or that filled their share.
+// at most its fair share of n in a statement of its own, on the scope's node
+// (ReceiptClaimScope); scopelisting.Claimer runs the rounds. The rows
+// claimed before an error are returned with it: they are committed. more
+// reports that more is probably due.
 //
 // The listing read groups every due row, so its cost grows with the
-// backlog; the rounds after it reuse it for a few times its cost
-// (scopelisting), at most most scopes each, in turns, dropping the scopes
-// that ran short. A scope that became due since waits for the next read; a
-// round that reused the listing and claimed nothing reads at once, so a
-// claim that comes back empty has read afresh (Drain stops on one).
+// backlog; the rounds after it reuse it for a few times its cost, at most
+// most scopes each, in turns, dropping the scopes that ran short. A scope
+// that became due since waits for the next read; a claim that comes back
+// empty has read afresh (Drain stops on one).
 //
 // A worker node down fails the listing read (it reads every shard) and
 // the claims of that node's scopes, not the others': the round then claims
-// from the scopes discovery listed recently (recentscopes) and skips a scope
-// whose claim fails, so the tenants of the nodes still up keep flowing. Its
-// errors come back as one (the claim loop logs one such round per poll
-// interval); a scope with due work
-// that was never listed waits until discovery works again.
+// from the scopes listed recently and skips a scope whose claim fails, so
+// the tenants of the nodes still up keep flowing. Its errors come back as
+// one (the claim loop logs one such round per poll interval); a scope with
+// due work that was never listed waits until discovery works again.
 func (w *Worker) claimScopes(ctx context.Context, conn *pgxpool.Conn, most, n int) (_ []db.ReceiptClaimScopeRow, more bool, _ error) {
-	reuse := w.listing.Fresh(time.Now())
-	rows, more, err := w.claimRound(ctx, conn, most, n, reuse)
-	if reuse && len(rows) == 0 && err == nil {
-		// The reused listing's scopes ran dry; others may be due since.
-		return w.claimRound(ctx, conn, most, n, false)
-	}
-	return rows, more, err
-}
-
-// claimRound is one round of claimScopes, from the listing when reuse is
-// set, from a new read otherwise.
-func (w *Worker) claimRound(ctx context.Context, conn *pgxpool.Conn, most, n int, reuse bool) (_ []db.ReceiptClaimScopeRow, more bool, _ error) {
-	var errs []error
-	var scopes []db.ReceiptDueScopesRow
-	listed := false // scopes come from the listing, not the fallback
-	listedAll := false
-	if reuse {
-		scopes, listedAll = w.listing.Turn(most)
-		listed = true
-	} else {
-		start := time.Now()
-		limit := most * scopelisting.Wider
-		all, err := db.New(pipetx.Async{Conn: conn.Conn(), OneConnPerNode: true}).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
-			Consumers: w.owned, MaxScopes: int32(limit),
-		})
-		if err != nil {
-			scopes = w.recent.Recent(most)
-			if len(scopes) == 0 {
-				return nil, false, err
-			}
-			errs = append(errs, fmt.Errorf("listing the scopes with due work (claiming from %d scopes seen recently instead): %w", len(scopes), err))
-		} else {
-			w.recent.Saw(all, time.Now(), limit)
-			w.listing.Set(all, len(all) == limit, start, time.Since(start))
-			if w.hooks.listed != nil {
-				w.hooks.listed(len(all))
-			}
-			scopes, listedAll = w.listing.Turn(most)
-			listed = true
-		}
-	}
-	var out []db.ReceiptClaimScopeRow
-	var short []db.ReceiptDueScopesRow
-	failed, answered := 0, 0
-	var claimErr error
-	for len(scopes) > 0 && len(out) < n {
-		share := max(1, (n-len(out)+len(scopes)-1)/len(scopes))
-		var filled []db.ReceiptDueScopesRow
-		for _, s := range scopes {
-			k := min(share, n-len(out))
-			if k <= 0 {
-				break
-			}
-			// One statement outside a transaction: the node runs and commits
-			// it alone. (pipetx.Async's setting would stay on the coordinator,
-			// and its BEGIN and COMMIT would cost the node two commands more.)
-			rows, err := db.New(conn).ReceiptClaimScope(ctx, db.ReceiptClaimScopeParams{
+	r := w.rounds.Claim(ctx, scopelisting.Source[db.ReceiptDueScopesRow, db.ReceiptClaimScopeRow]{
+		List: func(ctx context.Context, limit int) ([]db.ReceiptDueScopesRow, error) {
+			return db.New(pipetx.Async{Conn: conn.Conn(), OneConnPerNode: true}).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
+				Consumers: w.owned, MaxScopes: int32(limit),
+			})
+		},
+		// One statement outside a transaction: the node runs and commits it
+		// alone. (pipetx.Async's setting would stay on the coordinator, and
+		// its BEGIN and COMMIT would cost the node two commands more.)
+		Claim: func(ctx context.Context, s db.ReceiptDueScopesRow, k int) ([]db.ReceiptClaimScopeRow, error) {
+			return db.New(conn).ReceiptClaimScope(ctx, db.ReceiptClaimScopeParams{
 				ScopeID:    s.ScopeID,
 				ClaimToken: inboxtype.New(),
 				LeaseMs:    w.cfg.Lease.Milliseconds(),
 				Consumers:  w.owned,
 				MaxCount:   int32(k),
 			})
-			if err != nil {
-				if ctx.Err() != nil || conn.Conn().IsClosed() {
-					return out, false, errors.Join(append(errs, err)...)
-				}
-				// Most likely the scope's node is down: the others may be up.
-				failed++
-				if claimErr == nil {
-					claimErr = err
-				}
-				continue
-			}
-			answered++
-			out = append(out, rows...)
-			if len(rows) == k {
-				filled = append(filled, s)
-			} else {
-				short = append(short, s)
-			}
+		},
+		Fatal:  func(error) bool { return ctx.Err() != nil || conn.Conn().IsClosed() },
+		Listed: w.hooks.listed,
+	}, most, n)
+	var errs []error
+	if r.ListErr != nil {
+		if r.Fallback == 0 {
+			return nil, false, r.ListErr
 		}
-		scopes = filled
+		errs = append(errs, fmt.Errorf("listing the scopes with due work (claiming from %d scopes seen recently instead): %w", r.Fallback, r.ListErr))
 	}
-	if listed {
-		w.listing.Short(short)
+	if r.Fatal != nil {
+		return r.Rows, false, errors.Join(append(errs, r.Fatal)...)
 	}
-	if claimErr != nil {
-		errs = append(errs, fmt.Errorf("claiming from %d scopes (skipped, the others claimed): %w", failed, claimErr))
+	if len(r.Failed) > 0 {
+		errs = append(errs, fmt.Errorf("claiming from %d scopes (skipped, the others claimed): %w", len(r.Failed), r.Failed[0].Err))
 	}
 	err := errors.Join(errs...)
-	if err != nil && answered > 0 {
+	if err != nil && r.Answered > 0 {
 		err = &partialClaimError{err}
 	}
-	more = len(out) == n || (listed && len(out) > 0 && (listedAll || w.listing.Left()))
-	return out, more, err
+	return r.Rows, r.More, err
 }
 
 // partialClaimError is a claim round on Citus that failed in part (a worker

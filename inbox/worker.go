@@ -13,7 +13,6 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
-	"github.com/pginbox/pginbox/internal/recentscopes"
 	"github.com/pginbox/pginbox/internal/scopelisting"
 	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/schema"
@@ -49,9 +48,10 @@ type Worker struct {
 	events         eventHub
 	restriction    restrictionWatch
 	layout         layout
-	recent         recentscopes.List[db.ReceiptDueScopesRow]    // scopes with due work seen by the claim's discovery (Citus)
-	listing        scopelisting.Listing[db.ReceiptDueScopesRow] // the discovery read the next claim rounds reuse (Citus)
-	cursor         claimCursor                                  // where the next claim on one server begins (claimTurns)
+	cursor         claimCursor // where the next claim on one server begins (claimTurns)
+	// rounds runs the claim rounds on Citus: the listing they reuse and
+	// the scopes seen recently.
+	rounds scopelisting.Claimer[db.ReceiptDueScopesRow, db.ReceiptClaimScopeRow]
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).

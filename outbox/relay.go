@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
-	"github.com/pginbox/pginbox/internal/recentscopes"
 	"github.com/pginbox/pginbox/internal/scopelisting"
 	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/schema"
@@ -38,9 +37,10 @@ type Relay struct {
 	hooks testHooks
 	// layout says whether the outbox is distributed by Citus (claims,
 	// settling, recovery and purge then run per scope).
-	layout  layout
-	recent  recentscopes.List[db.OutboxDueScopesRow]    // scopes with due events seen by the claim's discovery (Citus)
-	listing scopelisting.Listing[db.OutboxDueScopesRow] // the discovery read the next claim rounds reuse (Citus)
+	layout layout
+	// rounds runs the claim rounds on Citus: the listing they reuse and
+	// the scopes seen recently.
+	rounds scopelisting.Claimer[db.OutboxDueScopesRow, db.OutboxClaimScopeRow]
 
 	wake chan struct{} // new events may be due
 

@@ -46,96 +46,48 @@ func (r *Relay) claimRows(ctx context.Context) ([]db.OutboxClaimRow, error) {
 
 // claimScopes is the claim on Citus: the scopes with due events, oldest due
 // first (OutboxDueScopes, a lock-free read of every shard), then per scope a
-// claim of at most its fair share of n in a short transaction on the scope's
-// node (OutboxClaimScope). Scopes that filled their share are asked again
-// while n has room. A scope whose claim fails (its node down) is skipped;
-// the rows claimed before are returned with the error: they are committed.
-//
-// The read groups every due event, so its cost grows with the backlog: the
-// rounds after it reuse it for a few times its cost (scopelisting), at most
-// claimScopesMax scopes each, in turns, dropping the scopes that ran short.
-// A round that reused it and claimed nothing reads again at once, so an
-// empty claim has read afresh.
-//
-// A worker node down fails the discovery read; the round then claims from
-// the scopes it listed recently, so the other nodes' events keep flowing
-// (a scope never listed waits until discovery works again).
+// claim of at most its fair share of n in a statement of its own on the
+// scope's node (OutboxClaimScope); scopelisting.Claimer runs the rounds and
+// reuses the read for a few times its cost. A scope whose claim fails (its
+// node down) is skipped; the rows claimed before are returned with the
+// error: they are committed. A worker node down fails the read; the round
+// then claims from the scopes listed recently, so the other nodes' events
+// keep flowing (a scope never listed waits until discovery works again).
 func (r *Relay) claimScopes(ctx context.Context, n int) ([]db.OutboxClaimRow, error) {
-	reuse := r.listing.Fresh(time.Now())
-	rows, err := r.claimRound(ctx, n, reuse)
-	if reuse && len(rows) == 0 && err == nil {
-		return r.claimRound(ctx, n, false)
-	}
-	return rows, err
-}
-
-// claimRound is one round of claimScopes, from the listing when reuse is
-// set, from a new read otherwise.
-func (r *Relay) claimRound(ctx context.Context, n int, reuse bool) ([]db.OutboxClaimRow, error) {
-	var errs []error
-	var scopes []db.OutboxDueScopesRow
-	listed := reuse // scopes come from the listing, not the fallback
-	if reuse {
-		scopes, _ = r.listing.Turn(claimScopesMax)
-	} else {
-		start := time.Now()
-		limit := claimScopesMax * scopelisting.Wider
-		all, err := db.New(pipetx.FanOut{Pool: r.pool}).OutboxDueScopes(ctx, int32(limit))
-		if err != nil {
-			scopes = r.recent.Recent(claimScopesMax)
-			if len(scopes) == 0 {
-				return nil, dbError("outbox claim: listing the scopes with due events", err)
-			}
-			errs = append(errs, dbError(fmt.Sprintf("outbox claim: listing the scopes with due events (claiming from %d scopes seen recently instead)", len(scopes)), err))
-		} else {
-			r.recent.Saw(all, time.Now(), limit)
-			r.listing.Set(all, len(all) == limit, start, time.Since(start))
-			if r.hooks.listed != nil {
-				r.hooks.listed(len(all))
-			}
-			scopes, _ = r.listing.Turn(claimScopesMax)
-			listed = true
-		}
-	}
-	var short []db.OutboxDueScopesRow
-	var out []db.OutboxClaimRow
-	for len(scopes) > 0 && len(out) < n {
-		share := max(1, (n-len(out)+len(scopes)-1)/len(scopes))
-		var more []db.OutboxDueScopesRow
-		for _, s := range scopes {
-			k := min(share, n-len(out))
-			if k <= 0 {
-				break
-			}
-			// One statement outside a transaction: the node runs and commits
-			// it alone (asyncClaim's setting would stay on the coordinator,
-			// and its BEGIN and COMMIT would cost the node two commands more).
-			rows, err := db.New(r.pool).OutboxClaimScope(ctx, db.OutboxClaimScopeParams{
+	round := r.rounds.Claim(ctx, scopelisting.Source[db.OutboxDueScopesRow, db.OutboxClaimScopeRow]{
+		List: func(ctx context.Context, limit int) ([]db.OutboxDueScopesRow, error) {
+			return db.New(pipetx.FanOut{Pool: r.pool}).OutboxDueScopes(ctx, int32(limit))
+		},
+		// One statement outside a transaction: the node runs and commits it
+		// alone (asyncClaim's setting would stay on the coordinator, and its
+		// BEGIN and COMMIT would cost the node two commands more).
+		Claim: func(ctx context.Context, s db.OutboxDueScopesRow, k int) ([]db.OutboxClaimScopeRow, error) {
+			return db.New(r.pool).OutboxClaimScope(ctx, db.OutboxClaimScopeParams{
 				ScopeID:    s.ScopeID,
 				ClaimToken: inboxtype.New(),
 				LeaseMs:    r.cfg.Lease.Milliseconds(),
 				MaxCount:   int32(k),
 			})
-			if err != nil {
-				if ctx.Err() != nil {
-					return out, errors.Join(append(errs, dbError("outbox claim", err))...)
-				}
-				errs = append(errs, dbError(fmt.Sprintf("outbox claim (scope %q skipped)", s.ScopeID), err))
-				continue
-			}
-			for _, row := range rows {
-				out = append(out, db.OutboxClaimRow(row))
-			}
-			if len(rows) == k {
-				more = append(more, s)
-			} else {
-				short = append(short, s)
-			}
+		},
+		Fatal:  func(error) bool { return ctx.Err() != nil },
+		Listed: r.hooks.listed,
+	}, claimScopesMax, n)
+	var errs []error
+	if round.ListErr != nil {
+		if round.Fallback == 0 {
+			return nil, dbError("outbox claim: listing the scopes with due events", round.ListErr)
 		}
-		scopes = more
+		errs = append(errs, dbError(fmt.Sprintf("outbox claim: listing the scopes with due events (claiming from %d scopes seen recently instead)", round.Fallback), round.ListErr))
 	}
-	if listed {
-		r.listing.Short(short)
+	for _, f := range round.Failed {
+		errs = append(errs, dbError(fmt.Sprintf("outbox claim (scope %q skipped)", f.Scope.ScopeID), f.Err))
+	}
+	if round.Fatal != nil {
+		errs = append(errs, dbError("outbox claim", round.Fatal))
+	}
+	out := make([]db.OutboxClaimRow, len(round.Rows))
+	for i, row := range round.Rows {
+		out[i] = db.OutboxClaimRow(row)
 	}
 	return out, errors.Join(errs...)
 }

@@ -1,10 +1,13 @@
-// Package scopelisting serves one discovery read's scopes over several claim
-// rounds. On Citus a claim round first lists the scopes with due work
-// (a read of every shard that groups every due row), so the read's cost
-// grows with the backlog: 80 ms at 300,000 due receipts, more than the
-// claims it feeds. A listing that cost d is reused for Reuse x d, in turns,
-// so the read takes about a fifth of the claim loop's time at most whatever
-// the backlog; after a cheap read the next round reads again.
+// Package scopelisting runs the claim rounds on Citus, where no statement
+// may lock rows on several shards: a discovery read lists the scopes with
+// due work (a read of every shard that groups every due row), then each
+// scope is claimed on its own node (Claimer). The read's cost grows with
+// the backlog (80 ms at 300,000 due receipts, more than the claims it
+// feeds), so a listing that cost d is reused for Reuse x d, in turns
+// (Listing): the read takes about a fifth of the claim loop's time at most
+// whatever the backlog; after a cheap read the next round reads again.
+// When the read fails (a worker node down) the rounds claim from the scopes
+// listed recently.
 package scopelisting
 
 import (

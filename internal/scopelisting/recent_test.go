@@ -1,4 +1,4 @@
-package recentscopes
+package scopelisting
 
 import (
 	"fmt"
@@ -8,10 +8,10 @@ import (
 
 // The list gives the most recently seen scopes first, at most the limit
 // asked, and keeps at most four times the claim's scope limit.
-func TestList(t *testing.T) {
+func TestRecent(t *testing.T) {
 	type Scope struct{ Kind, ID string }
-	var l List[Scope]
-	if got := l.Recent(5); len(got) != 0 {
+	var l recent[Scope]
+	if got := l.recent(5); len(got) != 0 {
 		t.Fatalf("empty: listed %v", got)
 	}
 	t0 := time.Now()
@@ -22,20 +22,20 @@ func TestList(t *testing.T) {
 		}
 		return out
 	}
-	l.Saw(tenants("a", "b"), t0, 1)
-	l.Saw(tenants("c"), t0.Add(time.Second), 1)
-	got := l.Recent(2)
+	l.saw(tenants("a", "b"), t0, 1)
+	l.saw(tenants("c"), t0.Add(time.Second), 1)
+	got := l.recent(2)
 	if len(got) != 2 || got[0].ID != "c" || got[1].ID != "a" {
 		t.Fatalf("Recent(2) = %v, want c then a", got)
 	}
 	for i := range 10 {
-		l.Saw(tenants(fmt.Sprint("s", i)), t0.Add(time.Duration(2+i)*time.Second), 1)
+		l.saw(tenants(fmt.Sprint("s", i)), t0.Add(time.Duration(2+i)*time.Second), 1)
 	}
-	if got := l.Recent(100); len(got) != 4 || got[0].ID != "s9" || got[3].ID != "s6" {
+	if got := l.recent(100); len(got) != 4 || got[0].ID != "s9" || got[3].ID != "s6" {
 		t.Fatalf("after 13 scopes with limit 1: %v, want s9..s6", got)
 	}
-	l.Saw(tenants("late"), t0.Add(time.Hour), 1)
-	if got := l.Recent(100); len(got) != 1 || got[0].ID != "late" {
+	l.saw(tenants("late"), t0.Add(time.Hour), 1)
+	if got := l.recent(100); len(got) != 1 || got[0].ID != "late" {
 		t.Fatalf("an hour later: %v, want only late (the others expired)", got)
 	}
 }

@@ -1,8 +1,4 @@
-// Package recentscopes remembers the scopes a claim's discovery read listed
-// lately. On Citus that read covers every shard, so one worker node down
-// fails it; the worker and the relay then claim from the scopes seen
-// recently, and the tenants of the nodes still up keep flowing.
-package recentscopes
+package scopelisting
 
 import (
 	"sort"
@@ -10,12 +6,14 @@ import (
 	"time"
 )
 
-// TTL is how long a listed scope stays a fallback.
-const TTL = 10 * time.Minute
+// RecentTTL is how long a listed scope stays a fallback.
+const RecentTTL = 10 * time.Minute
 
-// List is the scopes seen lately, S being the discovery read's row type, so
-// the callers keep their rows; its zero value is empty and ready.
-type List[S comparable] struct {
+// recent is the scopes the discovery read listed lately; its zero value is
+// empty and ready. That read covers every shard, so one worker node down
+// fails it; the rounds then claim from the scopes seen recently, and the
+// tenants of the nodes still up keep flowing.
+type recent[S comparable] struct {
 	mu   sync.Mutex
 	seen map[S]sighting
 	n    uint64 // sightings so far, to order scopes seen at the same time
@@ -26,9 +24,9 @@ type sighting struct {
 	n  uint64
 }
 
-// Saw records scopes as listed at now, keeping at most 4*limit scopes (the
-// most recently seen) and none older than TTL.
-func (l *List[S]) Saw(scopes []S, now time.Time, limit int) {
+// saw records scopes as listed at now, keeping at most 4*limit scopes (the
+// most recently seen) and none older than RecentTTL.
+func (l *recent[S]) saw(scopes []S, now time.Time, limit int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.seen == nil {
@@ -39,7 +37,7 @@ func (l *List[S]) Saw(scopes []S, now time.Time, limit int) {
 		l.seen[s] = sighting{at: now, n: l.n}
 	}
 	for s, at := range l.seen {
-		if now.Sub(at.at) > TTL {
+		if now.Sub(at.at) > RecentTTL {
 			delete(l.seen, s)
 		}
 	}
@@ -51,9 +49,9 @@ func (l *List[S]) Saw(scopes []S, now time.Time, limit int) {
 	}
 }
 
-// Recent returns at most limit of the scopes seen lately, the most recently
+// recent returns at most limit of the scopes seen lately, the most recently
 // seen first (within one listing, in the listing's order).
-func (l *List[S]) Recent(limit int) []S {
+func (l *recent[S]) recent(limit int) []S {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	all := l.sorted()
@@ -61,7 +59,7 @@ func (l *List[S]) Recent(limit int) []S {
 }
 
 // sorted returns the scopes, most recently seen first. l.mu is held.
-func (l *List[S]) sorted() []S {
+func (l *recent[S]) sorted() []S {
 	all := make([]S, 0, len(l.seen))
 	for s := range l.seen {
 		all = append(all, s)
