@@ -60,7 +60,12 @@ const proxiedApp = "pginbox-history-client"
 // pool (the checker's), and the proxy.
 func proxiedPools(t *testing.T) (clients, direct *pgxpool.Pool, p *faultproxy.Proxy) {
 	t.Helper()
-	dsn := inboxtest.Database(t)
+	return proxiedPoolsOn(t, inboxtest.Database(t))
+}
+
+// proxiedPoolsOn is proxiedPools on the migrated database dsn names.
+func proxiedPoolsOn(t *testing.T, dsn string) (clients, direct *pgxpool.Pool, p *faultproxy.Proxy) {
+	t.Helper()
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)

@@ -17,12 +17,16 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/pipetx"
+	"github.com/pginbox/pginbox/schema"
 )
 
 // wInput is an operation of the worker history on one receipt: a claim of
@@ -60,6 +64,19 @@ type wReceipt struct {
 	Version int64
 	Token   string
 	Effects int
+	// Unflushed: the last change was a claim, which commits without
+	// waiting for its WAL flush (synchronous_commit off, as the worker's
+	// claims): a server crash may undo it, back to Before. Any later change
+	// of the receipt commits durably and so flushes the claim too.
+	Unflushed bool
+	Before    wCore
+}
+
+// wCore is what a lost claim leaves: the state before it.
+type wCore struct {
+	Status  string
+	Version int64
+	Token   string
 }
 
 type wState []wReceipt
@@ -109,12 +126,13 @@ func workerModel(initial wState) porcupine.Model {
 					next = append(next, s)
 				}
 				if (out.Result == "ok" || unknown) && (r.Status == "PENDING" || r.Status == "RETRYABLE") {
-					next = append(next, s.with(in.Receipt, wReceipt{"PROCESSING", r.Version + 1, in.Token, r.Effects}))
+					next = append(next, s.with(in.Receipt, wReceipt{Status: "PROCESSING", Version: r.Version + 1, Token: in.Token, Effects: r.Effects,
+						Unflushed: true, Before: wCore{r.Status, r.Version, r.Token}}))
 				}
 			case "fail":
 				match := r.Status == "PROCESSING" && r.Token == in.Token
 				if (out.Result == "ok" || unknown) && match {
-					next = append(next, s.with(in.Receipt, wReceipt{"DEAD", r.Version + 1, "", r.Effects}))
+					next = append(next, s.with(in.Receipt, wReceipt{Status: "DEAD", Version: r.Version + 1, Token: "", Effects: r.Effects}))
 				}
 				if (out.Result == "lost" && !match) || unknown {
 					next = append(next, s)
@@ -124,10 +142,17 @@ func workerModel(initial wState) porcupine.Model {
 				// not at all, and only under the current token.
 				match := r.Status == "PROCESSING" && r.Token == in.Token
 				if (out.Result == "ok" || unknown) && match {
-					next = append(next, s.with(in.Receipt, wReceipt{"COMPLETED", r.Version + 1, "", r.Effects + 1}))
+					next = append(next, s.with(in.Receipt, wReceipt{Status: "COMPLETED", Version: r.Version + 1, Token: "", Effects: r.Effects + 1}))
 				}
 				if (out.Result == "lost" && !match) || out.Result == "rolled_back" || unknown {
 					next = append(next, s)
+				}
+			case "crash":
+				// The server stopped at once and started again: what it
+				// had flushed survives; an unflushed claim may be lost.
+				next = append(next, s.with(in.Receipt, wReceipt{Status: r.Status, Version: r.Version, Token: r.Token, Effects: r.Effects}))
+				if r.Unflushed {
+					next = append(next, s.with(in.Receipt, wReceipt{Status: r.Before.Status, Version: r.Before.Version, Token: r.Before.Token, Effects: r.Effects}))
 				}
 			case "recover":
 				// Leases expire with time the model does not see: a recovery
@@ -136,10 +161,10 @@ func workerModel(initial wState) porcupine.Model {
 					next = append(next, s)
 				}
 				if (len(out.Recovered) == 1 || unknown) && r.Status == "PROCESSING" {
-					next = append(next, s.with(in.Receipt, wReceipt{"RETRYABLE", r.Version + 1, "", r.Effects}))
+					next = append(next, s.with(in.Receipt, wReceipt{Status: "RETRYABLE", Version: r.Version + 1, Token: "", Effects: r.Effects}))
 				}
 			case "requeue":
-				requeued := s.with(in.Receipt, wReceipt{"PENDING", r.Version + 1, "", r.Effects})
+				requeued := s.with(in.Receipt, wReceipt{Status: "PENDING", Version: r.Version + 1, Token: "", Effects: r.Effects})
 				switch r.Status {
 				case "PROCESSING":
 					// Refused while its lease runs or a transaction holds
@@ -207,10 +232,58 @@ const historyEpoch = 5 * time.Second
 // and a redelivery changes nothing. HISTORY_SECONDS sets the run's length
 // (default 5).
 func TestWorkerHistory(t *testing.T) {
+	pool, direct, proxy := proxiedPools(t)
+	h := checkWorkerHistory(t, pool, direct, proxy, nil)
+	if h.kills.Load() == 0 || h.cuts.Load() == 0 {
+		t.Errorf("%d sessions killed and %d connection cuts: the run did not check both faults", h.kills.Load(), h.cuts.Load())
+	}
+}
+
+// TestWorkerHistoryServerCrash is TestWorkerHistory on a server of its own
+// that also crashes once per epoch (every process stopped at once, then
+// started again: crash recovery). The claims commit without waiting for
+// their WAL flush, as the worker's do, so a crash may undo a claim that
+// returned; the model allows exactly that and nothing else: every other
+// change that returned survives.
+func TestWorkerHistoryServerCrash(t *testing.T) {
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("a server of the test's own is needed: %v", err)
+		}
+		t.Skipf("skipped: no PostgreSQL server binaries to start a server of the test's own (%v)", err)
+	}
+	// Commits write their WAL before they return (synchronous_commit on);
+	// fsync stays off: the operating system keeps what was written through
+	// a crash of the server's processes.
+	server, err := pgcluster.Start(t.Context(), pgcluster.Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := server.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	dsn := server.ConnString("postgres")
+	if err := schema.UpDSN(t.Context(), dsn); err != nil {
+		t.Fatal(err)
+	}
+	pool, direct, proxy := proxiedPoolsOn(t, dsn)
+	h := checkWorkerHistory(t, pool, direct, proxy, server)
+	if p := h.crashErr.Load(); p != nil {
+		t.Fatalf("crashing the server: %v", *p)
+	}
+	if h.crashes.Load() == 0 {
+		t.Errorf("the server never crashed: the run did not check the fault")
+	}
+}
+
+// checkWorkerHistory runs the worker history on the clients' pool, epoch by
+// epoch, and fails t at the first epoch that is not linearizable.
+func checkWorkerHistory(t *testing.T, pool, direct *pgxpool.Pool, proxy *faultproxy.Proxy, server *pgcluster.Cluster) *workerHistory {
 	seconds := historySeconds()
 	const receipts = 3
 	ctx := t.Context()
-	pool, direct, proxy := proxiedPools(t)
 	consumers := make([]string, receipts)
 	for i := range consumers {
 		consumers[i] = fmt.Sprintf("c%d", i)
@@ -228,7 +301,7 @@ func TestWorkerHistory(t *testing.T) {
 	}
 	h := &workerHistory{pool: pool, direct: direct, proxy: proxy, q: db.New(pool), client: client, view: admin.Operator(), consumers: consumers,
 		ids: make([]inbox.ID, receipts), msgs: make([]inbox.Message, receipts),
-		index: map[inbox.ID]int{}, counts: map[string]int{}, start: time.Now()}
+		index: map[inbox.ID]int{}, counts: map[string]int{}, start: time.Now(), server: server}
 	for i := range receipts {
 		h.accept(t, ctx, i)
 	}
@@ -283,11 +356,9 @@ func TestWorkerHistory(t *testing.T) {
 		}
 		state = end
 	}
-	t.Logf("worker history: %d operations in %d epochs %v, %d faults (%d sessions killed, %d cuts of every client connection), 0 anomalies, Ok (checked in %s)",
-		ops, epochs, h.counts, h.kills.Load()+h.cuts.Load(), h.kills.Load(), h.cuts.Load(), checking.Round(time.Millisecond))
-	if h.kills.Load() == 0 || h.cuts.Load() == 0 {
-		t.Errorf("%d sessions killed and %d connection cuts: the run did not check both faults", h.kills.Load(), h.cuts.Load())
-	}
+	t.Logf("worker history: %d operations in %d epochs %v, %d faults (%d sessions killed, %d cuts of every client connection, %d server crashes), 0 anomalies, Ok (checked in %s)",
+		ops, epochs, h.counts, h.kills.Load()+h.cuts.Load()+h.crashes.Load(), h.kills.Load(), h.cuts.Load(), h.crashes.Load(), checking.Round(time.Millisecond))
+	return h
 }
 
 // retry runs a call up to ten times: the pool may still hold connections
@@ -330,12 +401,35 @@ type workerHistory struct {
 	start     time.Time
 	kills     atomic.Int64 // sessions killed
 	cuts      atomic.Int64 // cuts of every client connection
+	// server, when set, is the test's own server, crashed once per epoch.
+	server   *pgcluster.Cluster
+	crashes  atomic.Int64
+	crashErr atomic.Pointer[error]
 
 	mu     sync.Mutex
 	counts map[string]int
 }
 
 func (h *workerHistory) now() int64 { return time.Since(h.start).Nanoseconds() }
+
+// claim claims as the worker does on one server: one statement committed
+// without waiting for its WAL flush.
+func (h *workerHistory) claim(ctx context.Context, arg db.ReceiptClaimParams) ([]db.ReceiptClaimRow, error) {
+	conn, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	return db.New(pipetx.Async{Conn: conn.Conn(), GenericPlan: true}).ReceiptClaim(ctx, arg)
+}
+
+// notSent reports an error that came before the call reached the server
+// (no connection, or nothing written): the call did nothing, and the
+// history leaves it out.
+func notSent(err error) bool {
+	var connect *pgconn.ConnectError
+	return err != nil && (pgconn.SafeToRetry(err) || errors.As(err, &connect))
+}
 
 // read returns each receipt's status, version and claim token.
 func (h *workerHistory) read(t *testing.T, ctx context.Context) wState {
@@ -460,7 +554,11 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 				tok := inboxtype.New()
 				in := wInput{Op: "claim", Receipt: i, Token: tok.String()}
 				call := h.now()
-				rows, err := q.ReceiptClaim(ctx, db.ReceiptClaimParams{Consumers: []string{h.consumers[i]}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
+				rows, err := h.claim(ctx, db.ReceiptClaimParams{Consumers: []string{h.consumers[i]}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
+				if notSent(err) {
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
 				out := wOutput{Result: "ok"}
 				switch {
 				case err != nil:
@@ -486,6 +584,9 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 				in.Op = "fail"
 				call = h.now()
 				_, err = q.ReceiptFail(ctx, db.ReceiptFailParams{Dead: true, DelayMs: 0, LastError: "history", ID: ids[i], ClaimToken: tok})
+				if notSent(err) {
+					continue
+				}
 				out = wOutput{Result: "ok"}
 				switch {
 				case errors.Is(err, pgx.ErrNoRows):
@@ -503,6 +604,9 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 			i := n % receipts
 			call := h.now()
 			rows, err := q.ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: []string{h.consumers[i]}, MaxCount: 100})
+			if notSent(err) {
+				continue
+			}
 			out := wOutput{Result: "ok", Recovered: []int{}}
 			if err != nil {
 				out.Result = "unknown"
@@ -556,11 +660,33 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 					out.Version = conflict.Current // for the record: the model does not read it
 				case errors.As(err, &wrong):
 					out.Result = "wrong_state"
+				case notSent(err):
+					continue
 				default:
 					out.Result = "unknown"
 				}
 				record(c, in, call, out, h.now())
 				time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+			}
+		})
+	}
+	if h.server != nil {
+		// One crash of the server per epoch, at a random time in it.
+		wg.Go(func() {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-time.After(time.Duration(rand.Int64N(int64(d / 2)))):
+			}
+			call := h.now()
+			if err := h.server.Restart(ctx, pgcluster.ShutdownImmediate); err != nil {
+				h.crashErr.Store(&err)
+				return
+			}
+			h.crashes.Add(1)
+			ret := h.now()
+			for i := range receipts {
+				record(workers+operators+1, wInput{Op: "crash", Receipt: i}, call, wOutput{Result: "ok"}, ret)
 			}
 		})
 	}
