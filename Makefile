@@ -45,12 +45,13 @@ model-check:
 ## history-check: the history checks (internal/historycheck) for
 ## HISTORY_SECONDS (default 120) each: admin replays, reads and a purge, and
 ## worker claims, failures, handler transactions, recoveries, requeues and
-## redeliveries, while sessions are killed, checked for linearizability with
+## redeliveries, while sessions are killed (and, on a server of its own, the
+## server crashes once per epoch), checked for linearizability with
 ## porcupine. make check runs them
 ## for 5 seconds with the other tests.
 HISTORY_SECONDS ?= 120
 history-check:
-	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^Test(Admin|Worker)History$$' .
+	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^Test(AdminHistory|WorkerHistory|WorkerHistoryServerCrash)$$' .
 
 ## model-defects: the model with a past fix switched off (scope keys, the
 ## hung-handler watchdog, the ordering keys' lock, the promotion in the
