@@ -38,7 +38,7 @@ func DisableTenancy(ctx context.Context, db Beginner) error {
 
 // ErrTablesBusy reports that [EnableTenancy] or [DisableTenancy] could not
 // lock pginbox's tables: transactions kept them busy through every attempt.
-var ErrTablesBusy = errors.New("pginbox: pginbox's tables stayed busy: retry, or stop the workers and accepting services for the switch")
+var ErrTablesBusy = errors.New("pginbox: pginbox's tables stayed busy: transactions held them through every attempt; retry in a quieter moment or with the workers stopped (pg_stat_activity shows the long transactions)")
 
 // Switch attempts: each waits at most switchLockWait for the table locks and
 // gives up (rather than risk a deadlock that could abort an application's
