@@ -112,6 +112,16 @@ func workerModel(initial wState) porcupine.Model {
 					next = append(next, s)
 				}
 			case "accept":
+				if r.Status == "" {
+					// The first accept stores the receipt, due.
+					if out.Result == "accepted" || unknown {
+						next = append(next, s.with(in.Receipt, wReceipt{Status: "PENDING", Version: 1}))
+					}
+					if unknown {
+						next = append(next, s)
+					}
+					break
+				}
 				// A redelivery changes nothing and reports the live status.
 				if (out.Result == "ok" && out.Status == r.Status) || unknown {
 					next = append(next, s)
@@ -303,7 +313,7 @@ func checkWorkerHistory(t *testing.T, pool, direct *pgxpool.Pool, proxy *faultpr
 		ids: make([]inbox.ID, receipts), msgs: make([]inbox.Message, receipts),
 		index: map[inbox.ID]int{}, counts: map[string]int{}, start: time.Now(), server: server}
 	for i := range receipts {
-		h.accept(t, ctx, i)
+		h.next(i)
 	}
 	state := h.read(t, ctx)
 	total := time.Duration(seconds) * time.Second
@@ -347,11 +357,12 @@ func checkWorkerHistory(t *testing.T, pool, direct *pgxpool.Pool, proxy *faultpr
 			t.Fatalf("epoch %d: the history is not linearizable (%s): kept in %s", epochs, res, path)
 		}
 		// A COMPLETED receipt changes no more: its consumer gets a new
-		// message for the next epoch.
+		// message for the next epoch, which the operators accept first
+		// while the workers claim.
 		for i, r := range end {
 			if r.Status == "COMPLETED" {
-				h.accept(t, ctx, i)
-				end[i] = h.read(t, ctx)[i]
+				h.next(i)
+				end[i] = wReceipt{}
 			}
 		}
 		state = end
@@ -394,8 +405,8 @@ type workerHistory struct {
 	q         *db.Queries
 	client    *inbox.Client
 	view      *inbox.AdminView
-	ids       []inbox.ID      // each history receipt's current receipt
-	msgs      []inbox.Message // and its message, for redeliveries
+	ids       []inbox.ID      // each history receipt's ID, zero until a call saw it (h.mu)
+	msgs      []inbox.Message // and its message, for first accepts and redeliveries
 	consumers []string
 	index     map[inbox.ID]int
 	start     time.Time
@@ -406,8 +417,9 @@ type workerHistory struct {
 	crashes  atomic.Int64
 	crashErr atomic.Pointer[error]
 
-	mu     sync.Mutex
-	counts map[string]int
+	mu       sync.Mutex
+	counts   map[string]int
+	messages int // messages made so far, for the next message's ID
 }
 
 func (h *workerHistory) now() int64 { return time.Since(h.start).Nanoseconds() }
@@ -435,15 +447,25 @@ func notSent(err error) bool {
 func (h *workerHistory) read(t *testing.T, ctx context.Context) wState {
 	t.Helper()
 	s := make(wState, len(h.ids))
-	for i, id := range h.ids {
+	for i, msg := range h.msgs {
 		var token *inboxtype.ID
+		var id inbox.ID
 		err := retry(func() error {
-			return h.direct.QueryRow(ctx, `SELECT status, version, claim_token FROM pginbox_receipts_live WHERE id = $1`, id).
-				Scan(&s[i].Status, &s[i].Version, &token)
+			err := h.direct.QueryRow(ctx, `SELECT id, status, version, claim_token FROM pginbox_receipts_live
+				WHERE source = $1 AND consumer = $2 AND message_id = $3`, msg.Source, msg.Consumer, msg.MessageID).
+				Scan(&id, &s[i].Status, &s[i].Version, &token)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // not accepted yet
+			}
+			return err
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
+		if s[i].Status == "" {
+			continue
+		}
+		h.learn(id, i)
 		if token != nil {
 			s[i].Token = token.String()
 		}
@@ -457,22 +479,39 @@ func (h *workerHistory) read(t *testing.T, ctx context.Context) wState {
 	return s
 }
 
-// accept gives history receipt i a new message of its consumer.
-func (h *workerHistory) accept(t *testing.T, ctx context.Context, i int) {
-	t.Helper()
-	n := len(h.index)
-	msg := inbox.Message{Identity: inbox.Identity{Scope: inbox.Global(), Source: "history", Consumer: h.consumers[i], MessageID: fmt.Sprint(n)},
+// next gives history receipt i a new message of its consumer, not accepted
+// yet: the operators' first accept of it races the workers' claims.
+func (h *workerHistory) next(i int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.messages++
+	n := h.messages
+	h.msgs[i] = inbox.Message{Identity: inbox.Identity{Scope: inbox.Global(), Source: "history", Consumer: h.consumers[i], MessageID: fmt.Sprint(n)},
 		EventType: "e", SchemaVersion: 1, Payload: map[string]int{"n": n}}
-	var res inbox.AcceptResult
-	err := retry(func() (err error) { res, err = h.client.Accept(ctx, msg); return err })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcome != inbox.Accepted {
-		t.Fatalf("message %d: %s, want accepted", n, res.Outcome)
-	}
-	h.ids[i], h.msgs[i] = res.ID, msg
-	h.index[res.ID] = i
+	h.ids[i] = inbox.ID{}
+}
+
+// learn records that receipt i of this epoch has ID id (an accept, a claim
+// or the state read saw it).
+func (h *workerHistory) learn(id inbox.ID, i int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ids[i] = id
+	h.index[id] = i
+}
+
+// id returns receipt i's ID, false while no call has seen it.
+func (h *workerHistory) id(i int) (inbox.ID, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ids[i], h.ids[i] != inbox.ID{}
+}
+
+// slot returns the history receipt whose ID is id.
+func (h *workerHistory) slot(id inbox.ID) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.index[id]
 }
 
 // quiesce waits until no other session of the database runs a statement:
@@ -531,7 +570,7 @@ func (h *workerHistory) complete(ctx context.Context, id inbox.ID, token inbox.I
 func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Operation {
 	const workers, operators = 3, 3
 	receipts := len(h.ids)
-	q, ids, view := h.q, h.ids, h.view
+	q, view := h.q, h.view
 	var mu sync.Mutex
 	var history []porcupine.Operation
 	record := func(client int, in wInput, call int64, out wOutput, ret int64) {
@@ -567,7 +606,21 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 					out.Result = "none"
 				}
 				record(c, in, call, out, h.now())
-				if out.Result == "none" {
+				// The receipt's ID: the claim's row, or for a claim whose
+				// outcome is unknown the one seen before (it may have
+				// committed: its token then holds the receipt).
+				var id inbox.ID
+				switch out.Result {
+				case "ok":
+					id = rows[0].ID
+					h.learn(id, i)
+				case "unknown":
+					var seen bool
+					if id, seen = h.id(i); seen {
+						break
+					}
+					fallthrough
+				default:
 					time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 					continue
 				}
@@ -577,13 +630,13 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 				if rng.IntN(8) == 0 {
 					in.Op = "complete"
 					call = h.now()
-					out = wOutput{Result: h.complete(ctx, ids[i], tok, rng.IntN(4) == 0)}
+					out = wOutput{Result: h.complete(ctx, id, tok, rng.IntN(4) == 0)}
 					record(c, in, call, out, h.now())
 					continue
 				}
 				in.Op = "fail"
 				call = h.now()
-				_, err = q.ReceiptFail(ctx, db.ReceiptFailParams{Dead: true, DelayMs: 0, LastError: "history", ID: ids[i], ClaimToken: tok})
+				_, err = q.ReceiptFail(ctx, db.ReceiptFailParams{Dead: true, DelayMs: 0, LastError: "history", ID: id, ClaimToken: tok})
 				if notSent(err) {
 					continue
 				}
@@ -612,7 +665,7 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 				out.Result = "unknown"
 			}
 			for _, r := range rows {
-				out.Recovered = append(out.Recovered, h.index[r.ID])
+				out.Recovered = append(out.Recovered, h.slot(r.ID))
 			}
 			record(workers, wInput{Op: "recover", Receipt: i}, call, out, h.now())
 		}
@@ -627,19 +680,29 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 				if rng.IntN(8) == 0 {
 					call := h.now()
 					res, err := h.client.Accept(ctx, h.msgs[i])
-					if err != nil {
-						continue // the identity exists: a failed redelivery changed nothing
+					if notSent(err) {
+						continue
 					}
 					out := wOutput{Result: "ok", Status: string(res.Status)}
-					if res.Outcome != inbox.Duplicate {
+					switch {
+					case err != nil:
+						out = wOutput{Result: "unknown"} // a first accept may have committed
+					case res.Outcome != inbox.Duplicate:
 						out.Result = string(res.Outcome)
+						h.learn(res.ID, i)
+					default:
+						h.learn(res.ID, i)
 					}
 					record(c, wInput{Op: "accept", Receipt: i}, call, out, h.now())
 					continue
 				}
 				if rng.IntN(2) == 0 {
 					call := h.now()
-					r, err := view.Get(ctx, ids[i])
+					id, seen := h.id(i)
+					if !seen {
+						continue
+					}
+					r, err := view.Get(ctx, id)
 					if err != nil {
 						continue // a failed read changed nothing
 					}
@@ -647,9 +710,13 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 					record(c, wInput{Op: "get", Receipt: i}, call, wOutput{Result: "ok", Status: string(r.Status), Version: r.Version}, h.now())
 					continue
 				}
+				id, ok := h.id(i)
+				if !ok {
+					continue
+				}
 				in := wInput{Op: "requeue", Receipt: i, Expected: max(1, known[i]-int64(rng.IntN(2)))}
 				call := h.now()
-				_, err := view.Requeue(ctx, ids[i], inbox.ChangeParams{ExpectedVersion: in.Expected, Actor: "history", Reason: "history check"})
+				_, err := view.Requeue(ctx, id, inbox.ChangeParams{ExpectedVersion: in.Expected, Actor: "history", Reason: "history check"})
 				out := wOutput{Result: "ok"}
 				var wrong *inbox.WrongStateError
 				var conflict *inbox.VersionConflictError
@@ -715,4 +782,41 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 	})
 	wg.Wait()
 	return history
+}
+
+// The model refuses what a broken first accept would show: an identity
+// accepted twice, and a claim of a receipt before its accept.
+func TestWorkerModelFirstAccepts(t *testing.T) {
+	op := func(call int64, in wInput, out wOutput) porcupine.Operation {
+		return porcupine.Operation{ClientId: int(call), Input: in, Call: call, Output: out, Return: call + 1}
+	}
+	accepted := wOutput{Result: "accepted"}
+	cases := []struct {
+		name    string
+		history []porcupine.Operation
+		legal   bool
+	}{
+		{"accepted, then a redelivery", []porcupine.Operation{
+			op(0, wInput{Op: "accept"}, accepted),
+			op(2, wInput{Op: "accept"}, wOutput{Result: "ok", Status: "PENDING"}),
+			op(4, wInput{Op: "claim", Token: "t"}, wOutput{Result: "ok"}),
+		}, true},
+		{"accepted twice", []porcupine.Operation{
+			op(0, wInput{Op: "accept"}, accepted),
+			op(2, wInput{Op: "accept"}, accepted),
+		}, false},
+		{"claimed before its accept", []porcupine.Operation{
+			op(0, wInput{Op: "claim", Token: "t"}, wOutput{Result: "ok"}),
+			op(2, wInput{Op: "accept"}, accepted),
+		}, false},
+		{"an unknown accept, then a claim", []porcupine.Operation{
+			op(0, wInput{Op: "accept"}, wOutput{Result: "unknown"}),
+			op(2, wInput{Op: "claim", Token: "t"}, wOutput{Result: "ok"}),
+		}, true},
+	}
+	for _, c := range cases {
+		if got := porcupine.CheckOperations(workerModel(wState{{}}), c.history); got != c.legal {
+			t.Errorf("%s: linearizable %v, want %v", c.name, got, c.legal)
+		}
+	}
 }
