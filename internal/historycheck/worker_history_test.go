@@ -55,6 +55,7 @@ type wOutput struct {
 	Version   int64
 	Token     string // the state read between epochs
 	Effects   int    // the state read between epochs
+	Purged    bool   // the state read between epochs
 }
 
 // wReceipt is one receipt's state: Effects counts the business rows its
@@ -64,6 +65,7 @@ type wReceipt struct {
 	Version int64
 	Token   string
 	Effects int
+	Purged  bool // a purge dropped its payload
 	// Unflushed: the last change was a claim, which commits without
 	// waiting for its WAL flush (synchronous_commit off, as the worker's
 	// claims): a server crash may undo it, back to Before. Any later change
@@ -108,7 +110,7 @@ func workerModel(initial wState) porcupine.Model {
 			var next []any
 			switch in.Op {
 			case "state":
-				if out.Status == r.Status && out.Version == r.Version && out.Token == r.Token && out.Effects == r.Effects {
+				if out.Status == r.Status && out.Version == r.Version && out.Token == r.Token && out.Effects == r.Effects && out.Purged == r.Purged {
 					next = append(next, s)
 				}
 			case "accept":
@@ -157,10 +159,19 @@ func workerModel(initial wState) porcupine.Model {
 				if (out.Result == "lost" && !match) || out.Result == "rolled_back" || unknown {
 					next = append(next, s)
 				}
+			case "purge":
+				// An operator's purge of every scope, cutoff now: it may drop
+				// a COMPLETED receipt's payload (once: a version), and it
+				// touches nothing else. It may also pass a receipt by (a
+				// lock held, a completion at the cutoff).
+				next = append(next, s)
+				if (out.Result == "ok" || unknown) && r.Status == "COMPLETED" && !r.Purged {
+					next = append(next, s.with(in.Receipt, wReceipt{Status: r.Status, Version: r.Version + 1, Effects: r.Effects, Purged: true}))
+				}
 			case "crash":
 				// The server stopped at once and started again: what it
 				// had flushed survives; an unflushed claim may be lost.
-				next = append(next, s.with(in.Receipt, wReceipt{Status: r.Status, Version: r.Version, Token: r.Token, Effects: r.Effects}))
+				next = append(next, s.with(in.Receipt, wReceipt{Status: r.Status, Version: r.Version, Token: r.Token, Effects: r.Effects, Purged: r.Purged}))
 				if r.Unflushed {
 					next = append(next, s.with(in.Receipt, wReceipt{Status: r.Before.Status, Version: r.Before.Version, Token: r.Before.Token, Effects: r.Effects}))
 				}
@@ -324,12 +335,19 @@ func checkWorkerHistory(t *testing.T, pool, direct *pgxpool.Pool, proxy *faultpr
 		history := h.run(ctx, min(historyEpoch, total-elapsed))
 		h.quiesce(t, ctx)
 		end := h.read(t, ctx)
+		for _, r := range end {
+			if r.Purged {
+				h.mu.Lock()
+				h.counts["state purged"]++
+				h.mu.Unlock()
+			}
+		}
 		// The state read after the epoch is its last operation: every
 		// operation must linearize before it.
 		at := h.now()
 		for i := range receipts {
 			history = append(history, porcupine.Operation{ClientId: 100, Input: wInput{Op: "state", Receipt: i},
-				Call: at, Output: wOutput{Result: "ok", Status: end[i].Status, Version: end[i].Version, Token: end[i].Token, Effects: end[i].Effects}, Return: at + 1})
+				Call: at, Output: wOutput{Result: "ok", Status: end[i].Status, Version: end[i].Version, Token: end[i].Token, Effects: end[i].Effects, Purged: end[i].Purged}, Return: at + 1})
 		}
 		for k := range history {
 			if history[k].Output.(wOutput).Result == "unknown" {
@@ -451,9 +469,9 @@ func (h *workerHistory) read(t *testing.T, ctx context.Context) wState {
 		var token *inboxtype.ID
 		var id inbox.ID
 		err := retry(func() error {
-			err := h.direct.QueryRow(ctx, `SELECT id, status, version, claim_token FROM pginbox_receipts_live
+			err := h.direct.QueryRow(ctx, `SELECT id, status, version, claim_token, payload_purged_at IS NOT NULL FROM pginbox_receipts_live
 				WHERE source = $1 AND consumer = $2 AND message_id = $3`, msg.Source, msg.Consumer, msg.MessageID).
-				Scan(&id, &s[i].Status, &s[i].Version, &token)
+				Scan(&id, &s[i].Status, &s[i].Version, &token, &s[i].Purged)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil // not accepted yet
 			}
@@ -694,6 +712,22 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 						h.learn(res.ID, i)
 					}
 					record(c, wInput{Op: "accept", Receipt: i}, call, out, h.now())
+					continue
+				}
+				if rng.IntN(40) == 0 {
+					call := h.now()
+					_, err := view.Purge(ctx, inbox.PurgeParams{Before: time.Now()})
+					if notSent(err) {
+						continue
+					}
+					out := wOutput{Result: "ok"}
+					if err != nil {
+						out.Result = "unknown"
+					}
+					ret := h.now()
+					for r := range receipts {
+						record(c, wInput{Op: "purge", Receipt: r}, call, out, ret)
+					}
 					continue
 				}
 				if rng.IntN(2) == 0 {
