@@ -44,8 +44,8 @@ model-check:
 
 ## history-check: the history checks (internal/historycheck) for
 ## HISTORY_SECONDS (default 120) each: admin replays, reads and a purge, and
-## worker claims, failures, handler transactions, recoveries, requeues and
-## redeliveries, while sessions are killed (and, on a server of its own, the
+## worker claims, failures, handler transactions, recoveries, requeues, first
+## accepts, redeliveries and purges, while sessions are killed (and, on a server of its own, the
 ## server crashes once per epoch), checked for linearizability with
 ## porcupine. make check runs them
 ## for 5 seconds with the other tests.
