@@ -301,7 +301,7 @@ func TestWorkerHistoryServerCrash(t *testing.T) {
 
 // checkWorkerHistory runs the worker history on the clients' pool, epoch by
 // epoch, and fails t at the first epoch that is not linearizable.
-func checkWorkerHistory(t *testing.T, pool, direct *pgxpool.Pool, proxy *faultproxy.Proxy, server *pgcluster.Cluster) *workerHistory {
+func checkWorkerHistory(t *testing.T, pool, direct *pgxpool.Pool, proxy *faultproxy.Proxy, server *pgcluster.Cluster, configure ...func(*workerHistory)) *workerHistory {
 	seconds := historySeconds()
 	const receipts = 3
 	ctx := t.Context()
@@ -323,6 +323,9 @@ func checkWorkerHistory(t *testing.T, pool, direct *pgxpool.Pool, proxy *faultpr
 	h := &workerHistory{pool: pool, direct: direct, proxy: proxy, q: db.New(pool), client: client, view: admin.Operator(), consumers: consumers,
 		ids: make([]inbox.ID, receipts), msgs: make([]inbox.Message, receipts),
 		index: map[inbox.ID]int{}, counts: map[string]int{}, start: time.Now(), server: server}
+	for _, f := range configure {
+		f(h)
+	}
 	for i := range receipts {
 		h.next(i)
 	}
@@ -417,19 +420,21 @@ func writeHistory(t *testing.T, path string, initial wState, history []porcupine
 
 // workerHistory is what TestWorkerHistory's epochs share.
 type workerHistory struct {
-	pool      *pgxpool.Pool // the clients', through proxy
-	direct    *pgxpool.Pool // the checker's and the fault injector's
-	proxy     *faultproxy.Proxy
-	q         *db.Queries
-	client    *inbox.Client
-	view      *inbox.AdminView
-	ids       []inbox.ID      // each history receipt's ID, zero until a call saw it (h.mu)
-	msgs      []inbox.Message // and its message, for first accepts and redeliveries
-	consumers []string
-	index     map[inbox.ID]int
-	start     time.Time
-	kills     atomic.Int64 // sessions killed
-	cuts      atomic.Int64 // cuts of every client connection
+	pool   *pgxpool.Pool // the clients', through proxy
+	direct *pgxpool.Pool // the checker's and the fault injector's
+	proxy  *faultproxy.Proxy
+	q      *db.Queries
+	client *inbox.Client
+	view   *inbox.AdminView
+	ids    []inbox.ID // each history receipt's ID, zero until a call saw it (h.mu)
+	// workerChildren, when set, runs the workers in child processes.
+	workerChildren func(runCtx context.Context, workers int, seed uint64, record func(int, wInput, int64, wOutput, int64))
+	msgs           []inbox.Message // and its message, for first accepts and redeliveries
+	consumers      []string
+	index          map[inbox.ID]int
+	start          time.Time
+	kills          atomic.Int64 // sessions killed
+	cuts           atomic.Int64 // cuts of every client connection
 	// server, when set, is the test's own server, crashed once per epoch.
 	server   *pgcluster.Cluster
 	crashes  atomic.Int64
@@ -603,71 +608,12 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 	defer stop()
 	var wg sync.WaitGroup
 	seed := uint64(h.now())
-	for c := range workers {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(c), seed))
-			for runCtx.Err() == nil {
-				i := rng.IntN(receipts)
-				tok := inboxtype.New()
-				in := wInput{Op: "claim", Receipt: i, Token: tok.String()}
-				call := h.now()
-				rows, err := h.claim(ctx, db.ReceiptClaimParams{Consumers: []string{h.consumers[i]}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
-				if notSent(err) {
-					time.Sleep(20 * time.Millisecond)
-					continue
-				}
-				out := wOutput{Result: "ok"}
-				switch {
-				case err != nil:
-					out.Result = "unknown"
-				case len(rows) == 0:
-					out.Result = "none"
-				}
-				record(c, in, call, out, h.now())
-				// The receipt's ID: the claim's row, or for a claim whose
-				// outcome is unknown the one seen before (it may have
-				// committed: its token then holds the receipt).
-				var id inbox.ID
-				switch out.Result {
-				case "ok":
-					id = rows[0].ID
-					h.learn(id, i)
-				case "unknown":
-					var seen bool
-					if id, seen = h.id(i); seen {
-						break
-					}
-					fallthrough
-				default:
-					time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
-					continue
-				}
-				time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
-				// Rarely: a COMPLETED receipt changes no more until the
-				// next epoch gives its consumer a new message.
-				if rng.IntN(8) == 0 {
-					in.Op = "complete"
-					call = h.now()
-					out = wOutput{Result: h.complete(ctx, id, tok, rng.IntN(4) == 0)}
-					record(c, in, call, out, h.now())
-					continue
-				}
-				in.Op = "fail"
-				call = h.now()
-				_, err = q.ReceiptFail(ctx, db.ReceiptFailParams{Dead: true, DelayMs: 0, LastError: "history", ID: id, ClaimToken: tok})
-				if notSent(err) {
-					continue
-				}
-				out = wOutput{Result: "ok"}
-				switch {
-				case errors.Is(err, pgx.ErrNoRows):
-					out.Result = "lost"
-				case err != nil:
-					out.Result = "unknown"
-				}
-				record(c, in, call, out, h.now())
-			}
-		})
+	if h.workerChildren != nil {
+		wg.Go(func() { h.workerChildren(runCtx, workers, seed, record) })
+	} else {
+		for c := range workers {
+			wg.Go(func() { h.workerLoop(ctx, runCtx, c, seed, h.directCalls(c, record)) })
+		}
 	}
 	wg.Go(func() {
 		for n := 0; runCtx.Err() == nil; n++ {
@@ -852,5 +798,106 @@ func TestWorkerModelFirstAccepts(t *testing.T) {
 		if got := porcupine.CheckOperations(workerModel(wState{{}}), c.history); got != c.legal {
 			t.Errorf("%s: linearizable %v, want %v", c.name, got, c.legal)
 		}
+	}
+}
+
+// workerCalls is how a history worker records its calls: call before the
+// call is made, ret with its outcome (and the receipt a claim took), drop
+// for a call that never reached the server; id is a receipt's ID as far as
+// the worker knows it.
+type workerCalls interface {
+	call(in wInput) int64
+	ret(in wInput, call int64, out wOutput, claimed inbox.ID)
+	drop(in wInput, call int64)
+	id(i int) (inbox.ID, bool)
+}
+
+// directCalls records a worker goroutine's calls straight into the history.
+func (h *workerHistory) directCalls(c int, record func(int, wInput, int64, wOutput, int64)) workerCalls {
+	return direct{h, c, record}
+}
+
+type direct struct {
+	h      *workerHistory
+	c      int
+	record func(int, wInput, int64, wOutput, int64)
+}
+
+func (d direct) call(wInput) int64 { return d.h.now() }
+func (d direct) ret(in wInput, call int64, out wOutput, claimed inbox.ID) {
+	if claimed != (inbox.ID{}) {
+		d.h.learn(claimed, in.Receipt)
+	}
+	d.record(d.c, in, call, out, d.h.now())
+}
+func (direct) drop(wInput, int64)          {}
+func (d direct) id(i int) (inbox.ID, bool) { return d.h.id(i) }
+
+// workerLoop is history worker c until runCtx ends: it claims a receipt
+// of a random consumer under a new token, and after a while records a
+// failure under it or, rarely, runs a handler transaction completing it.
+func (h *workerHistory) workerLoop(ctx, runCtx context.Context, c int, seed uint64, rec workerCalls) {
+	receipts := len(h.consumers)
+	rng := rand.New(rand.NewPCG(uint64(c), seed))
+	for runCtx.Err() == nil {
+		i := rng.IntN(receipts)
+		tok := inboxtype.New()
+		in := wInput{Op: "claim", Receipt: i, Token: tok.String()}
+		call := rec.call(in)
+		rows, err := h.claim(ctx, db.ReceiptClaimParams{Consumers: []string{h.consumers[i]}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
+		if notSent(err) {
+			rec.drop(in, call)
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		out := wOutput{Result: "ok"}
+		var id inbox.ID
+		switch {
+		case err != nil:
+			out.Result = "unknown"
+		case len(rows) == 0:
+			out.Result = "none"
+		default:
+			id = rows[0].ID
+		}
+		rec.ret(in, call, out, id)
+		// For a claim whose outcome is unknown, the receipt seen before: it
+		// may have committed, and its token then holds the receipt.
+		switch out.Result {
+		case "ok":
+		case "unknown":
+			var seen bool
+			if id, seen = rec.id(i); seen {
+				break
+			}
+			fallthrough
+		default:
+			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+			continue
+		}
+		time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+		// Rarely: a COMPLETED receipt changes no more until the next epoch
+		// gives its consumer a new message.
+		if rng.IntN(8) == 0 {
+			in.Op = "complete"
+			call = rec.call(in)
+			rec.ret(in, call, wOutput{Result: h.complete(ctx, id, tok, rng.IntN(4) == 0)}, inbox.ID{})
+			continue
+		}
+		in.Op = "fail"
+		call = rec.call(in)
+		_, err = h.q.ReceiptFail(ctx, db.ReceiptFailParams{Dead: true, DelayMs: 0, LastError: "history", ID: id, ClaimToken: tok})
+		if notSent(err) {
+			rec.drop(in, call)
+			continue
+		}
+		out = wOutput{Result: "ok"}
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			out.Result = "lost"
+		case err != nil:
+			out.Result = "unknown"
+		}
+		rec.ret(in, call, out, inbox.ID{})
 	}
 }
