@@ -45,10 +45,11 @@ model-check:
 ## history-check: the history checks (internal/historycheck) for
 ## HISTORY_SECONDS (default 120) each: admin replays, reads and a purge, and
 ## worker claims, failures, handler transactions, recoveries, requeues, first
-## accepts, redeliveries and purges, while sessions are killed (and, on a server of its own, the
-## server crashes once per epoch), checked for linearizability with
-## porcupine. make check runs them
-## for 5 seconds with the other tests.
+## accepts, redeliveries and purges, while sessions are killed and connections
+## cut (and in two more runs, the server crashes once per epoch, or the
+## workers run as processes killed with SIGKILL), checked for
+## linearizability with porcupine. make check runs them for 5 seconds with the
+## other tests.
 HISTORY_SECONDS ?= 120
 history-check:
 	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^Test(AdminHistory|WorkerHistory|WorkerHistoryServerCrash|WorkerHistoryKilledWorkers)$$' .
