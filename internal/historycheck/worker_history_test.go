@@ -737,31 +737,34 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 			}
 		})
 	}
-	wg.Go(func() {
-		for runCtx.Err() == nil {
-			time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
-			// A killed session: the server ends it. A cut: the network
-			// drops every client connection, and each server session
-			// finds out on its next read or write. Cuts are rarer: every
-			// client reconnects after one.
-			if rand.IntN(8) == 0 {
-				if h.proxy.Cut() > 0 {
-					h.cuts.Add(1)
-				}
-				continue
-			}
-			var killed bool
-			err := h.direct.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM (
-				SELECT pid FROM pg_stat_activity
-				WHERE datname = current_database() AND application_name = $1 AND backend_type = 'client backend'
-				ORDER BY random() LIMIT 1) s`, proxiedApp).Scan(&killed)
-			if err == nil && killed {
-				h.kills.Add(1)
-			}
-		}
-	})
+	wg.Go(func() { faults(runCtx, h.direct, h.proxy, &h.kills, &h.cuts) })
 	wg.Wait()
 	return history
+}
+
+// faults ends a random client session every 20 to 80 ms, or, one time in
+// eight, cuts every client connection at the proxy, until ctx ends. A
+// killed session: the server ends it. A cut: the network drops every client
+// connection, and each server session finds out on its next read or write.
+// Cuts are rarer: every client reconnects after one.
+func faults(ctx context.Context, direct *pgxpool.Pool, proxy *faultproxy.Proxy, kills, cuts *atomic.Int64) {
+	for ctx.Err() == nil {
+		time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
+		if rand.IntN(8) == 0 {
+			if proxy.Cut() > 0 {
+				cuts.Add(1)
+			}
+			continue
+		}
+		var killed bool
+		err := direct.QueryRow(ctx, `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM (
+			SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = $1 AND backend_type = 'client backend'
+			ORDER BY random() LIMIT 1) s`, proxiedApp).Scan(&killed)
+		if err == nil && killed {
+			kills.Add(1)
+		}
+	}
 }
 
 // The model refuses what a broken first accept would show: an identity

@@ -1,0 +1,560 @@
+//go:build unix
+
+package historycheck
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/childtest"
+	"github.com/pginbox/pginbox/internal/faultproxy"
+)
+
+// The runtime history's worker settings: a lease shorter than the slow
+// handlers, so a handler outlives its lease while its transaction holds the
+// receipt, and hung handlers that outlive the server's timeouts
+// (HandlerTimeout plus one second).
+const (
+	rtConsumer       = "rt.c"
+	rtLease          = 300 * time.Millisecond
+	rtHandlerTimeout = 800 * time.Millisecond
+	rtMaxAttempts    = 3
+)
+
+// rtEvent is a worker child's marker line: a handler invocation's start,
+// printed before its business write, or its end, printed before it returns.
+type rtEvent struct {
+	End     bool
+	Tag     string // unique per invocation
+	Receipt string
+	Attempt int
+	Kind    string // ok, error, slow or hang: what the handler was told to do
+	Err     string // the error the handler returned
+}
+
+// rtCall is one handler invocation as the parent saw it.
+type rtCall struct {
+	Proc    string
+	Receipt string
+	Attempt int
+	Kind    string
+	Ended   bool // its end was printed: the handler returned
+	Err     string
+}
+
+// TestWorkerRuntimeHistory runs the real Worker runtime (claims, batches
+// with savepoints, heartbeats, recovery, retries, the hung-handler
+// watchdog) in child processes killed with SIGKILL at random moments,
+// while operators accept, redeliver, replay and requeue through a proxy
+// whose connections are cut and whose sessions are killed. Every handler
+// invocation is recorded; after a final drain without faults the history
+// is checked against the invariants: an acknowledged accept is never lost,
+// one receipt per identity, exactly one committed handler per COMPLETED
+// receipt and none for any other, never one whose handler failed or hung,
+// and never one attempt of a receipt run by two processes.
+func TestWorkerRuntimeHistory(t *testing.T) {
+	ctx := t.Context()
+	pool, direct, proxy := proxiedPools(t)
+	if _, err := direct.Exec(ctx, `CREATE TABLE runtime_effects (receipt_id uuid NOT NULL, tag text PRIMARY KEY, attempt int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	client, err := inbox.NewClient(pool, inbox.Config{MaxAttempts: rtMaxAttempts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := inbox.NewAdmin(pool, inbox.AdminConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &runtimeHistory{direct: direct, proxy: proxy, client: client, view: admin.Operator(),
+		calls: map[string]*rtCall{}, acked: map[string]inbox.ID{}, requeued: map[string]bool{}, counts: map[string]int{}}
+
+	runCtx, stop := context.WithTimeout(ctx, time.Duration(historySeconds())*time.Second)
+	defer stop()
+	var wg sync.WaitGroup
+	var procKills atomic.Int64
+	for w := range 2 {
+		wg.Go(func() { procKills.Add(rt.runWorkerChildren(t, runCtx, w)) })
+	}
+	for o := range 2 {
+		wg.Go(func() { rt.operate(runCtx, uint64(o)) })
+	}
+	var kills, cuts atomic.Int64
+	wg.Go(func() { faults(runCtx, direct, proxy, &kills, &cuts) })
+	wg.Wait()
+
+	drained := rt.finalDrain(t, ctx)
+	rt.check(t, ctx)
+	t.Logf("worker runtime history: %v; %d worker processes killed, %d sessions killed, %d cuts of every client connection; final drain %s; 0 anomalies",
+		rt.counts, procKills.Load(), kills.Load(), cuts.Load(), drained.Round(time.Millisecond))
+	if procKills.Load() == 0 || kills.Load() == 0 || cuts.Load() == 0 {
+		t.Errorf("%d worker processes killed, %d sessions killed, %d connection cuts: the run did not check every fault",
+			procKills.Load(), kills.Load(), cuts.Load())
+	}
+}
+
+// runtimeHistory is what the runtime history's clients and checks share.
+type runtimeHistory struct {
+	direct *pgxpool.Pool
+	proxy  *faultproxy.Proxy
+	client *inbox.Client
+	view   *inbox.AdminView
+
+	mu       sync.Mutex
+	calls    map[string]*rtCall  // by tag
+	acked    map[string]inbox.ID // message ID -> receipt ID, from an accept or redelivery that returned
+	maybe    []string            // message IDs whose first accept failed: stored or not
+	requeued map[string]bool     // receipts requeued: their attempts count again from 1
+	counts   map[string]int
+	faults   []string // anomalies found while running
+	messages int
+}
+
+func (rt *runtimeHistory) count(what string) {
+	rt.mu.Lock()
+	rt.counts[what]++
+	rt.mu.Unlock()
+}
+
+func (rt *runtimeHistory) anomaly(format string, args ...any) {
+	rt.mu.Lock()
+	rt.faults = append(rt.faults, fmt.Sprintf(format, args...))
+	rt.mu.Unlock()
+}
+
+func rtMessage(n int) inbox.Message {
+	return inbox.Message{
+		Identity:  inbox.Identity{Scope: inbox.Tenant(fmt.Sprintf("t%d", n%4)), Source: "rt", Consumer: rtConsumer, MessageID: fmt.Sprintf("m%d", n)},
+		EventType: "e", SchemaVersion: 1, Payload: map[string]int{"n": n},
+	}
+}
+
+// operate accepts new messages, redelivers earlier ones, replays COMPLETED
+// receipts and requeues DEAD ones until ctx ends.
+func (rt *runtimeHistory) operate(ctx context.Context, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
+	bg := context.Background() // a call is not cut short by the run's end
+	for ctx.Err() == nil {
+		time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
+		switch p := rng.IntN(100); {
+		case p < 55:
+			rt.mu.Lock()
+			n := rt.messages
+			rt.messages++
+			rt.mu.Unlock()
+			res, err := rt.client.Accept(bg, rtMessage(n))
+			rt.mu.Lock()
+			switch {
+			case err != nil:
+				rt.maybe = append(rt.maybe, fmt.Sprintf("m%d", n))
+				rt.counts["accept unknown"]++
+			case res.Outcome != inbox.Accepted:
+				rt.faults = append(rt.faults, fmt.Sprintf("the first accept of m%d said %s", n, res.Outcome))
+			default:
+				rt.acked[fmt.Sprintf("m%d", n)] = res.ID
+				rt.counts["accept ok"]++
+			}
+			rt.mu.Unlock()
+		case p < 85:
+			rt.mu.Lock()
+			if rt.messages == 0 {
+				rt.mu.Unlock()
+				continue
+			}
+			n := rng.IntN(rt.messages)
+			rt.mu.Unlock()
+			msg := rtMessage(n)
+			res, err := rt.client.Accept(bg, msg)
+			if err != nil {
+				rt.count("redeliver unknown")
+				continue
+			}
+			rt.mu.Lock()
+			if id, ok := rt.acked[msg.MessageID]; ok {
+				if res.ID != id || res.Outcome != inbox.Duplicate {
+					rt.faults = append(rt.faults, fmt.Sprintf("a redelivery of %s, acknowledged as %s, said %s %s", msg.MessageID, id, res.Outcome, res.ID))
+				}
+			} else {
+				rt.acked[msg.MessageID] = res.ID // its first accept may have failed, or still be in flight
+			}
+			rt.counts["redeliver ok"]++
+			rt.mu.Unlock()
+		default:
+			rt.adminChange(bg, rng)
+		}
+	}
+}
+
+// adminChange replays a COMPLETED receipt or requeues a DEAD one, at the
+// version just read.
+func (rt *runtimeHistory) adminChange(ctx context.Context, rng *rand.Rand) {
+	status := "COMPLETED"
+	if rng.IntN(2) == 0 {
+		status = "DEAD"
+	}
+	var id inbox.ID
+	var version int64
+	if err := rt.direct.QueryRow(ctx, `SELECT id, version FROM pginbox_receipts_live WHERE status = $1 ORDER BY random() LIMIT 1`,
+		status).Scan(&id, &version); err != nil {
+		return
+	}
+	p := inbox.ChangeParams{ExpectedVersion: version, Actor: "history", Reason: "runtime history"}
+	var err error
+	if status == "DEAD" {
+		rt.mu.Lock()
+		rt.requeued[id.String()] = true // before the call: it may commit and still fail
+		rt.mu.Unlock()
+		_, err = rt.view.Requeue(ctx, id, p)
+		rt.count(outcome("requeue", err))
+		return
+	}
+	_, err = rt.view.Replay(ctx, id, p)
+	rt.count(outcome("replay", err))
+}
+
+func outcome(op string, err error) string {
+	var conflict *inbox.VersionConflictError
+	switch {
+	case err == nil:
+		return op + " ok"
+	case errors.As(err, &conflict):
+		return op + " conflict"
+	default:
+		return op + " failed"
+	}
+}
+
+// runWorkerChildren runs worker w in child processes until ctx ends, each
+// killed with SIGKILL 0.3 to 2.5 s after its start, and records the
+// handler invocations they report. It returns the kills.
+func (rt *runtimeHistory) runWorkerChildren(t *testing.T, ctx context.Context, w int) int64 {
+	var kills int64
+	for gen := 0; ctx.Err() == nil; gen++ {
+		proc := fmt.Sprintf("w%d-%d", w, gen)
+		child := childtest.Start(t, "TestWorkerRuntimeChild",
+			"RUNTIME_CHILD=1",
+			"RUNTIME_DSN="+rt.direct.Config().ConnString(),
+			fmt.Sprintf("RUNTIME_PROXY_PORT=%d", rt.proxy.Port()),
+			"RUNTIME_PROC="+proc,
+			fmt.Sprintf("RUNTIME_PER_TX=%d", []int{1, 4}[gen%2]),
+		)
+		read := func() {
+			for _, m := range child.PendingMarkers() {
+				var ev rtEvent
+				if err := json.Unmarshal([]byte(m), &ev); err != nil {
+					t.Errorf("worker child %s: marker %q: %v", proc, m, err)
+					continue
+				}
+				rt.mu.Lock()
+				if ev.End {
+					if c := rt.calls[ev.Tag]; c != nil {
+						c.Ended, c.Err = true, ev.Err
+					}
+				} else {
+					rt.calls[ev.Tag] = &rtCall{Proc: proc, Receipt: ev.Receipt, Attempt: ev.Attempt, Kind: ev.Kind}
+					rt.counts["handler "+ev.Kind]++
+				}
+				rt.mu.Unlock()
+			}
+		}
+		life := time.After(time.Duration(300+rand.IntN(2200)) * time.Millisecond)
+		killed := false
+	watch:
+		for {
+			select {
+			case <-child.Exited():
+				break watch
+			case <-ctx.Done():
+				child.Kill(t)
+				break watch
+			case <-life:
+				child.Kill(t)
+				killed = true
+				break watch
+			case <-time.After(5 * time.Millisecond):
+				read()
+			}
+		}
+		read()
+		if killed {
+			kills++
+		} else if ctx.Err() == nil {
+			t.Errorf("worker child %s ended by itself (%v):\n%s", proc, child.Err(), child.Output())
+			return kills
+		}
+	}
+	return kills
+}
+
+// TestWorkerRuntimeChild is a worker process of TestWorkerRuntimeHistory:
+// a Worker through the proxy whose handler writes one business row and
+// then, at random, returns, fails, runs past its lease, or hangs past the
+// server's timeouts ignoring its context.
+func TestWorkerRuntimeChild(t *testing.T) {
+	if os.Getenv("RUNTIME_CHILD") == "" {
+		t.Skip("only runs as a child process of TestWorkerRuntimeHistory")
+	}
+	childtest.ExitWithParent()
+	cfg, err := pgxpool.ParseConfig(os.Getenv("RUNTIME_DSN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, _ := strconv.Atoi(os.Getenv("RUNTIME_PROXY_PORT"))
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = "127.0.0.1", uint16(port), nil
+	cfg.ConnConfig.RuntimeParams["application_name"] = proxiedApp
+	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	cfg.MaxConns = 8
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := os.Getenv("RUNTIME_PROC")
+	perTx, _ := strconv.Atoi(os.Getenv("RUNTIME_PER_TX"))
+	var n atomic.Int64
+	fn := func(ctx context.Context, m *handler.Msg) error {
+		ev := rtEvent{Tag: fmt.Sprintf("%s-%d", proc, n.Add(1)), Receipt: m.ReceiptID.String(), Attempt: m.Attempt}
+		switch p := rand.IntN(100); {
+		case p < 65:
+			ev.Kind = "ok"
+		case p < 85:
+			ev.Kind = "error"
+		case p < 95:
+			ev.Kind = "slow"
+		default:
+			ev.Kind = "hang"
+		}
+		mark(ev)
+		err := rtHandle(ctx, m, ev.Tag, ev.Kind)
+		ev.End = true
+		if err != nil {
+			ev.Err = err.Error()
+		}
+		mark(ev)
+		return err
+	}
+	// Starting reads the schema and listens: a fault may end it, and the
+	// process starts again, as a supervisor would restart it.
+	for {
+		w, err := runtimeWorker(pool, 3, perTx, fn)
+		if err == nil {
+			if err = w.Start(context.Background()); err == nil {
+				select {} // until killed
+			}
+		}
+		t.Logf("starting the worker: %v", err)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// rtHandle writes the invocation's business row and does what kind says.
+func rtHandle(ctx context.Context, m *handler.Msg, tag, kind string) error {
+	if _, err := m.Tx.Exec(ctx, `INSERT INTO runtime_effects (receipt_id, tag, attempt) VALUES ($1, $2, $3)`,
+		m.ReceiptID, tag, m.Attempt); err != nil {
+		return err
+	}
+	switch kind {
+	case "error":
+		return errors.New("the history's handler failed on purpose")
+	case "slow": // past the lease, within the handler's deadline
+		select {
+		case <-time.After(rtLease + time.Duration(rand.IntN(int(rtHandlerTimeout-rtLease-100*time.Millisecond)))):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	case "hang": // ignores its context past the server's timeouts
+		time.Sleep(rtHandlerTimeout + 1500*time.Millisecond)
+	}
+	return nil
+}
+
+func mark(ev rtEvent) {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		panic(err)
+	}
+	childtest.Mark("%s", b)
+}
+
+// runtimeWorker is the history's Worker on pool, for handler fn.
+func runtimeWorker(pool *pgxpool.Pool, concurrency, perTx int, fn handler.Func) (*inbox.Worker, error) {
+	reg := handler.NewRegistry()
+	if err := reg.Register(handler.Key{Consumer: rtConsumer, EventType: "e", SchemaVersion: 1}, fn); err != nil {
+		return nil, err
+	}
+	return inbox.NewWorker(pool, reg, inbox.WorkerConfig{
+		Concurrency: concurrency, MessagesPerTx: perTx, Lease: rtLease, HandlerTimeout: rtHandlerTimeout,
+		PollInterval: 50 * time.Millisecond, RecoverInterval: 100 * time.Millisecond,
+		Backoff: func(int) time.Duration { return 20 * time.Millisecond },
+	})
+}
+
+// finalDrain runs a Worker without faults until every receipt is
+// COMPLETED or DEAD (leases the killed workers held expire first), and
+// returns how long it took.
+func (rt *runtimeHistory) finalDrain(t *testing.T, ctx context.Context) time.Duration {
+	start := time.Now()
+	var n atomic.Int64
+	w, err := runtimeWorker(rt.direct, 2, 1, func(ctx context.Context, m *handler.Msg) error {
+		tag := fmt.Sprintf("final-%d", n.Add(1))
+		rt.mu.Lock()
+		rt.calls[tag] = &rtCall{Proc: "final", Receipt: m.ReceiptID.String(), Attempt: m.Attempt, Kind: "ok", Ended: true}
+		rt.mu.Unlock()
+		return rtHandle(ctx, m, tag, "ok")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(context.Background())
+	for {
+		var open int
+		if err := rt.direct.QueryRow(ctx, `SELECT count(*) FROM pginbox_receipts_live WHERE status NOT IN ('COMPLETED', 'DEAD')`).Scan(&open); err != nil {
+			t.Fatal(err)
+		}
+		if open == 0 {
+			return time.Since(start)
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("%d receipts neither COMPLETED nor DEAD a minute into the final drain", open)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// check reads every receipt and business row and checks the history's
+// invariants; a failing history is kept as JSON.
+func (rt *runtimeHistory) check(t *testing.T, ctx context.Context) {
+	type receipt struct {
+		ID, Message, Status string
+		Attempts, Max       int
+		Replay              bool
+	}
+	rows, err := rt.direct.Query(ctx, `SELECT id, message_id, status, attempts, max_attempts, replay_of IS NOT NULL FROM pginbox_receipts_live`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receipts := map[string]receipt{}
+	originals := map[string]int{}
+	for rows.Next() {
+		var r receipt
+		var id inbox.ID
+		if err := rows.Scan(&id, &r.Message, &r.Status, &r.Attempts, &r.Max, &r.Replay); err != nil {
+			t.Fatal(err)
+		}
+		r.ID = id.String()
+		receipts[r.ID] = r
+		if !r.Replay {
+			originals[r.Message]++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	effects := map[string][]string{} // receipt -> tags
+	rows, err = rt.direct.Query(ctx, `SELECT receipt_id, tag FROM runtime_effects`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id inbox.ID
+		var tag string
+		if err := rows.Scan(&id, &tag); err != nil {
+			t.Fatal(err)
+		}
+		effects[id.String()] = append(effects[id.String()], tag)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	bad := slices.Clone(rt.faults)
+	for msg, id := range rt.acked {
+		if r, ok := receipts[id.String()]; !ok || r.Message != msg {
+			bad = append(bad, fmt.Sprintf("%s was acknowledged as receipt %s, which is not in the database", msg, id))
+		}
+	}
+	for msg, n := range originals {
+		if n != 1 {
+			bad = append(bad, fmt.Sprintf("%s has %d receipts", msg, n))
+		}
+	}
+	for id, r := range receipts {
+		tags := effects[id]
+		switch {
+		case r.Status == "COMPLETED" && len(tags) != 1:
+			bad = append(bad, fmt.Sprintf("receipt %s is COMPLETED with %d business rows %v", id, len(tags), tags))
+		case r.Status == "DEAD" && len(tags) != 0:
+			bad = append(bad, fmt.Sprintf("receipt %s is DEAD with business rows %v", id, tags))
+		case r.Status == "DEAD" && r.Attempts != r.Max:
+			bad = append(bad, fmt.Sprintf("receipt %s is DEAD after %d of %d attempts", id, r.Attempts, r.Max))
+		case r.Attempts > r.Max:
+			bad = append(bad, fmt.Sprintf("receipt %s ran %d of %d attempts", id, r.Attempts, r.Max))
+		}
+		rt.counts["final "+r.Status]++
+	}
+	for id, tags := range effects {
+		for _, tag := range tags {
+			c := rt.calls[tag]
+			switch {
+			case c == nil || c.Receipt != id:
+				bad = append(bad, fmt.Sprintf("business row %s of receipt %s comes from no invocation of that receipt", tag, id))
+			case c.Kind == "error" || c.Kind == "hang" || (c.Ended && c.Err != ""):
+				bad = append(bad, fmt.Sprintf("business row %s of receipt %s committed although its handler (%s) ended with %q", tag, id, c.Kind, c.Err))
+			}
+		}
+	}
+	// An attempt is one claim: two processes never run the same attempt of
+	// a receipt (a batch may run it again in the same process). A requeue
+	// counts the attempts again.
+	ran := map[string]string{}
+	for _, c := range rt.calls {
+		if rt.requeued[c.Receipt] {
+			continue
+		}
+		k := fmt.Sprintf("%s/%d", c.Receipt, c.Attempt)
+		if p, ok := ran[k]; ok && p != c.Proc {
+			bad = append(bad, fmt.Sprintf("attempt %d of receipt %s ran in %s and in %s", c.Attempt, c.Receipt, p, c.Proc))
+		}
+		ran[k] = c.Proc
+	}
+	rt.counts["receipts"] = len(receipts)
+	rt.counts["invocations"] = len(rt.calls)
+	if len(bad) == 0 {
+		return
+	}
+	dir := os.Getenv("HISTORY_DIR")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	path := filepath.Join(dir, fmt.Sprintf("worker-runtime-history-%d.json", time.Now().UnixNano()))
+	b, err := json.MarshalIndent(map[string]any{"anomalies": bad, "calls": rt.calls, "acked": rt.acked, "receipts": receipts, "effects": effects}, "", " ")
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Logf("writing the history: %v", err)
+	}
+	if len(bad) > 20 {
+		bad = append(bad[:20], fmt.Sprintf("... and %d more", len(bad)-20))
+	}
+	t.Fatalf("%d anomalies (history kept in %s):\n%s", len(bad), path, fmt.Sprint(bad))
+}
