@@ -48,11 +48,12 @@ model-check:
 ## accepts, redeliveries and purges, while sessions are killed and connections
 ## cut (and in two more runs, the server crashes once per epoch, or the
 ## workers run as processes killed with SIGKILL), checked for
-## linearizability with porcupine. make check runs them for 5 seconds with the
-## other tests.
+## linearizability with porcupine; and the Worker runtime in processes killed
+## with SIGKILL, its handler invocations checked against the invariants.
+## make check runs them for 5 seconds with the other tests.
 HISTORY_SECONDS ?= 120
 history-check:
-	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^Test(AdminHistory|WorkerHistory|WorkerHistoryServerCrash|WorkerHistoryKilledWorkers)$$' .
+	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^Test(AdminHistory|WorkerHistory|WorkerHistoryServerCrash|WorkerHistoryKilledWorkers|WorkerRuntimeHistory)$$' .
 
 ## model-defects: the model with a past fix switched off (scope keys, the
 ## hung-handler watchdog, the ordering keys' lock, the promotion in the

@@ -122,7 +122,8 @@ type runtimeHistory struct {
 	requeued map[string]bool     // receipts requeued: their attempts count again from 1
 	counts   map[string]int
 	faults   []string // anomalies found while running
-	messages int
+	messages int      // messages made so far
+	sent     []int    // the messages whose first accept returned, for redeliveries
 }
 
 func (rt *runtimeHistory) count(what string) {
@@ -144,7 +145,8 @@ func rtMessage(n int) inbox.Message {
 	}
 }
 
-// operate accepts new messages, redelivers earlier ones, replays COMPLETED
+// operate accepts new messages, redelivers those whose first accept
+// returned, replays COMPLETED
 // receipts and requeues DEAD ones until ctx ends.
 func (rt *runtimeHistory) operate(ctx context.Context, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
@@ -159,6 +161,7 @@ func (rt *runtimeHistory) operate(ctx context.Context, seed uint64) {
 			rt.mu.Unlock()
 			res, err := rt.client.Accept(bg, rtMessage(n))
 			rt.mu.Lock()
+			rt.sent = append(rt.sent, n)
 			switch {
 			case err != nil:
 				rt.maybe = append(rt.maybe, fmt.Sprintf("m%d", n))
@@ -172,11 +175,11 @@ func (rt *runtimeHistory) operate(ctx context.Context, seed uint64) {
 			rt.mu.Unlock()
 		case p < 85:
 			rt.mu.Lock()
-			if rt.messages == 0 {
+			if len(rt.sent) == 0 {
 				rt.mu.Unlock()
 				continue
 			}
-			n := rng.IntN(rt.messages)
+			n := rt.sent[rng.IntN(len(rt.sent))]
 			rt.mu.Unlock()
 			msg := rtMessage(n)
 			res, err := rt.client.Accept(bg, msg)
