@@ -438,9 +438,10 @@ func TestBenchCitus(t *testing.T) {
 	is.Equal(got, []string{"citus-accept", "citus-drain-batched-c3"})
 }
 
-// The fairness scenario handles every cold message exactly once in both
-// phases, reports both phases' latencies, and drains the hot backlog once
-// more without the cold tenants for the throughput baseline.
+// The fairness scenario handles every cold message exactly once in every
+// phase, reports each phase's latencies (the paced hot tenant's messages
+// handled too), and drains the hot backlog once more without the cold
+// tenants for the throughput baseline.
 func TestBenchFairnessScenario(t *testing.T) {
 	is := is.New(t)
 	dsn := inboxtest.Database(t)
@@ -465,6 +466,10 @@ func TestBenchFairnessScenario(t *testing.T) {
 	is.True(extra["hot_alone_per_sec"].(float64) > 0)
 	is.True(extra["cold_flood_accept_p95_ms"].(float64) > 0)
 	is.True(extra["hot_throughput_vs_alone"].(float64) > 0)
+	is.True(extra["cold_paced_p95_ms"].(float64) > 0)
+	is.True(extra["cold_paced_p95_vs_idle"].(float64) > 0)
+	is.True(extra["hot_paced_per_sec"].(float64) > 100) // 500 a second are sent
+	is.True(strings.Contains(r["verified"].(string), "beside the paced hot tenant"))
 	is.True(strings.Contains(r["verified"].(string), "without them"))
 }
 
