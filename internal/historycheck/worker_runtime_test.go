@@ -132,12 +132,6 @@ func (rt *runtimeHistory) count(what string) {
 	rt.mu.Unlock()
 }
 
-func (rt *runtimeHistory) anomaly(format string, args ...any) {
-	rt.mu.Lock()
-	rt.faults = append(rt.faults, fmt.Sprintf(format, args...))
-	rt.mu.Unlock()
-}
-
 func rtMessage(n int) inbox.Message {
 	return inbox.Message{
 		Identity:  inbox.Identity{Scope: inbox.Tenant(fmt.Sprintf("t%d", n%4)), Source: "rt", Consumer: rtConsumer, MessageID: fmt.Sprintf("m%d", n)},
