@@ -53,7 +53,7 @@ model-check:
 ## make check runs them for 5 seconds with the other tests.
 HISTORY_SECONDS ?= 120
 history-check:
-	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^Test(AdminHistory|WorkerHistory|WorkerHistoryServerCrash|WorkerHistoryKilledWorkers|WorkerRuntimeHistory)$$' .
+	cd internal/historycheck && HISTORY_SECONDS=$(HISTORY_SECONDS) $(GO) test -count=1 -v -timeout 30m -run '^Test(AdminHistory|WorkerHistory|WorkerHistoryServerCrash|WorkerHistoryKilledWorkers|WorkerRuntimeHistory|NotSentCallsDidNotCommit)$$' .
 
 ## model-defects: the model with a past fix switched off (scope keys, the
 ## hung-handler watchdog, the ordering keys' lock, the promotion in the

@@ -458,12 +458,22 @@ func (h *workerHistory) claim(ctx context.Context, arg db.ReceiptClaimParams) ([
 	return db.New(pipetx.Async{Conn: conn.Conn(), GenericPlan: true}).ReceiptClaim(ctx, arg)
 }
 
-// notSent reports an error that came before the call reached the server
-// (no connection, or nothing written): the call did nothing, and the
-// history leaves it out.
+// notSent reports that a call failed before any of it reached the server:
+// it could not connect, or not one byte of it was written. pgx's
+// SafeToRetry alone says more: it also covers "conn closed", the error pgx
+// reports once it closed a connection whose read failed, after the request
+// may have gone out (a COMMIT lost that way had committed:
+// TestNotSentCallsDidNotCommit).
 func notSent(err error) bool {
 	var connect *pgconn.ConnectError
-	return err != nil && (pgconn.SafeToRetry(err) || errors.As(err, &connect))
+	if errors.As(err, &connect) {
+		return true
+	}
+	var retry interface {
+		error
+		SafeToRetry() bool
+	}
+	return errors.As(err, &retry) && retry.SafeToRetry() && retry.Error() != "conn closed"
 }
 
 // read returns each receipt's status, version and claim token.
