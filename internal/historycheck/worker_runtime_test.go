@@ -118,7 +118,6 @@ type runtimeHistory struct {
 	mu       sync.Mutex
 	calls    map[string]*rtCall  // by tag
 	acked    map[string]inbox.ID // message ID -> receipt ID, from an accept or redelivery that returned
-	maybe    []string            // message IDs whose first accept failed: stored or not
 	requeued map[string]bool     // receipts requeued: their attempts count again from 1
 	counts   map[string]int
 	faults   []string // anomalies found while running
@@ -158,7 +157,6 @@ func (rt *runtimeHistory) operate(ctx context.Context, seed uint64) {
 			rt.sent = append(rt.sent, n)
 			switch {
 			case err != nil:
-				rt.maybe = append(rt.maybe, fmt.Sprintf("m%d", n))
 				rt.counts["accept unknown"]++
 			case res.Outcome != inbox.Accepted:
 				rt.faults = append(rt.faults, fmt.Sprintf("the first accept of m%d said %s", n, res.Outcome))
