@@ -95,10 +95,16 @@ func proxiedPoolsOn(t *testing.T, dsn string) (clients, direct *pgxpool.Pool, p 
 	}
 	clients = open(func(c *pgxpool.Config) {
 		c.MaxConns = 9
-		c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Fallbacks = "127.0.0.1", p.Port(), nil
-		c.ConnConfig.RuntimeParams["application_name"] = proxiedApp
-		c.ConnConfig.ConnectTimeout = 5 * time.Second
+		throughProxy(c, p.Port())
 	})
 	direct = open(func(*pgxpool.Config) {})
 	return clients, direct, p
+}
+
+// throughProxy points c at the fault proxy on port, under the clients'
+// application_name: the fault injector kills and cuts these sessions.
+func throughProxy(c *pgxpool.Config, port uint16) {
+	c.ConnConfig.Host, c.ConnConfig.Port, c.ConnConfig.Fallbacks = "127.0.0.1", port, nil
+	c.ConnConfig.RuntimeParams["application_name"] = proxiedApp
+	c.ConnConfig.ConnectTimeout = 5 * time.Second
 }

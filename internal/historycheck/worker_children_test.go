@@ -105,25 +105,7 @@ func (h *workerHistory) runChildWorker(t *testing.T, runCtx context.Context, c i
 				record(c, cc.In, cc.Call, cc.Out, cc.Return)
 			}
 		}
-		life := time.After(time.Duration(200+rand.IntN(1600)) * time.Millisecond)
-		killed := false
-	watch:
-		for {
-			select {
-			case <-child.Exited():
-				break watch
-			case <-runCtx.Done():
-				child.Kill(t)
-				break watch
-			case <-life:
-				child.Kill(t)
-				killed = true
-				break watch
-			case <-time.After(5 * time.Millisecond):
-				read()
-			}
-		}
-		read()
+		killed := watchChild(t, runCtx, child, time.Duration(200+rand.IntN(1600))*time.Millisecond, read)
 		if killed {
 			kills++
 		}
@@ -147,21 +129,7 @@ func TestWorkerHistoryChild(t *testing.T) {
 	}
 	childtest.ExitWithParent()
 	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(os.Getenv("HISTORY_DSN"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Through the proxy, under the clients' name: the fault injector kills
-	// and cuts these sessions too.
-	port, _ := strconv.Atoi(os.Getenv("HISTORY_PROXY_PORT"))
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = "127.0.0.1", uint16(port), nil
-	cfg.ConnConfig.RuntimeParams["application_name"] = proxiedApp
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	cfg.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := childPool(t, os.Getenv("HISTORY_DSN"), os.Getenv("HISTORY_PROXY_PORT"), 2)
 	defer pool.Close()
 	start, _ := strconv.ParseInt(os.Getenv("HISTORY_START"), 10, 64)
 	c, _ := strconv.Atoi(os.Getenv("HISTORY_CLIENT"))
@@ -175,6 +143,49 @@ func TestWorkerHistoryChild(t *testing.T) {
 		}
 	}
 	h.workerLoop(ctx, ctx, c, seed, &childCalls{h: h})
+}
+
+// watchChild reads child's markers every 5 ms until it exits, ctx ends or
+// life runs out, killing it with SIGKILL in the two last cases, then reads
+// once more. It reports whether life ran out (a kill the test chose).
+func watchChild(t *testing.T, ctx context.Context, child *childtest.Child, life time.Duration, read func()) (killed bool) {
+	end := time.After(life)
+	defer read()
+	for {
+		select {
+		case <-child.Exited():
+			return false
+		case <-ctx.Done():
+			child.Kill(t)
+			return false
+		case <-end:
+			child.Kill(t)
+			return true
+		case <-time.After(5 * time.Millisecond):
+			read()
+		}
+	}
+}
+
+// childPool is a child process's pool of maxConns connections to dsn
+// through the fault proxy on port, so the fault injector kills and cuts
+// its sessions too.
+func childPool(t *testing.T, dsn, port string, maxConns int32) *pgxpool.Pool {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	throughProxy(cfg, uint16(p))
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
 }
 
 // childCalls reports a worker child's calls as marker lines.

@@ -267,26 +267,7 @@ func (rt *runtimeHistory) runWorkerChildren(t *testing.T, ctx context.Context, w
 				rt.mu.Unlock()
 			}
 		}
-		life := time.After(time.Duration(300+rand.IntN(2200)) * time.Millisecond)
-		killed := false
-	watch:
-		for {
-			select {
-			case <-child.Exited():
-				break watch
-			case <-ctx.Done():
-				child.Kill(t)
-				break watch
-			case <-life:
-				child.Kill(t)
-				killed = true
-				break watch
-			case <-time.After(5 * time.Millisecond):
-				read()
-			}
-		}
-		read()
-		if killed {
+		if watchChild(t, ctx, child, time.Duration(300+rand.IntN(2200))*time.Millisecond, read) {
 			kills++
 		} else if ctx.Err() == nil {
 			t.Errorf("worker child %s ended by itself (%v):\n%s", proc, child.Err(), child.Output())
@@ -305,19 +286,7 @@ func TestWorkerRuntimeChild(t *testing.T) {
 		t.Skip("only runs as a child process of TestWorkerRuntimeHistory")
 	}
 	childtest.ExitWithParent()
-	cfg, err := pgxpool.ParseConfig(os.Getenv("RUNTIME_DSN"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(os.Getenv("RUNTIME_PROXY_PORT"))
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = "127.0.0.1", uint16(port), nil
-	cfg.ConnConfig.RuntimeParams["application_name"] = proxiedApp
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	cfg.MaxConns = 8
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := childPool(t, os.Getenv("RUNTIME_DSN"), os.Getenv("RUNTIME_PROXY_PORT"), 8)
 	proc := os.Getenv("RUNTIME_PROC")
 	perTx, _ := strconv.Atoi(os.Getenv("RUNTIME_PER_TX"))
 	var n atomic.Int64

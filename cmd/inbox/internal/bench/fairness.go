@@ -136,9 +136,7 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	defer client.Close()
 	batch := make([]inbox.Message, 0, 500)
 	for i := range hot {
-		m := message(fmt.Sprintf("hot-%06d", i), i)
-		m.Scope = inbox.Tenant(fairnessHotTenant)
-		if batch = append(batch, m); len(batch) == cap(batch) || i == hot-1 {
+		if batch = append(batch, hotMessage(i)); len(batch) == cap(batch) || i == hot-1 {
 			if _, err := client.AcceptBatch(ctx, batch); err != nil {
 				return fairnessRun{}, fmt.Errorf("%s: accepting the hot backlog: %w", label, err)
 			}
@@ -189,7 +187,7 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	if hotPerSec > 0 {
 		pctx, stopPaced := context.WithCancel(ctx)
 		defer stopPaced()
-		go func() { pacedErr <- s.paceHot(pctx, client, hotPerSec, start.Add(o.JobDuration)) }()
+		go func() { pacedErr <- paceHot(pctx, client, hotPerSec, start.Add(o.JobDuration)) }()
 	} else {
 		pacedErr <- nil
 	}
@@ -269,7 +267,7 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 
 // paceHot accepts perSec messages a second of the hot tenant until end, in
 // a batch every 10 ms.
-func (s *suite) paceHot(ctx context.Context, client *inbox.Client, perSec int, end time.Time) error {
+func paceHot(ctx context.Context, client *inbox.Client, perSec int, end time.Time) error {
 	const every = 10 * time.Millisecond
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -279,9 +277,7 @@ func (s *suite) paceHot(ctx context.Context, client *inbox.Client, perSec int, e
 		if due > sent {
 			batch := make([]inbox.Message, 0, due-sent)
 			for ; sent < due; sent++ {
-				m := message(fmt.Sprintf("hot-%06d", sent), sent)
-				m.Scope = inbox.Tenant(fairnessHotTenant)
-				batch = append(batch, m)
+				batch = append(batch, hotMessage(sent))
 			}
 			if _, err := client.AcceptBatch(ctx, batch); err != nil {
 				return err
@@ -294,4 +290,11 @@ func (s *suite) paceHot(ctx context.Context, client *inbox.Client, perSec int, e
 		}
 	}
 	return nil
+}
+
+// hotMessage is the hot tenant's message number i.
+func hotMessage(i int) inbox.Message {
+	m := message(fmt.Sprintf("hot-%06d", i), i)
+	m.Scope = inbox.Tenant(fairnessHotTenant)
+	return m
 }
