@@ -41,7 +41,7 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 		}
 		return itemResult(it)
 	}
-	notify := c.wakeups.inline()
+	notify := c.wakeups.inline(d.identity.Scope)
 	distributed, err := c.layout.get(ctx, conn)
 	if err != nil {
 		return AcceptResult{}, dbError("accept", err)
@@ -62,7 +62,7 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 		res, err = run(true)
 	}
 	if err == nil && res.Outcome == Accepted && !notify {
-		c.wakeups.later(d.identity.Consumer)
+		c.wakeups.later(d.identity.Consumer, d.identity.Scope)
 	}
 	return res, err
 }

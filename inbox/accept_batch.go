@@ -98,6 +98,18 @@ func compareIdentities(a, b Identity) int {
 	)
 }
 
+// batchScopes lists the scopes of entries[distinct], each once; distinct is in
+// identity order, so one scope's entries are together.
+func batchScopes(entries []batchEntry, distinct []int) []Scope {
+	var scopes []Scope
+	for _, i := range distinct {
+		if s := entries[i].d.identity.Scope; len(scopes) == 0 || scopes[len(scopes)-1] != s {
+			scopes = append(scopes, s)
+		}
+	}
+	return scopes
+}
+
 // holder is the receipt that owns an identity after the insert.
 type holder struct {
 	id          ID
@@ -159,7 +171,7 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, routed batcher,
 	}
 	// Inside a caller's transaction the wake-up must roll back with it; on its
 	// own, the batch's wake-up may be coalesced with other accepts'.
-	arg.Notify = !autocommit || c.wakeups.inline()
+	arg.Notify = !autocommit || c.wakeups.inline(batchScopes(entries, distinct)...)
 	var inserted []ID
 	var err error
 	if routed != nil {
@@ -175,7 +187,7 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, routed batcher,
 	}
 	if !arg.Notify && len(inserted) > 0 {
 		for _, i := range distinct {
-			c.wakeups.later(entries[i].d.identity.Consumer)
+			c.wakeups.later(entries[i].d.identity.Consumer, entries[i].d.identity.Scope)
 		}
 	}
 

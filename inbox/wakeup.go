@@ -18,55 +18,116 @@ import (
 // plain inserts and one notify follows them.
 const wakeupWindow = 25 * time.Millisecond
 
+// wakeupEarlyScopes is how many wake-ups a window may send right after an
+// accept's commit instead of at its end: one for each accept of a quiet scope
+// (no accept of it in the last wakeupWindow). So a busy tenant's accepts,
+// which open every window, do not make a quiet tenant's message wait for the
+// window's end; sent apart from the accepts, these wake-ups keep the accepts'
+// commits free of the notify lock, and the cap bounds them when many tenants
+// accept at once.
+const wakeupEarlyScopes = 4
+
 // wakeups coalesces the NOTIFYs of one Client's accepts.
 type wakeups struct {
-	pool *pgxpool.Pool
 	log  *slog.Logger
+	send func(ctx context.Context, consumers []string) error // ReceiptNotify; tests record instead
+	now  func() time.Time                                    // time.Now; tests set their own clock
 
 	mu       sync.Mutex
-	quietTil time.Time           // accepts started before this do not notify inline
+	quietTil time.Time           // the current window's end
+	lastSeen map[Scope]time.Time // when each recently active scope last accepted
+	early    int                 // early wake-ups of the window
 	pending  map[string]struct{} // consumers of committed, not yet notified accepts
 	flushing bool
+	soon     bool           // the scheduled flush is an early one
 	timer    *time.Timer    // the scheduled flush, while flushing
 	timers   sync.WaitGroup // scheduled or running flushes
 	closed   bool
 }
 
 func newWakeups(pool *pgxpool.Pool, log *slog.Logger) *wakeups {
-	return &wakeups{pool: pool, log: log, pending: map[string]struct{}{}}
+	send := func(ctx context.Context, consumers []string) error { return db.New(pool).ReceiptNotify(ctx, consumers) }
+	return &wakeups{log: log, send: send, now: time.Now, lastSeen: map[Scope]time.Time{}, pending: map[string]struct{}{}}
 }
 
-// inline reports whether an accept starting now notifies in its own statement:
-// the first of each window does.
-func (w *wakeups) inline() bool {
-	now := time.Now()
+// inline reports whether an accept of scopes starting now notifies in its own
+// statement: the first of each window does.
+func (w *wakeups) inline(scopes ...Scope) bool {
+	now := w.now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if now.Before(w.quietTil) {
 		return false
 	}
-	w.quietTil = now.Add(wakeupWindow)
+	w.newWindow(now)
+	w.saw(scopes, now)
 	return true
 }
 
-// later notifies consumer's workers once the current window ends. Call it only
-// after the accept committed, so a woken worker finds the receipt.
-func (w *wakeups) later(consumer string) {
+// later notifies consumer's workers of a committed accept of scopes: right
+// away if a scope was quiet (up to wakeupEarlyScopes a window), otherwise once
+// the window ends. Call it only after the accept committed, so a woken worker
+// finds the receipt.
+func (w *wakeups) later(consumer string, scopes ...Scope) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return
 	}
 	w.pending[consumer] = struct{}{}
+	now := w.now()
+	quiet := w.anyQuiet(scopes, now)
+	w.saw(scopes, now)
+	if quiet && w.early < wakeupEarlyScopes {
+		w.early++
+		w.soon = true
+		if w.flushing && w.timer.Stop() {
+			w.timer.Reset(0) // the flush scheduled for the window's end runs now
+		}
+	}
 	if w.flushing {
 		return
 	}
+	delay := max(w.quietTil.Sub(now), 0)
+	if w.soon {
+		delay = 0
+	}
 	w.flushing = true
 	w.timers.Add(1)
-	w.timer = time.AfterFunc(max(time.Until(w.quietTil), 0), func() {
+	w.timer = time.AfterFunc(delay, func() {
 		defer w.timers.Done()
 		w.flush()
 	})
+}
+
+// anyQuiet reports whether a scope of scopes had no accept in the last
+// wakeupWindow. w.mu is held.
+func (w *wakeups) anyQuiet(scopes []Scope, now time.Time) bool {
+	for _, s := range scopes {
+		if last, ok := w.lastSeen[s]; !ok || now.Sub(last) >= wakeupWindow {
+			return true
+		}
+	}
+	return false
+}
+
+// saw notes accepts of scopes at now. w.mu is held.
+func (w *wakeups) saw(scopes []Scope, now time.Time) {
+	for _, s := range scopes {
+		w.lastSeen[s] = now
+	}
+}
+
+// newWindow starts a window at now and forgets the scopes that went quiet.
+// w.mu is held.
+func (w *wakeups) newWindow(now time.Time) {
+	w.quietTil = now.Add(wakeupWindow)
+	w.early = 0
+	for s, last := range w.lastSeen {
+		if now.Sub(last) >= wakeupWindow {
+			delete(w.lastSeen, s)
+		}
+	}
 }
 
 // close sends the pending wake-ups now and stops scheduling new ones, so no
@@ -85,7 +146,7 @@ func (w *wakeups) close() {
 func (w *wakeups) flush() {
 	w.mu.Lock()
 	if len(w.pending) == 0 {
-		w.flushing = false
+		w.flushing, w.soon = false, false
 		w.mu.Unlock()
 		return
 	}
@@ -95,13 +156,18 @@ func (w *wakeups) flush() {
 	}
 	clear(w.pending)
 	w.flushing = false
-	w.quietTil = time.Now().Add(wakeupWindow)
+	if !w.soon {
+		// The window's last wake-up opens the next window, so no accept
+		// notifies inline right after it.
+		w.newWindow(w.now())
+	}
+	w.soon = false
 	w.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// Workers also poll, so a lost wake-up only delays work by the poll interval.
-	if err := db.New(w.pool).ReceiptNotify(ctx, consumers); err != nil {
+	if err := w.send(ctx, consumers); err != nil {
 		w.log.Warn("pginbox: waking workers failed; they will find the work at their next poll", "error", err)
 	}
 }

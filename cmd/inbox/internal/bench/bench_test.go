@@ -398,7 +398,10 @@ func TestBenchCitus(t *testing.T) {
 	bench.SetCitusStatsSettle(t, 0)
 	var stdout, stderr bytes.Buffer
 	code := bench.Command(context.Background(), []string{"--quiet", "--json", "--fsync=false", "--scenarios", "citus",
-		"--rounds", "2", "--calls", "40", "--drain-messages", "60", "--drain-batched-concurrency", "3", "--drain-batch", "5"}, &stdout, &stderr)
+		"--rounds", "2", "--calls", "40", "--drain-messages", "60", "--drain-batched-concurrency", "3", "--drain-batch", "5",
+		// One tenant: with many, a tenant quiet for 25 ms gets its own
+		// wake-up statement after its accept, which this account leaves out.
+		"--citus-tenants", "1"}, &stdout, &stderr)
 	if code != 0 && strings.Contains(stdout.String(), "Citus is not installed") && os.Getenv("CI") != "true" {
 		t.Skipf("bench: skipping: this test needs Citus installed in the PostgreSQL server")
 	}
@@ -465,6 +468,8 @@ func TestBenchFairnessScenario(t *testing.T) {
 	is.True(extra["hot_completed_per_sec"].(float64) > 0)
 	is.True(extra["hot_alone_per_sec"].(float64) > 0)
 	is.True(extra["cold_flood_accept_p95_ms"].(float64) > 0)
+	is.True(extra["cold_paced_accept_p95_ms"].(float64) > 0)
+	is.True(extra["cold_paced_after_accept_p95_ms"].(float64) > 0)
 	is.True(extra["hot_throughput_vs_alone"].(float64) > 0)
 	is.True(extra["cold_paced_p95_ms"].(float64) > 0)
 	is.True(extra["cold_paced_p95_vs_idle"].(float64) > 0)

@@ -79,6 +79,10 @@ func (s *suite) fairness(ctx context.Context) *Result {
 	// part of it, and under the flood that commit queues for the WAL flush
 	// behind the hot tenant's handler transactions.
 	r.setExtra("cold_idle_accept_p95_ms", ms(percentile(idle.accepts, 95)))
+	r.setExtra("cold_paced_accept_p95_ms", ms(percentile(paced.accepts, 95)))
+	r.setExtra("cold_idle_after_accept_p50_ms", ms(percentile(idle.after, 50)))
+	r.setExtra("cold_paced_after_accept_p50_ms", ms(percentile(paced.after, 50)))
+	r.setExtra("cold_paced_after_accept_p95_ms", ms(percentile(paced.after, 95)))
 	r.setExtra("cold_flood_accept_p95_ms", ms(percentile(flood.accepts, 95)))
 	r.setExtra("hot_completed_per_sec", round2(flood.hotRate()))
 	r.setExtra("hot_alone_per_sec", round2(alone.hotRate()))
@@ -101,6 +105,7 @@ func (s *suite) fairness(ctx context.Context) *Result {
 type fairnessRun struct {
 	cold    []time.Duration // pickup latency of every cold message, sorted
 	accepts []time.Duration // how long each cold message's Accept took, sorted
+	after   []time.Duration // from each cold Accept's return to its handler's start, sorted
 	hotDone int             // hot messages handled in the window
 	hotBusy time.Duration   // from the start to the last hot message handled in the window
 	window  time.Duration
@@ -148,6 +153,8 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	var picked []time.Duration
 	var hotDone, hotLast atomic.Int64
 	seen := map[string]int{}
+	started := map[string]time.Time{}  // cold message ID -> its handler's first start
+	returned := map[string]time.Time{} // cold message ID -> its Accept's return
 	reg := handler.NewRegistry()
 	err = reg.Register(handler.Key{Consumer: benchConsumer, EventType: benchEventType, SchemaVersion: 1},
 		func(ctx context.Context, m *handler.Msg) error {
@@ -160,6 +167,9 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 			if us, err := strconv.ParseInt(m.Metadata[acceptedAtKey], 10, 64); err == nil {
 				mu.Lock()
 				picked = append(picked, time.Since(time.UnixMicro(us)))
+				if seen[m.MessageID] == 0 {
+					started[m.MessageID] = time.Now()
+				}
 				seen[m.MessageID]++
 				mu.Unlock()
 			}
@@ -214,6 +224,9 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 			return fairnessRun{}, fmt.Errorf("%s: accepting a cold message: %w", label, err)
 		}
 		accepts = append(accepts, time.Since(called))
+		mu.Lock()
+		returned[m.MessageID] = time.Now()
+		mu.Unlock()
 		sent++
 		select {
 		case <-ctx.Done():
@@ -254,9 +267,15 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	if len(seen) != sent {
 		return fairnessRun{}, fmt.Errorf("%s: %d distinct cold messages handled, %d sent", label, len(seen), sent)
 	}
+	after := make([]time.Duration, 0, len(started))
+	for id, t := range started {
+		// A handler can start before its Accept returns to the caller.
+		after = append(after, max(t.Sub(returned[id]), 0))
+	}
 	slices.Sort(picked)
 	slices.Sort(accepts)
-	run := fairnessRun{cold: picked, accepts: accepts, hotDone: done, hotBusy: busy, window: window}
+	slices.Sort(after)
+	run := fairnessRun{cold: picked, accepts: accepts, after: after, hotDone: done, hotBusy: busy, window: window}
 	if cold {
 		s.prog.note("  %-44s cold p95 %.1f ms, %s hot handled", label, ms(percentile(picked, 95)), thousands(done))
 	} else {
