@@ -62,7 +62,7 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 		res, err = run(true)
 	}
 	if err == nil && res.Outcome == Accepted && !notify {
-		c.wakeups.later(d.identity.Consumer, d.identity.Scope)
+		c.wakeups.later([]string{d.identity.Consumer}, []Scope{d.identity.Scope})
 	}
 	return res, err
 }

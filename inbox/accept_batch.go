@@ -171,7 +171,11 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, routed batcher,
 	}
 	// Inside a caller's transaction the wake-up must roll back with it; on its
 	// own, the batch's wake-up may be coalesced with other accepts'.
-	arg.Notify = !autocommit || c.wakeups.inline(batchScopes(entries, distinct)...)
+	var scopes []Scope
+	if autocommit {
+		scopes = batchScopes(entries, distinct)
+	}
+	arg.Notify = !autocommit || c.wakeups.inline(scopes...)
 	var inserted []ID
 	var err error
 	if routed != nil {
@@ -186,9 +190,13 @@ func (c *Client) acceptBatch(ctx context.Context, q *db.Queries, routed batcher,
 		return dbError("accept batch", err)
 	}
 	if !arg.Notify && len(inserted) > 0 {
+		var consumers []string
 		for _, i := range distinct {
-			c.wakeups.later(entries[i].d.identity.Consumer, entries[i].d.identity.Scope)
+			if name := entries[i].d.identity.Consumer; !slices.Contains(consumers, name) {
+				consumers = append(consumers, name)
+			}
 		}
+		c.wakeups.later(consumers, scopes)
 	}
 
 	holders := make(map[Identity]holder, n)

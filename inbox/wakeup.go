@@ -64,17 +64,19 @@ func (w *wakeups) inline(scopes ...Scope) bool {
 	return true
 }
 
-// later notifies consumer's workers of a committed accept of scopes: right
-// away if a scope was quiet (up to wakeupEarlyScopes a window), otherwise once
-// the window ends. Call it only after the accept committed, so a woken worker
-// finds the receipt.
-func (w *wakeups) later(consumer string, scopes ...Scope) {
+// later notifies the workers of consumers of a committed accept (or batch) of
+// scopes: right away if a scope was quiet (one early wake-up for the call, up
+// to wakeupEarlyScopes a window), otherwise once the window ends. Call it only
+// after the accept committed, so a woken worker finds the receipt.
+func (w *wakeups) later(consumers []string, scopes []Scope) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return
 	}
-	w.pending[consumer] = struct{}{}
+	for _, c := range consumers {
+		w.pending[c] = struct{}{}
+	}
 	now := w.now()
 	quiet := w.anyQuiet(scopes, now)
 	w.saw(scopes, now)
