@@ -167,9 +167,10 @@ type ReceiptClaimRow struct {
 // scope that filled its share may have more), oldest first within the scope.
 //
 // The worker runs it on a generic plan (planning it cost more than running
-// it). The claimed rows are found by ID arrays (= ANY), so the plan stays on
-// the primary keys whatever the generic plan guesses for LIMIT @max_count: a
-// join would be planned for a tenth of the table, as a hash join over it.
+// it), made with sequential scans and hash joins off (pipetx.ForceGenericPlan).
+// The claimed rows are found by ID arrays (= ANY), so the plan stays on the
+// primary keys whatever the generic plan guesses for LIMIT @max_count: a join
+// would be planned for a tenth of the table, as a hash join over it.
 func (q *Queries) ReceiptClaim(ctx context.Context, arg ReceiptClaimParams) ([]ReceiptClaimRow, error) {
 	rows, err := q.db.Query(ctx, receiptClaim,
 		arg.Consumers,

@@ -126,7 +126,10 @@ func TestHandlerStartRunsOnAGenericPlan(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan" })
+	pool, _ := newPool(t, func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+		c.ConnConfig.RuntimeParams["enable_mergejoin"] = "off"
+	})
 	var msgs []inbox.Message
 	for i := range 8 {
 		msgs = append(msgs, orderMsg(fmt.Sprint("evt-", i), raw(`{"orderId":"o-1"}`)))
@@ -138,7 +141,10 @@ func TestHandlerStartRunsOnAGenericPlan(t *testing.T) {
 	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
 		var mode string
 		var generic, custom int64
-		err := m.Tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode'), generic_plans, custom_plans
+		// The settings the statement was planned with are the caller's again.
+		err := m.Tx.QueryRow(ctx, `SELECT current_setting('plan_cache_mode') || ' seqscan ' || current_setting('enable_seqscan')
+				|| ' hashjoin ' || current_setting('enable_hashjoin') || ' mergejoin ' || current_setting('enable_mergejoin'),
+				generic_plans, custom_plans
 			FROM pg_prepared_statements
 			WHERE statement LIKE '%-- name: ' || 'ReceiptStart %' -- not this statement itself`).Scan(&mode, &generic, &custom)
 		if err != nil {
@@ -171,7 +177,7 @@ func TestHandlerStartRunsOnAGenericPlan(t *testing.T) {
 	is.NoErr(w.Stop(ctx))
 	is.Equal(len(seen), 8)
 	for _, s := range seen {
-		is.Equal(s, "force_custom_plan generic>0:true custom:0")
+		is.Equal(s, "force_custom_plan seqscan on hashjoin on mergejoin off generic>0:true custom:0")
 	}
 }
 

@@ -94,15 +94,21 @@ func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchRe
 
 // genericPlansOn and genericPlansOff bracket the worker's statement that
 // opens a handler transaction (ReceiptStart) so it runs on a generic plan,
-// then restore the caller's plan_cache_mode for the handler's own statements.
-// Left to choose, the server plans it afresh at every call (a custom plan for
-// an array of known length looks cheaper), and planning it costs more than
-// running it. Both are local to the transaction. Not on Citus, which routes
-// a statement by planning it for its parameters.
+// then restore the caller's settings (pipetx.ForceGenericPlan's) for the
+// handler's own statements. Left to choose, the server plans it afresh at
+// every call (a custom plan for an array of known length looks cheaper), and
+// planning it costs more than running it. Both are local to the transaction.
+// Not on Citus, which routes a statement by planning it for its parameters.
 const (
 	genericPlansOn = "SELECT set_config('pginbox.plan_cache_mode', current_setting('plan_cache_mode'), true), " +
+		"set_config('pginbox.enable_seqscan', current_setting('enable_seqscan'), true), " +
+		"set_config('pginbox.enable_hashjoin', current_setting('enable_hashjoin'), true), " +
+		"set_config('pginbox.enable_mergejoin', current_setting('enable_mergejoin'), true), " +
 		pipetx.ForceGenericPlan
-	genericPlansOff = "SELECT set_config('plan_cache_mode', current_setting('pginbox.plan_cache_mode'), true)"
+	genericPlansOff = "SELECT set_config('plan_cache_mode', current_setting('pginbox.plan_cache_mode'), true), " +
+		"set_config('enable_seqscan', current_setting('pginbox.enable_seqscan'), true), " +
+		"set_config('enable_hashjoin', current_setting('pginbox.enable_hashjoin'), true), " +
+		"set_config('enable_mergejoin', current_setting('pginbox.enable_mergejoin'), true)"
 )
 
 // readPID reads backendPIDQuery's result when s asked for it.

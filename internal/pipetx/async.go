@@ -34,9 +34,17 @@ type Async struct {
 	OneConnPerNode bool
 }
 
-// ForceGenericPlan is the select-list item that makes the rest of a
-// transaction run its prepared statements on generic plans.
-const ForceGenericPlan = "set_config('plan_cache_mode', 'force_generic_plan', true)"
+// ForceGenericPlan is the select-list items that make the rest of a
+// transaction run its prepared statements on generic plans, made with
+// sequential scans and hash and merge joins off. A session keeps a generic
+// plan until its tables are analyzed again, whatever their size meanwhile:
+// made on an empty queue (a new database, or after a vacuum), it would scan
+// the whole queue at every call once a backlog built up. pginbox's statements
+// find their rows by key, so an index path always exists.
+const ForceGenericPlan = "set_config('plan_cache_mode', 'force_generic_plan', true), " +
+	"set_config('enable_seqscan', 'off', true), " +
+	"set_config('enable_hashjoin', 'off', true), " +
+	"set_config('enable_mergejoin', 'off', true)"
 
 const (
 	asyncSetting   = "SELECT set_config('synchronous_commit', 'off', true)"

@@ -1,0 +1,110 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+)
+
+// A worker's connection plans its claim and its handler transaction's first
+// statement once (generic plans), often while the queue holds a few rows,
+// and keeps the plans until the tables are analyzed again. Planned on a
+// nearly empty queue, they hash-joined over sequential scans of
+// pginbox_work: when the queue then grew, every claim and every completion
+// read all of it. Here the worker makes its plans on an empty queue, 20,000
+// rows of another consumer are queued, and 50 more messages drain without a
+// sequential read of those rows.
+func TestGenericPlansStayOnIndexesAsTheQueueGrows(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	clientPool, dsn := newPool(t)
+	// No autovacuum: its ANALYZE would have the plans made again.
+	_, err := clientPool.Exec(ctx, `ALTER TABLE pginbox_work SET (autovacuum_enabled = false);
+		ALTER TABLE pginbox_receipts SET (autovacuum_enabled = false)`)
+	is.NoErr(err)
+	client := newClient(t, clientPool, inbox.Config{})
+	batch := func(from, n int) {
+		for i := range n {
+			acceptAll(t, client, orderMsg(fmt.Sprint("evt-", from+i), raw(`{"orderId":"o-1"}`)))
+		}
+	}
+
+	workerPool := poolFor(t, dsn)
+	w := newWorker(t, workerPool, registry(t, func(context.Context, *handler.Msg) error { return nil }),
+		inbox.WorkerConfig{Concurrency: 2, MessagesPerTx: 5, PollInterval: 50 * time.Millisecond})
+	batch(0, 4)
+	is.NoErr(w.Start(ctx))
+	t.Cleanup(func() { _ = w.Stop(ctx) })
+	eventually(t, 20*time.Second, "the first messages COMPLETED", func() bool {
+		return countRows(t, clientPool, "status = 'COMPLETED'") == 4
+	})
+
+	const queued = 20_000
+	_, err = clientPool.Exec(ctx, `
+INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload)
+SELECT gen_random_uuid(), 'tenant', 'tenant-b', 'elsewhere', 'billing.v1', 'm-' || g,
+    'invoice.created', 1, sha256(g::text::bytea), '{}'
+FROM generate_series(1, $1::int) g`, queued)
+	is.NoErr(err)
+	_, err = clientPool.Exec(ctx, `INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+SELECT id, scope_kind, scope_id, consumer, max_attempts FROM pginbox_receipts WHERE consumer = 'billing.v1'`)
+	is.NoErr(err)
+	before := workSeqRead(t, dsn, false)
+
+	batch(4, 50)
+	eventually(t, 30*time.Second, "the next 50 COMPLETED", func() bool {
+		// Not pginbox_receipts_live, whose join would read pginbox_work.
+		var n int
+		is.NoErr(clientPool.QueryRow(ctx, "SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'").Scan(&n))
+		return n == 54
+	})
+	is.NoErr(w.Stop(ctx))
+	workerPool.Close() // its server processes report their reads as they exit
+	clientPool.Close()
+
+	read := workSeqRead(t, dsn, true) - before
+	t.Logf("draining 50 messages read %d rows of pginbox_work sequentially", read)
+	if read >= queued {
+		t.Fatalf("draining 50 messages read %d rows of pginbox_work sequentially (%d queued): a plan made on the empty queue scans it", read, queued)
+	}
+}
+
+// workSeqRead is pginbox_work's seq_tup_read; with alone, once every other
+// session of the database has ended (a session reports its reads when idle
+// or at exit).
+func workSeqRead(t *testing.T, dsn string, alone bool) int64 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int64
+	eventually(t, 20*time.Second, "pginbox_work's read statistics", func() bool {
+		var others int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = conn.Exec(ctx, "SELECT pg_stat_clear_snapshot()")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRow(ctx, "SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'pginbox_work'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return others == 0 || !alone
+	})
+	return n
+}
