@@ -42,15 +42,23 @@ func TestDrillKilledBackends(t *testing.T) {
 			case <-tick.C:
 			}
 			// One random session of the application, whatever it does now;
-			// every fifth time the worker's LISTEN session.
-			victim := `SELECT pid FROM pg_stat_activity WHERE application_name IN ($1, $2) ORDER BY random() LIMIT 1`
-			if n%5 == 0 {
-				victim = `SELECT pid FROM pg_stat_activity WHERE application_name IN ($1, $2) AND query LIKE '%LISTEN pginbox_receipt%' AND state = 'idle'`
+			// every fifth time the worker's LISTEN session, and the two times
+			// after it an accept's, then a worker's: a short run picking at
+			// random could miss one of them (it did, 1 run in 12).
+			victim := `SELECT pid FROM pg_stat_activity WHERE application_name = ANY ($1) ORDER BY random() LIMIT 1`
+			apps := []string{appAccept, appWorker}
+			switch n % 5 {
+			case 0:
+				victim = `SELECT pid FROM pg_stat_activity WHERE application_name = ANY ($1) AND query LIKE '%LISTEN pginbox_receipt%' AND state = 'idle'`
+			case 1:
+				apps = []string{appAccept}
+			case 2:
+				apps = []string{appWorker}
 			}
 			var pid int
 			var app, query string
 			err := admin.QueryRow(ctx, `SELECT pid, application_name, query FROM pg_stat_activity WHERE pid = (`+victim+`)`,
-				appAccept, appWorker).Scan(&pid, &app, &query)
+				apps).Scan(&pid, &app, &query)
 			// Counted only when the backend is gone: pg_terminate_backend
 			// with a timeout waits for it to exit and says whether it did.
 			var gone bool
