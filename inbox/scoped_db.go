@@ -99,16 +99,9 @@ func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchRe
 // every call (a custom plan for an array of known length looks cheaper), and
 // planning it costs more than running it. Both are local to the transaction.
 // Not on Citus, which routes a statement by planning it for its parameters.
-const (
-	genericPlansOn = "SELECT set_config('pginbox.plan_cache_mode', current_setting('plan_cache_mode'), true), " +
-		"set_config('pginbox.enable_seqscan', current_setting('enable_seqscan'), true), " +
-		"set_config('pginbox.enable_hashjoin', current_setting('enable_hashjoin'), true), " +
-		"set_config('pginbox.enable_mergejoin', current_setting('enable_mergejoin'), true), " +
-		pipetx.ForceGenericPlan
-	genericPlansOff = "SELECT set_config('plan_cache_mode', current_setting('pginbox.plan_cache_mode'), true), " +
-		"set_config('enable_seqscan', current_setting('pginbox.enable_seqscan'), true), " +
-		"set_config('enable_hashjoin', current_setting('pginbox.enable_hashjoin'), true), " +
-		"set_config('enable_mergejoin', current_setting('pginbox.enable_mergejoin'), true)"
+var (
+	genericPlansOn  = "SELECT " + pipetx.SaveGenericPlanSettings + ", " + pipetx.ForceGenericPlan
+	genericPlansOff = "SELECT " + pipetx.RestoreGenericPlanSettings
 )
 
 // readPID reads backendPIDQuery's result when s asked for it.

@@ -4,6 +4,8 @@ package pipetx
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,17 +36,40 @@ type Async struct {
 	OneConnPerNode bool
 }
 
+// genericPlanSettings are what ForceGenericPlan sets. A session keeps a
+// generic plan until its tables are analyzed again, whatever their size
+// meanwhile: made on an empty queue (a new database, or after a vacuum), it
+// would scan the whole queue at every call once a backlog built up, so it is
+// made with sequential scans and hash and merge joins off. pginbox's
+// statements find their rows by key, so an index path always exists.
+var genericPlanSettings = [][2]string{
+	{"plan_cache_mode", "force_generic_plan"},
+	{"enable_seqscan", "off"},
+	{"enable_hashjoin", "off"},
+	{"enable_mergejoin", "off"},
+}
+
 // ForceGenericPlan is the select-list items that make the rest of a
-// transaction run its prepared statements on generic plans, made with
-// sequential scans and hash and merge joins off. A session keeps a generic
-// plan until its tables are analyzed again, whatever their size meanwhile:
-// made on an empty queue (a new database, or after a vacuum), it would scan
-// the whole queue at every call once a backlog built up. pginbox's statements
-// find their rows by key, so an index path always exists.
-const ForceGenericPlan = "set_config('plan_cache_mode', 'force_generic_plan', true), " +
-	"set_config('enable_seqscan', 'off', true), " +
-	"set_config('enable_hashjoin', 'off', true), " +
-	"set_config('enable_mergejoin', 'off', true)"
+// transaction run its prepared statements on generic plans (made as
+// genericPlanSettings says). SaveGenericPlanSettings keeps the session's
+// values of those settings (in pginbox.*, local to the transaction) and
+// RestoreGenericPlanSettings sets them back, for a transaction whose later
+// statements are the caller's.
+var (
+	ForceGenericPlan           = settingList("set_config('%[1]s', '%[2]s', true)")
+	SaveGenericPlanSettings    = settingList("set_config('pginbox.%[1]s', current_setting('%[1]s'), true)")
+	RestoreGenericPlanSettings = settingList("set_config('%[1]s', current_setting('pginbox.%[1]s'), true)")
+)
+
+// settingList formats each of genericPlanSettings (name, value) with format
+// and joins them into one select list.
+func settingList(format string) string {
+	items := make([]string, len(genericPlanSettings))
+	for i, s := range genericPlanSettings {
+		items[i] = fmt.Sprintf(format, s[0], s[1])
+	}
+	return strings.Join(items, ", ")
+}
 
 const (
 	asyncSetting   = "SELECT set_config('synchronous_commit', 'off', true)"
