@@ -228,7 +228,9 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	// BEGIN, the timeouts and the scope (the receipts share one: execute groups
 	// them) ride in the same round trip as the start.
 	var pid uint32
-	rows, err := db.New(scopedOpen(tx.conn, jobs[0].l.r.Identity.Scope, w.txLimitMs, &pid, w.distributed())).ReceiptStart(sctx, db.ReceiptStartParams{
+	open := scopedOpen(tx.conn, jobs[0].l.r.Identity.Scope, w.txLimitMs, &pid, w.distributed())
+	open.discardPlans = w.plans.due(pc.Conn().PgConn())
+	rows, err := db.New(open).ReceiptStart(sctx, db.ReceiptStartParams{
 		Ids: ids, Tokens: tokens, ScopeID: jobs[0].l.r.Identity.Scope.ID,
 	})
 	if err != nil {
@@ -240,6 +242,7 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	}
 	if len(rows) > 0 {
 		r.pid.Store(pid)
+		w.plans.add(len(rows))
 	}
 	running := make([]*job, 0, len(rows))
 	for _, j := range jobs {

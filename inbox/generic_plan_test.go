@@ -58,7 +58,7 @@ FROM generate_series(1, $1::int) g`, queued)
 	_, err = clientPool.Exec(ctx, `INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
 SELECT id, scope_kind, scope_id, consumer, max_attempts FROM pginbox_receipts WHERE consumer = 'billing.v1'`)
 	is.NoErr(err)
-	before := workSeqRead(t, dsn, false)
+	before := tableStat(t, dsn, false, workSeqRead)
 
 	batch(4, 50)
 	eventually(t, 30*time.Second, "the next 50 COMPLETED", func() bool {
@@ -71,17 +71,110 @@ SELECT id, scope_kind, scope_id, consumer, max_attempts FROM pginbox_receipts WH
 	workerPool.Close() // its server processes report their reads as they exit
 	clientPool.Close()
 
-	read := workSeqRead(t, dsn, true) - before
+	read := tableStat(t, dsn, true, workSeqRead) - before
 	t.Logf("draining 50 messages read %d rows of pginbox_work sequentially", read)
 	if read >= queued {
 		t.Fatalf("draining 50 messages read %d rows of pginbox_work sequentially (%d queued): a plan made on the empty queue scans it", read, queued)
 	}
 }
 
-// workSeqRead is pginbox_work's seq_tup_read; with alone, once every other
-// session of the database has ended (a session reports its reads when idle
-// or at exit).
-func workSeqRead(t *testing.T, dsn string, alone bool) int64 {
+// A tenant's completed receipts stay in pginbox_receipts (its history). The
+// handler transaction's first statement, planned while the table held a few
+// rows, found the receipts it completes by the scope alone, and every
+// completion then read the scope's whole history until the table was
+// analyzed again. Here the worker makes its plans on an empty table, the
+// table grows through the worker (which has its connections plan again on
+// the way), then the scope gains 20,000 completed receipts and 50 more
+// messages drain without reading them.
+func TestGenericPlansStayOnKeysAsReceiptsAccumulate(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	clientPool, dsn := newPool(t)
+	// No autovacuum: its ANALYZE would have the plans made again.
+	_, err := clientPool.Exec(ctx, `ALTER TABLE pginbox_work SET (autovacuum_enabled = false);
+		ALTER TABLE pginbox_receipts SET (autovacuum_enabled = false)`)
+	is.NoErr(err)
+	client := newClient(t, clientPool, inbox.Config{})
+	accepted := 0
+	batch := func(n int) {
+		msgs := make([]inbox.Message, n)
+		for i := range msgs {
+			msgs[i] = orderMsg(fmt.Sprint("evt-", accepted+i), raw(`{"orderId":"o-1"}`))
+		}
+		_, err := client.AcceptBatch(ctx, msgs)
+		is.NoErr(err)
+		accepted += n
+	}
+	// Drained, read from pginbox_work alone: the test reads no receipts.
+	drained := func() bool {
+		var queued int
+		is.NoErr(clientPool.QueryRow(ctx, "SELECT count(*) FROM pginbox_work").Scan(&queued))
+		return queued == 0
+	}
+
+	workerPool := poolFor(t, dsn)
+	w := newWorker(t, workerPool, registry(t, func(context.Context, *handler.Msg) error { return nil }),
+		inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 1, PollInterval: 50 * time.Millisecond})
+	batch(100)
+	is.NoErr(w.Start(ctx))
+	t.Cleanup(func() { _ = w.Stop(ctx) })
+	eventually(t, 20*time.Second, "the first messages COMPLETED", drained)
+	for range 11 {
+		batch(100)
+	}
+	eventually(t, 60*time.Second, "1,200 messages COMPLETED", drained)
+
+	const history = 100_000
+	conn, err := clientPool.Acquire(ctx)
+	is.NoErr(err)
+	_, err = conn.Exec(ctx, `
+INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload, status, completed_at)
+SELECT gen_random_uuid(), 'tenant', 'tenant-a', 'orders-service', 'orders.projection.v1', 'old-' || g,
+    'order.created', 1, sha256(g::text::bytea), '{}', 'COMPLETED', now()
+FROM generate_series(1, $1::int) g`, history)
+	is.NoErr(err)
+	// Sessions report their reads late (an idle one within 10 s): the
+	// insert's are sent now, and the count starts once the worker's are in.
+	_, err = conn.Exec(ctx, "SELECT pg_stat_force_next_flush()")
+	is.NoErr(err)
+	conn.Release()
+	before := tableStat(t, dsn, false, receiptsBlocks)
+	eventually(t, 30*time.Second, "the reads so far reported", func() bool {
+		time.Sleep(1500 * time.Millisecond)
+		now := tableStat(t, dsn, false, receiptsBlocks)
+		defer func() { before = now }()
+		return now == before
+	})
+
+	for range 10 {
+		batch(5)
+	}
+	eventually(t, 30*time.Second, "the next 50 COMPLETED", drained)
+	is.NoErr(w.Stop(ctx))
+	workerPool.Close() // its server processes report their reads as they exit
+	clientPool.Close()
+
+	read := tableStat(t, dsn, true, receiptsBlocks) - before
+	t.Logf("accepting and draining 50 messages read %d blocks of pginbox_receipts", read)
+	// Once per completion would be 50 x history; the rest is reads the
+	// worker's sessions made earlier and reported late.
+	if read >= 10*history {
+		t.Fatalf("accepting and draining 50 messages read %d blocks of pginbox_receipts (%d completed receipts in the scope): a plan made on a small table reads the scope's history at every completion", read, history)
+	}
+}
+
+const (
+	workSeqRead    = "SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'pginbox_work'"
+	receiptsBlocks = `SELECT heap_blks_read + heap_blks_hit + idx_blks_read + idx_blks_hit
+		FROM pg_statio_user_tables WHERE relname = 'pginbox_receipts'`
+)
+
+// tableStat reads one statistic of the database's tables (query returns one
+// bigint); with alone, once every other session of the database has ended
+// (a session reports its reads when idle or at exit).
+func tableStat(t *testing.T, dsn string, alone bool, query string) int64 {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -90,7 +183,7 @@ func workSeqRead(t *testing.T, dsn string, alone bool) int64 {
 	}
 	defer conn.Close(ctx)
 	var n int64
-	eventually(t, 20*time.Second, "pginbox_work's read statistics", func() bool {
+	eventually(t, 20*time.Second, "the tables' read statistics", func() bool {
 		var others int
 		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others)
@@ -101,7 +194,7 @@ func workSeqRead(t *testing.T, dsn string, alone bool) int64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := conn.QueryRow(ctx, "SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 'pginbox_work'").Scan(&n); err != nil {
+		if err := conn.QueryRow(ctx, query).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return others == 0 || !alone

@@ -33,6 +33,9 @@ type scopedDB struct {
 	// statement and idle timeouts: it stays open after the round trip.
 	openMs int64
 	citus  bool
+	// discardPlans, with openMs, has the session make its plans again
+	// first (planRenewal).
+	discardPlans bool
 }
 
 // backendPIDQuery reads the server process running the transaction (also
@@ -60,6 +63,9 @@ func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchRe
 	b := &pgx.Batch{}
 	if s.openMs > 0 {
 		openQueries(b, s.openMs)
+		if s.discardPlans {
+			b.Queue("DISCARD PLANS")
+		}
 		b.Queue(genericPlansOn)
 	}
 	queueScope(ctx, b, s.p)
@@ -73,6 +79,9 @@ func (s scopedDB) send(ctx context.Context, sql string, args []any) (pgx.BatchRe
 	br := s.b.SendBatch(ctx, b)
 	if s.openMs > 0 {
 		err := openedResults(br)
+		if err == nil && s.discardPlans {
+			_, err = br.Exec()
+		}
 		if err == nil {
 			_, err = br.Exec()
 		}

@@ -45,6 +45,7 @@ type Worker struct {
 	abandonedSlots atomic.Int64
 	active         activeRuns
 	txLimitMs      int64 // a handler transaction's statement and idle timeouts
+	plans          planRenewal
 	events         eventHub
 	restriction    restrictionWatch
 	layout         layout
