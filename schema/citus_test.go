@@ -82,7 +82,7 @@ func TestMigrateCitus(t *testing.T) {
 	}
 	is.Equal(files, []string{"00001_receipts_v1.sql", "00002_receipts_v2.sql", "00003_payload_json.sql",
 		"00004_work_queue.sql", "00005_outbox.sql", "00006_tenancy.sql", "citus/00007_citus.sql", "00008_scope_due.sql",
-		"00009_ordering.sql", "00010_accept_function.sql", "00011_accept_function_plans.sql"})
+		"00009_ordering.sql", "00010_accept_function.sql", "00011_accept_function_plans.sql", "00012_receipts_fillfactor.sql"})
 
 	dsn := inboxtest.CitusEmptyDatabase(t)
 	applied, err := schema.MigrateCitus(ctx, dsn, schema.CitusOptions{})
@@ -96,6 +96,9 @@ func TestMigrateCitus(t *testing.T) {
 	for _, l := range lines {
 		is.Equal(strings.Fields(l)[2], "scope_id")
 	}
+	// Storage settings reach every shard (v12's fillfactor).
+	is.Equal(queryText(t, pool, `SELECT string_agg(DISTINCT result, ';') FROM run_command_on_shards('pginbox_receipts',
+		$$SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = '%s'::regclass$$)`), "fillfactor=50")
 
 	// Status names the twin; applying again does nothing.
 	m, err := schema.NewCitusMigrator(db)
