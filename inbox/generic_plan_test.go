@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/handler"
@@ -26,10 +27,7 @@ func TestGenericPlansStayOnIndexesAsTheQueueGrows(t *testing.T) {
 	is := is.New(t)
 	ctx := context.Background()
 	clientPool, dsn := newPool(t)
-	// No autovacuum: its ANALYZE would have the plans made again.
-	_, err := clientPool.Exec(ctx, `ALTER TABLE pginbox_work SET (autovacuum_enabled = false);
-		ALTER TABLE pginbox_receipts SET (autovacuum_enabled = false)`)
-	is.NoErr(err)
+	withoutAutovacuum(t, clientPool)
 	client := newClient(t, clientPool, inbox.Config{})
 	batch := func(from, n int) {
 		for i := range n {
@@ -48,7 +46,7 @@ func TestGenericPlansStayOnIndexesAsTheQueueGrows(t *testing.T) {
 	})
 
 	const queued = 20_000
-	_, err = clientPool.Exec(ctx, `
+	_, err := clientPool.Exec(ctx, `
 INSERT INTO pginbox_receipts (id, scope_kind, scope_id, source, consumer, message_id,
     event_type, schema_version, fingerprint, payload)
 SELECT gen_random_uuid(), 'tenant', 'tenant-b', 'elsewhere', 'billing.v1', 'm-' || g,
@@ -82,19 +80,16 @@ SELECT id, scope_kind, scope_id, consumer, max_attempts FROM pginbox_receipts WH
 // handler transaction's first statement, planned while the table held a few
 // rows, found the receipts it completes by the scope alone, and every
 // completion then read the scope's whole history until the table was
-// analyzed again. Here the worker makes its plans on an empty table, the
+// analyzed again. Here the worker makes its plans on 100 receipts, the
 // table grows through the worker (which has its connections plan again on
-// the way), then the scope gains 20,000 completed receipts and 50 more
+// the way), then the scope gains 100,000 completed receipts and 50 more
 // messages drain without reading them.
 func TestGenericPlansStayOnKeysAsReceiptsAccumulate(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
 	clientPool, dsn := newPool(t)
-	// No autovacuum: its ANALYZE would have the plans made again.
-	_, err := clientPool.Exec(ctx, `ALTER TABLE pginbox_work SET (autovacuum_enabled = false);
-		ALTER TABLE pginbox_receipts SET (autovacuum_enabled = false)`)
-	is.NoErr(err)
+	withoutAutovacuum(t, clientPool)
 	client := newClient(t, clientPool, inbox.Config{})
 	accepted := 0
 	batch := func(n int) {
@@ -162,6 +157,17 @@ FROM generate_series(1, $1::int) g`, history)
 	// worker's sessions made earlier and reported late.
 	if read >= 10*history {
 		t.Fatalf("accepting and draining 50 messages read %d blocks of pginbox_receipts (%d completed receipts in the scope): a plan made on a small table reads the scope's history at every completion", read, history)
+	}
+}
+
+// withoutAutovacuum turns autovacuum off on both tables: its ANALYZE would
+// have the worker's plans made again.
+func withoutAutovacuum(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `ALTER TABLE pginbox_work SET (autovacuum_enabled = false);
+		ALTER TABLE pginbox_receipts SET (autovacuum_enabled = false)`)
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
