@@ -86,9 +86,30 @@ func TestClaimsServeScopesInTurns(t *testing.T) {
 // queued backlog has drained to half: its notification starts a claim, the
 // claim serves the cold scope first (its turn comes after the hot scope's),
 // and the ready queue alternates scopes. Counted in hot handler runs, not
-// time: with ClaimBatch 50, waiting for a half-empty queue lets about 25 run.
+// time: with ClaimBatch 50, waiting for a half-empty queue lets about 22 run.
 func TestNotifiedClaimSkipsTheQueuedBacklog(t *testing.T) {
 	t.Parallel()
+	if n := hotRunsBeforeCold(t, false); n > 10 {
+		t.Fatalf("%d hot handlers ran between the cold message's accept and its handler, want at most 10: the claim waited for the queue to drain to half", n)
+	}
+}
+
+// A message accepted before the worker's LISTEN session subscribed sent its
+// notification to nobody: the subscription counts as one, so the message
+// is claimed at the next free place, not when the queue has drained to half.
+func TestClaimAfterSubscribingTakesWhatWasNotifiedBefore(t *testing.T) {
+	t.Parallel()
+	if n := hotRunsBeforeCold(t, true); n > 10 {
+		t.Fatalf("%d hot handlers ran between the cold message's accept (before the worker listened) and its handler, want at most 10: the missed notification waited for the queue to drain to half", n)
+	}
+}
+
+// hotRunsBeforeCold starts a worker (Concurrency 1, ClaimBatch 50) on a hot
+// tenant's 300-message backlog, accepts a cold tenant's message once three
+// hot handlers have run, and returns how many more hot handlers ran before
+// the cold one. With holdListen, the worker's LISTEN session subscribes only
+// after that accept.
+func hotRunsBeforeCold(t *testing.T, holdListen bool) int {
 	is := is.New(t)
 	ctx := context.Background()
 	pool, _ := newPool(t)
@@ -112,10 +133,17 @@ func TestNotifiedClaimSkipsTheQueuedBacklog(t *testing.T) {
 			coldAt = hotRuns
 		}
 		mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 		return nil
 	})
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, ClaimBatch: 50, PollInterval: time.Minute})
+	release := make(chan struct{})
+	if holdListen {
+		var once sync.Once
+		inbox.SetBeforeListenHook(w, func() { once.Do(func() { <-release }) })
+	} else {
+		close(release)
+	}
 	is.NoErr(w.Start(ctx))
 	defer w.Stop(ctx)
 	// The queue is full (a claim of 50 against one running handler) once
@@ -125,6 +153,9 @@ func TestNotifiedClaimSkipsTheQueuedBacklog(t *testing.T) {
 		defer mu.Unlock()
 		return hotRuns >= 3
 	})
+	if !holdListen {
+		waitListening(t, pool)
+	}
 	mu.Lock()
 	acceptedAt := hotRuns
 	mu.Unlock()
@@ -132,6 +163,9 @@ func TestNotifiedClaimSkipsTheQueuedBacklog(t *testing.T) {
 	cold.Scope = inbox.Tenant("cold")
 	_, err = c.Accept(ctx, cold)
 	is.NoErr(err)
+	if holdListen {
+		close(release)
+	}
 	eventually(t, 60*time.Second, "the cold tenant's message handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -140,9 +174,23 @@ func TestNotifiedClaimSkipsTheQueuedBacklog(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("the cold message ran after %d more hot handler runs", coldAt-acceptedAt)
-	if coldAt-acceptedAt > 10 {
-		t.Fatalf("%d hot handlers ran between the cold message's accept and its handler, want at most 10: the claim waited for the queue to drain to half", coldAt-acceptedAt)
-	}
+	return coldAt - acceptedAt
+}
+
+// waitListening waits until a session of the test's database subscribed to
+// the receipts' notifications.
+func waitListening(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the worker's LISTEN session", func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()
+			  AND query LIKE '%LISTEN ' || $1 || '%'`, inbox.NotifyChannel).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
 }
 
 // A claim serves fewer scopes rather than give each a share smaller than a

@@ -17,3 +17,7 @@ func SetAfterCommitHook(w *Worker, afterCommit func(id ID)) { w.hooks.afterCommi
 // SetListedHook installs a hook that runs after each read of the scopes with
 // due work on Citus, with the number of scopes it listed.
 func SetListedHook(w *Worker, listed func(scopes int)) { w.hooks.listed = listed }
+
+// SetBeforeListenHook installs a hook that runs before each LISTEN session
+// subscribes, so a test can hold the subscription back.
+func SetBeforeListenHook(w *Worker, beforeListen func()) { w.hooks.beforeListen = beforeListen }

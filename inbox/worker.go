@@ -81,6 +81,7 @@ type testHooks struct {
 	listed       func(scopes int) // after a read of the scopes with due work (Citus)
 	beforeCommit func(id ID)
 	afterCommit  func(id ID)
+	beforeListen func()
 	noHeartbeat  bool // a worker stalled by a pause or a partition
 }
 

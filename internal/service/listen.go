@@ -24,6 +24,10 @@ type Listener struct {
 	// Notified, if set, takes each notification's payload instead of Wake:
 	// it wakes the loop for those that concern the service.
 	Notified func(payload string)
+	// Missed, if set, runs after each subscription instead of signalling
+	// Wake: a service that treats notified work apart (Notified) must treat
+	// what was sent before the session listened the same way.
+	Missed func()
 	// Retry is the wait before a new session after one was lost.
 	Retry time.Duration
 	// Subscribed, if set, runs each time a session subscribed and woke the
@@ -56,7 +60,12 @@ func (l *Listener) listen(ctx context.Context) error {
 	if err := l.Subscribe(ctx, conn); err != nil {
 		return err
 	}
-	Signal(l.Wake) // notifications sent while not listening were missed
+	// Notifications sent while not listening were missed.
+	if l.Missed != nil {
+		l.Missed()
+	} else {
+		Signal(l.Wake)
+	}
 	if l.Subscribed != nil {
 		l.Subscribed()
 	}

@@ -158,3 +158,40 @@ func TestListenerClosesItsSession(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// With Missed, a subscription runs it instead of waking the loop: the
+// service marks what it may have missed as notified.
+func TestListenerReportsMissedNotifications(t *testing.T) {
+	var logged records
+	pool, err := pgxpool.New(t.Context(), inboxtest.EmptyDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	wake, missed := make(chan struct{}, 1), make(chan struct{}, 1)
+	ln := &service.Listener{
+		Base:      service.Base{Name: "worker", Log: logged.logger()},
+		Pool:      pool,
+		Subscribe: subscribe,
+		Wake:      wake,
+		Notified:  func(string) { service.Signal(wake) },
+		Missed:    func() { service.Signal(missed) },
+		Retry:     20 * time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan struct{})
+	go func() {
+		ln.Run(ctx)
+		close(returned)
+	}()
+	defer func() {
+		cancel()
+		<-returned
+	}()
+	waitFor(t, missed, "missed notifications reported after subscribing")
+	select {
+	case <-wake:
+		t.Fatal("a subscription woke the loop as a plain wake-up")
+	default:
+	}
+}
