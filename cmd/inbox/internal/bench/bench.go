@@ -111,7 +111,7 @@ type Options struct {
 	IngestCallers int // producers calling AcceptBatch; default 1 (Accept uses Concurrency callers)
 	IngestTenants int // tenant scopes the ingested messages spread over; default 1
 	CitusTenants  int // tenant scopes the citus scenario's messages spread over; default 16
-	// ClaimBatch, when above 0, is the ingest workers' WorkerConfig.ClaimBatch;
+	// ClaimBatch, when above 0, is the ingest and fairness workers' WorkerConfig.ClaimBatch;
 	// 0 leaves the worker's default.
 	ClaimBatch int
 	// ClaimScopes, when above 0, is the fairness worker's

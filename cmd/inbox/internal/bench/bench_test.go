@@ -443,8 +443,9 @@ func TestBenchCitus(t *testing.T) {
 
 // The fairness scenario handles every cold message exactly once in every
 // phase, reports each phase's latencies (the paced hot tenant's messages
-// handled too), and drains the hot backlog once more without the cold
-// tenants for the throughput baseline.
+// handled too; the wait for the claim and after it apart), keeps the flood
+// going through its phase, and drains the hot backlog once more without
+// the cold tenants for the throughput baseline.
 func TestBenchFairnessScenario(t *testing.T) {
 	is := is.New(t)
 	dsn := inboxtest.Database(t)
@@ -470,6 +471,12 @@ func TestBenchFairnessScenario(t *testing.T) {
 	is.True(extra["cold_flood_accept_p95_ms"].(float64) > 0)
 	is.True(extra["cold_paced_accept_p95_ms"].(float64) > 0)
 	is.True(extra["cold_paced_after_accept_p95_ms"].(float64) > 0)
+	for _, phase := range []string{"idle", "paced", "flood"} {
+		is.True(extra["cold_"+phase+"_accept_to_claim_p95_ms"].(float64) > 0)
+		is.True(extra["cold_"+phase+"_claim_to_start_p95_ms"].(float64) > 0)
+	}
+	// Only cold messages accepted while the hot backlog lasted count.
+	is.True(extra["cold_flood_sent"].(float64) >= r["calls"].(float64))
 	is.True(extra["hot_throughput_vs_alone"].(float64) > 0)
 	is.True(extra["cold_paced_p95_ms"].(float64) > 0)
 	is.True(extra["cold_paced_p95_vs_idle"].(float64) > 0)

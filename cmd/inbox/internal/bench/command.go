@@ -70,7 +70,7 @@ func CommandWithHooks(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&o.IngestCallers, "ingest-callers", 1, "producers calling AcceptBatch at once in ingest and ingest-batched")
 	fs.IntVar(&o.IngestTenants, "ingest-tenants", 1, "tenant scopes the ingested messages spread over, round robin")
 	fs.IntVar(&o.CitusTenants, "citus-tenants", 16, "tenant scopes the citus scenario's messages spread over, round robin")
-	fs.IntVar(&o.ClaimBatch, "claim-batch", 0, "WorkerConfig.ClaimBatch of the ingest workers (0: the worker's default)")
+	fs.IntVar(&o.ClaimBatch, "claim-batch", 0, "WorkerConfig.ClaimBatch of the ingest and fairness workers (0: the worker's default)")
 	fs.IntVar(&o.ClaimScopes, "claim-scopes", 0, "WorkerConfig.ClaimScopes of the fairness worker (0: the worker's default)")
 	fs.IntVar(&o.RetainedRows, "retained-rows", 1_000_000, "COMPLETED receipts in retained-1m")
 	fs.StringVar(&o.ProfileDir, "profile", "", "write a CPU profile, a pg_stat_statements report, sampled wait events and a CPU account of every pginbox accept, drain, ordered, jobs and ingest phase (and of the raw accept and drain loops) to this directory")

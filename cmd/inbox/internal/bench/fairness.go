@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,14 +17,16 @@ import (
 // The fairness scenario's shape: cold tenants send one message every
 // fairnessEvery between them while, in the paced phase, one hot tenant sends
 // 100 for every cold one as they go (fairnessPaced a second), and in the
-// flood phase its backlog of fairnessHot messages (accepted before the
-// worker starts) drains as fast as it can: 100 hot messages for every cold
-// one over a 40 s phase, and all of them due from the start.
+// flood phase its backlog (accepted before the worker starts) drains as fast
+// as it can, all of it due from the start. The backlog, fairnessHotPerSec
+// for each second of the phase, outlasts the phase at up to that many
+// handled a second; the flood's figures count only the cold messages
+// accepted before its last hot message was handled.
 const (
 	fairnessEvery       = 200 * time.Millisecond
 	fairnessColdTenants = 4
 	fairnessPaced       = 100 * int(time.Second/fairnessEvery)
-	fairnessHot         = 20_000
+	fairnessHotPerSec   = 3_000
 	fairnessHotTenant   = "tenant-hot"
 )
 
@@ -36,10 +39,11 @@ const (
 // without it.
 func (s *suite) fairness(ctx context.Context) *Result {
 	o := s.o
+	hot := fairnessHotPerSec * int(math.Ceil(o.JobDuration.Seconds()))
 	r := &Result{
 		Scenario: "fairness",
-		Description: fmt.Sprintf("%d cold tenants send one message every %s between them, first alone, then while one hot tenant sends %d a second, then while one hot tenant's %s-message backlog drains; Worker Concurrency %d, defaults otherwise; handlers wait %s; %s per phase",
-			fairnessColdTenants, fairnessEvery, fairnessPaced, thousands(fairnessHot), o.Concurrency, o.JobSleep, o.JobDuration),
+		Description: fmt.Sprintf("%d cold tenants send one message every %s between them, first alone, then while one hot tenant sends %d a second, then while one hot tenant's %s-message backlog drains (only cold messages accepted before its last one was handled count); Worker Concurrency %d, defaults otherwise; handlers wait %s; %s per phase",
+			fairnessColdTenants, fairnessEvery, fairnessPaced, thousands(hot), o.Concurrency, o.JobSleep, o.JobDuration),
 		Concurrency: o.Concurrency, Rounds: 1, OK: true, Failures: []string{},
 		Target: "cold tenants' pickup p95 under the flood <= 2 x their p95 without it",
 		Raw:    Measure{Description: "none: the same cold tenants' pickup latency without the flood, in the same run"},
@@ -54,12 +58,16 @@ func (s *suite) fairness(ctx context.Context) *Result {
 		r.failf("%v", err)
 		return r
 	}
-	flood, err := s.fairnessPhase(ctx, "fairness flood", fairnessHot, 0, true)
+	flood, err := s.fairnessPhase(ctx, "fairness flood", hot, 0, true)
 	if err != nil {
 		r.failf("%v", err)
 		return r
 	}
-	alone, err := s.fairnessPhase(ctx, "fairness hot tenant alone", fairnessHot, 0, false)
+	if len(flood.cold) < 5 {
+		r.failf("only %d cold messages were accepted while the hot tenant's %s-message backlog lasted: too few for a p95 (the backlog drained early)", len(flood.cold), thousands(hot))
+		return r
+	}
+	alone, err := s.fairnessPhase(ctx, "fairness hot tenant alone", hot, 0, false)
 	if err != nil {
 		r.failf("%v", err)
 		return r
@@ -82,12 +90,23 @@ func (s *suite) fairness(ctx context.Context) *Result {
 	r.setExtra("cold_paced_accept_p95_ms", ms(percentile(paced.accepts, 95)))
 	r.setExtra("cold_idle_after_accept_p50_ms", ms(percentile(idle.after, 50)))
 	r.setExtra("cold_paced_after_accept_p50_ms", ms(percentile(paced.after, 50)))
-	r.setExtra("cold_paced_after_accept_p95_ms", ms(percentile(paced.after, 95)))
 	r.setExtra("cold_flood_accept_p95_ms", ms(percentile(flood.accepts, 95)))
+	for _, p := range []struct {
+		name string
+		run  fairnessRun
+	}{{"idle", idle}, {"paced", paced}, {"flood", flood}} {
+		r.setExtra("cold_"+p.name+"_after_accept_p95_ms", ms(percentile(p.run.after, 95)))
+		r.setExtra("cold_"+p.name+"_accept_to_claim_p50_ms", ms(percentile(p.run.toClaim, 50)))
+		r.setExtra("cold_"+p.name+"_accept_to_claim_p95_ms", ms(percentile(p.run.toClaim, 95)))
+		r.setExtra("cold_"+p.name+"_claim_to_start_p50_ms", ms(percentile(p.run.toStart, 50)))
+		r.setExtra("cold_"+p.name+"_claim_to_start_p95_ms", ms(percentile(p.run.toStart, 95)))
+	}
 	r.setExtra("hot_completed_per_sec", round2(flood.hotRate()))
 	r.setExtra("hot_alone_per_sec", round2(alone.hotRate()))
-	r.setExtra("hot_left_at_end", float64(fairnessHot-flood.hotDone))
+	r.setExtra("hot_left_at_end", float64(hot-flood.hotDone))
+	r.setExtra("cold_flood_sent", float64(flood.sent))
 	r.setExtra("claim_scopes", float64(o.ClaimScopes)) // 0: the worker's default
+	r.setExtra("claim_batch", float64(o.ClaimBatch))   // 0: the worker's default
 	if a := alone.hotRate(); a > 0 {
 		r.setExtra("hot_throughput_vs_alone", round2(flood.hotRate()/a))
 	}
@@ -96,8 +115,8 @@ func (s *suite) fairness(ctx context.Context) *Result {
 		r.Ratio = round2(float64(percentile(flood.cold, 95)) / float64(p))
 		r.MeetsTarget = r.Ratio <= 2 && flood.hotRate() >= 0.9*alone.hotRate()
 	}
-	r.Verified = fmt.Sprintf("%d cold messages handled alone, %d beside the paced hot tenant (%s hot handled) and %d during the flood, each once; %s hot messages completed in the %.0fs window with the cold tenants, %s without them",
-		len(idle.cold), len(paced.cold), thousands(paced.hotDone), len(flood.cold), thousands(flood.hotDone), flood.window.Seconds(), thousands(alone.hotDone))
+	r.Verified = fmt.Sprintf("%d cold messages handled alone, %d beside the paced hot tenant (%s hot handled) and %d during the flood, each once (%d of them accepted while the backlog lasted count); %s hot messages completed in the %.0fs window with the cold tenants, %s without them",
+		len(idle.cold), len(paced.cold), thousands(paced.hotDone), flood.sent, len(flood.cold), thousands(flood.hotDone), flood.window.Seconds(), thousands(alone.hotDone))
 	return r
 }
 
@@ -106,6 +125,9 @@ type fairnessRun struct {
 	cold    []time.Duration // pickup latency of every cold message, sorted
 	accepts []time.Duration // how long each cold message's Accept took, sorted
 	after   []time.Duration // from each cold Accept's return to its handler's start, sorted
+	toClaim []time.Duration // from each cold Accept's return to its claim, sorted
+	toStart []time.Duration // from each cold claim to its handler's start, sorted
+	sent    int             // cold messages sent in the window (cold counts those the phase kept)
 	hotDone int             // hot messages handled in the window
 	hotBusy time.Duration   // from the start to the last hot message handled in the window
 	window  time.Duration
@@ -150,11 +172,14 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	}
 
 	var mu sync.Mutex
-	var picked []time.Duration
+	pickup := map[string]time.Duration{} // cold message ID -> from its Accept call to its handler's first start
+	called := map[string]time.Time{}     // cold message ID -> its Accept call
 	var hotDone, hotLast atomic.Int64
 	seen := map[string]int{}
-	started := map[string]time.Time{}  // cold message ID -> its handler's first start
-	returned := map[string]time.Time{} // cold message ID -> its Accept's return
+	started := map[string]time.Time{}     // cold message ID -> its handler's first start
+	returned := map[string]time.Time{}    // cold message ID -> its Accept's return
+	claimedAt := map[inbox.ID]time.Time{} // cold receipt -> when the worker claimed it
+	coldIDs := map[inbox.ID]string{}      // cold receipt -> its message ID
 	reg := handler.NewRegistry()
 	err = reg.Register(handler.Key{Consumer: benchConsumer, EventType: benchEventType, SchemaVersion: 1},
 		func(ctx context.Context, m *handler.Msg) error {
@@ -166,8 +191,8 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 			}
 			if us, err := strconv.ParseInt(m.Metadata[acceptedAtKey], 10, 64); err == nil {
 				mu.Lock()
-				picked = append(picked, time.Since(time.UnixMicro(us)))
 				if seen[m.MessageID] == 0 {
+					pickup[m.MessageID] = time.Since(time.UnixMicro(us))
 					started[m.MessageID] = time.Now()
 				}
 				seen[m.MessageID]++
@@ -179,10 +204,29 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	if err != nil {
 		return fairnessRun{}, err
 	}
-	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: o.Concurrency, ClaimScopes: o.ClaimScopes, Logger: discardLogger})
+	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: o.Concurrency, ClaimBatch: o.ClaimBatch, ClaimScopes: o.ClaimScopes, Logger: discardLogger})
 	if err != nil {
 		return fairnessRun{}, err
 	}
+	// The claim splits a cold message's time after its Accept into finding
+	// it (wake-up and claim) and starting it (the ready queue and the
+	// handler transaction's opening).
+	claims := w.Subscribe(inbox.SubscribeConfig{Kinds: []inbox.EventKind{inbox.EventClaimed}, Buffer: 10_000})
+	defer claims.Close()
+	claimsRead := make(chan struct{})
+	go func() {
+		defer close(claimsRead)
+		for e := range claims.C() {
+			if e.Scope.ID == fairnessHotTenant {
+				continue
+			}
+			mu.Lock()
+			if _, ok := claimedAt[e.ReceiptID]; !ok {
+				claimedAt[e.ReceiptID] = e.At
+			}
+			mu.Unlock()
+		}
+	}()
 	if err := w.Start(ctx); err != nil {
 		return fairnessRun{}, err
 	}
@@ -202,7 +246,6 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 		pacedErr <- nil
 	}
 	sent := 0
-	var accepts []time.Duration
 	tick := time.NewTicker(fairnessEvery)
 	for time.Since(start) < o.JobDuration {
 		if !cold {
@@ -218,14 +261,16 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 		}
 		m := message(fmt.Sprintf("cold-%06d", sent), sent)
 		m.Scope = inbox.Tenant(fmt.Sprintf("tenant-cold-%d", sent%fairnessColdTenants))
-		called := time.Now()
-		m.Metadata = map[string]string{acceptedAtKey: strconv.FormatInt(called.UnixMicro(), 10)}
-		if _, err := client.Accept(ctx, m); err != nil {
+		callAt := time.Now()
+		m.Metadata = map[string]string{acceptedAtKey: strconv.FormatInt(callAt.UnixMicro(), 10)}
+		res, err := client.Accept(ctx, m)
+		if err != nil {
 			return fairnessRun{}, fmt.Errorf("%s: accepting a cold message: %w", label, err)
 		}
-		accepts = append(accepts, time.Since(called))
 		mu.Lock()
+		called[m.MessageID] = callAt
 		returned[m.MessageID] = time.Now()
+		coldIDs[res.ID] = m.MessageID
 		mu.Unlock()
 		sent++
 		select {
@@ -247,7 +292,7 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	deadline := time.Now().Add(time.Minute)
 	for {
 		mu.Lock()
-		n := len(picked)
+		n := len(pickup)
 		mu.Unlock()
 		if n >= sent {
 			break
@@ -257,6 +302,8 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	claims.Close()
+	<-claimsRead
 	mu.Lock()
 	defer mu.Unlock()
 	for id, n := range seen {
@@ -267,15 +314,36 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	if len(seen) != sent {
 		return fairnessRun{}, fmt.Errorf("%s: %d distinct cold messages handled, %d sent", label, len(seen), sent)
 	}
-	after := make([]time.Duration, 0, len(started))
-	for id, t := range started {
+	// Beside a backlog, a cold message counts only if the hot tenant still
+	// had work when it was accepted.
+	counts := func(id string) bool {
+		return hot == 0 || called[id].UnixNano() < hotLast.Load()
+	}
+	var picked, accepts, after []time.Duration
+	for id, d := range pickup {
+		if !counts(id) {
+			continue
+		}
+		picked = append(picked, d)
+		accepts = append(accepts, returned[id].Sub(called[id]))
 		// A handler can start before its Accept returns to the caller.
-		after = append(after, max(t.Sub(returned[id]), 0))
+		after = append(after, max(started[id].Sub(returned[id]), 0))
+	}
+	var toClaim, toStart []time.Duration
+	for rid, at := range claimedAt {
+		id, ok := coldIDs[rid]
+		if !ok || !counts(id) {
+			continue
+		}
+		toClaim = append(toClaim, max(at.Sub(returned[id]), 0))
+		toStart = append(toStart, max(started[id].Sub(at), 0))
 	}
 	slices.Sort(picked)
 	slices.Sort(accepts)
 	slices.Sort(after)
-	run := fairnessRun{cold: picked, accepts: accepts, after: after, hotDone: done, hotBusy: busy, window: window}
+	slices.Sort(toClaim)
+	slices.Sort(toStart)
+	run := fairnessRun{sent: sent, cold: picked, accepts: accepts, after: after, toClaim: toClaim, toStart: toStart, hotDone: done, hotBusy: busy, window: window}
 	if cold {
 		s.prog.note("  %-44s cold p95 %.1f ms, %s hot handled", label, ms(percentile(picked, 95)), thousands(done))
 	} else {
