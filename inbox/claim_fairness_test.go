@@ -137,15 +137,19 @@ func hotRunsBeforeCold(t *testing.T, holdListen bool) int {
 		return nil
 	})
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, ClaimBatch: 50, PollInterval: time.Minute})
+	// The first subscription waits for release; a failing test releases it
+	// before stopping the worker, which waits for its listener.
 	release := make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
 	if holdListen {
 		var once sync.Once
 		inbox.SetBeforeListenHook(w, func() { once.Do(func() { <-release }) })
 	} else {
-		close(release)
+		unblock()
 	}
 	is.NoErr(w.Start(ctx))
 	defer w.Stop(ctx)
+	defer unblock()
 	// The queue is full (a claim of 50 against one running handler) once
 	// the first hot handlers have run.
 	eventually(t, 30*time.Second, "the hot backlog draining", func() bool {
@@ -163,9 +167,7 @@ func hotRunsBeforeCold(t *testing.T, holdListen bool) int {
 	cold.Scope = inbox.Tenant("cold")
 	_, err = c.Accept(ctx, cold)
 	is.NoErr(err)
-	if holdListen {
-		close(release)
-	}
+	unblock()
 	eventually(t, 60*time.Second, "the cold tenant's message handled", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
