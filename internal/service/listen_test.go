@@ -24,20 +24,22 @@ func subscribe(ctx context.Context, conn *pgx.Conn) error {
 type listening struct {
 	pool       *pgxpool.Pool
 	wake       chan struct{}
+	missed     chan struct{} // signalled by Missed, when the Listener has it
 	subscribed chan struct{}
 	stop       func()
 }
 
 // listen starts a Listener on a new database and returns once it subscribed,
-// with its wake-up signal taken.
-func listen(t *testing.T, logged *records, wants func(string) bool) *listening {
+// with its wake-up signal taken (with reportMissed, its Missed signal
+// instead).
+func listen(t *testing.T, logged *records, wants func(string) bool, reportMissed bool) *listening {
 	t.Helper()
 	pool, err := pgxpool.New(t.Context(), inboxtest.EmptyDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	l := &listening{pool: pool, wake: make(chan struct{}, 1), subscribed: make(chan struct{}, 10)}
+	l := &listening{pool: pool, wake: make(chan struct{}, 1), missed: make(chan struct{}, 1), subscribed: make(chan struct{}, 10)}
 	ln := &service.Listener{
 		Base:       service.Base{Name: "worker", Log: logged.logger()},
 		Pool:       pool,
@@ -53,6 +55,9 @@ func listen(t *testing.T, logged *records, wants func(string) bool) *listening {
 			}
 		}
 	}
+	if reportMissed {
+		ln.Missed = func() { service.Signal(l.missed) }
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	returned := make(chan struct{})
 	go func() {
@@ -65,7 +70,11 @@ func listen(t *testing.T, logged *records, wants func(string) bool) *listening {
 	}
 	t.Cleanup(l.stop)
 	waitFor(t, l.subscribed, "subscription")
-	waitFor(t, l.wake, "wake-up after subscribing")
+	if reportMissed {
+		waitFor(t, l.missed, "missed notifications reported after subscribing")
+	} else {
+		waitFor(t, l.wake, "wake-up after subscribing")
+	}
 	return l
 }
 
@@ -102,7 +111,7 @@ func waitFor(t *testing.T, ch chan struct{}, what string) {
 // With Notified, the loop is woken by the notifications it wants only.
 func TestListenerWakesOnWantedNotifications(t *testing.T) {
 	var logged records
-	l := listen(t, &logged, func(consumer string) bool { return consumer == "billing" })
+	l := listen(t, &logged, func(consumer string) bool { return consumer == "billing" }, false)
 	l.notify(t, "shipping")
 	select {
 	case <-l.wake:
@@ -117,7 +126,7 @@ func TestListenerWakesOnWantedNotifications(t *testing.T) {
 // what it missed meanwhile; stopping is not logged as a loss.
 func TestListenerReconnects(t *testing.T) {
 	var logged records
-	l := listen(t, &logged, nil)
+	l := listen(t, &logged, nil, false)
 	first := l.session(t)
 	if first == 0 {
 		t.Fatal("no listening session")
@@ -145,7 +154,7 @@ func TestListenerReconnects(t *testing.T) {
 // stops.
 func TestListenerClosesItsSession(t *testing.T) {
 	var logged records
-	l := listen(t, &logged, nil)
+	l := listen(t, &logged, nil, false)
 	if l.session(t) == 0 {
 		t.Fatal("no listening session")
 	}
@@ -163,34 +172,9 @@ func TestListenerClosesItsSession(t *testing.T) {
 // service marks what it may have missed as notified.
 func TestListenerReportsMissedNotifications(t *testing.T) {
 	var logged records
-	pool, err := pgxpool.New(t.Context(), inboxtest.EmptyDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	wake, missed := make(chan struct{}, 1), make(chan struct{}, 1)
-	ln := &service.Listener{
-		Base:      service.Base{Name: "worker", Log: logged.logger()},
-		Pool:      pool,
-		Subscribe: subscribe,
-		Wake:      wake,
-		Notified:  func(string) { service.Signal(wake) },
-		Missed:    func() { service.Signal(missed) },
-		Retry:     20 * time.Millisecond,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	returned := make(chan struct{})
-	go func() {
-		ln.Run(ctx)
-		close(returned)
-	}()
-	defer func() {
-		cancel()
-		<-returned
-	}()
-	waitFor(t, missed, "missed notifications reported after subscribing")
+	l := listen(t, &logged, func(string) bool { return true }, true)
 	select {
-	case <-wake:
+	case <-l.wake:
 		t.Fatal("a subscription woke the loop as a plain wake-up")
 	default:
 	}

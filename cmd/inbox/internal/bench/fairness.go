@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,15 +85,12 @@ func (s *suite) fairness(ctx context.Context) *Result {
 	// The pickup latency counts from the Accept call: its own commit is
 	// part of it, and under the flood that commit queues for the WAL flush
 	// behind the hot tenant's handler transactions.
-	r.setExtra("cold_idle_accept_p95_ms", ms(percentile(idle.accepts, 95)))
-	r.setExtra("cold_paced_accept_p95_ms", ms(percentile(paced.accepts, 95)))
-	r.setExtra("cold_idle_after_accept_p50_ms", ms(percentile(idle.after, 50)))
-	r.setExtra("cold_paced_after_accept_p50_ms", ms(percentile(paced.after, 50)))
-	r.setExtra("cold_flood_accept_p95_ms", ms(percentile(flood.accepts, 95)))
 	for _, p := range []struct {
 		name string
 		run  fairnessRun
 	}{{"idle", idle}, {"paced", paced}, {"flood", flood}} {
+		r.setExtra("cold_"+p.name+"_accept_p95_ms", ms(percentile(p.run.accepts, 95)))
+		r.setExtra("cold_"+p.name+"_after_accept_p50_ms", ms(percentile(p.run.after, 50)))
 		r.setExtra("cold_"+p.name+"_after_accept_p95_ms", ms(percentile(p.run.after, 95)))
 		r.setExtra("cold_"+p.name+"_accept_to_claim_p50_ms", ms(percentile(p.run.toClaim, 50)))
 		r.setExtra("cold_"+p.name+"_accept_to_claim_p95_ms", ms(percentile(p.run.toClaim, 95)))
@@ -172,8 +168,7 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	}
 
 	var mu sync.Mutex
-	pickup := map[string]time.Duration{} // cold message ID -> from its Accept call to its handler's first start
-	called := map[string]time.Time{}     // cold message ID -> its Accept call
+	called := map[string]time.Time{} // cold message ID -> its Accept call
 	var hotDone, hotLast atomic.Int64
 	seen := map[string]int{}
 	started := map[string]time.Time{}     // cold message ID -> its handler's first start
@@ -189,15 +184,12 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 				hotLast.Store(time.Now().UnixNano())
 				return nil
 			}
-			if us, err := strconv.ParseInt(m.Metadata[acceptedAtKey], 10, 64); err == nil {
-				mu.Lock()
-				if seen[m.MessageID] == 0 {
-					pickup[m.MessageID] = time.Since(time.UnixMicro(us))
-					started[m.MessageID] = time.Now()
-				}
-				seen[m.MessageID]++
-				mu.Unlock()
+			mu.Lock()
+			if seen[m.MessageID] == 0 {
+				started[m.MessageID] = time.Now()
 			}
+			seen[m.MessageID]++
+			mu.Unlock()
 			time.Sleep(o.JobSleep)
 			return nil
 		})
@@ -262,7 +254,6 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 		m := message(fmt.Sprintf("cold-%06d", sent), sent)
 		m.Scope = inbox.Tenant(fmt.Sprintf("tenant-cold-%d", sent%fairnessColdTenants))
 		callAt := time.Now()
-		m.Metadata = map[string]string{acceptedAtKey: strconv.FormatInt(callAt.UnixMicro(), 10)}
 		res, err := client.Accept(ctx, m)
 		if err != nil {
 			return fairnessRun{}, fmt.Errorf("%s: accepting a cold message: %w", label, err)
@@ -292,7 +283,7 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	deadline := time.Now().Add(time.Minute)
 	for {
 		mu.Lock()
-		n := len(pickup)
+		n := len(started)
 		mu.Unlock()
 		if n >= sent {
 			break
@@ -320,14 +311,14 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 		return hot == 0 || called[id].UnixNano() < hotLast.Load()
 	}
 	var picked, accepts, after []time.Duration
-	for id, d := range pickup {
+	for id, t := range started {
 		if !counts(id) {
 			continue
 		}
-		picked = append(picked, d)
+		picked = append(picked, t.Sub(called[id]))
 		accepts = append(accepts, returned[id].Sub(called[id]))
 		// A handler can start before its Accept returns to the caller.
-		after = append(after, max(started[id].Sub(returned[id]), 0))
+		after = append(after, max(t.Sub(returned[id]), 0))
 	}
 	var toClaim, toStart []time.Duration
 	for rid, at := range claimedAt {
