@@ -25,7 +25,7 @@ const (
 	fairnessEvery       = 200 * time.Millisecond
 	fairnessColdTenants = 4
 	fairnessPaced       = 100 * int(time.Second/fairnessEvery)
-	fairnessHotPerSec   = 3_000
+	fairnessHotPerSec   = 5_000
 	fairnessHotTenant   = "tenant-hot"
 )
 
