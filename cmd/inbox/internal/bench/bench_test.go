@@ -390,7 +390,8 @@ func TestBenchRLS(t *testing.T) {
 
 // The citus scenario runs accept and batched drain on a Citus cluster
 // beside a single node, checks the counts on both, and reports Citus's
-// rate with the single node's as the comparison.
+// rate with the single node's as the comparison, and a raw loop's beside
+// it.
 func TestBenchCitus(t *testing.T) {
 	is := is.New(t)
 	// No wait for pg_stat_database: the checks below read statement counts,
@@ -420,7 +421,12 @@ func TestBenchCitus(t *testing.T) {
 		is.True(extra["citus_per_sec"].(float64) > 0)
 		is.True(extra["single_per_sec"].(float64) > 0)
 		is.True(r["ratio"].(float64) > 0)
+		// The raw loop beside each phase, on both sides.
+		is.True(extra["raw_single_per_sec"].(float64) > 0)
+		is.True(extra["raw_citus_per_sec"].(float64) > 0)
+		is.True(extra["ratio_over_raw_ratio"].(float64) > 0)
 		if r["scenario"] == "citus-accept" {
+			is.True(strings.Contains(r["verified"].(string), "citus: 80 receipts, 0 COMPLETED, 0 business rows, 80 raw rows")) // 2 x 40, one row a call
 			// The cost account: an accept is one call of pginbox_accept on
 			// the coordinator (and a wake-up when one is due), which Citus
 			// hands whole to the scope's node: one statement there (the
@@ -434,8 +440,8 @@ func TestBenchCitus(t *testing.T) {
 			is.True(extra["single_node_stmts_per_msg"].(float64) < 2)
 		}
 		if r["scenario"] == "citus-drain-batched-c3" {
-			is.True(strings.Contains(r["verified"].(string), "citus: 200 receipts, 120 COMPLETED, 120 business rows")) // 2 x 40 accepted + 2 x 60 drained
-			is.True(extra["citus_coordinator_stmts_per_msg"].(float64) >= 1)                                           // at least the business insert
+			is.True(strings.Contains(r["verified"].(string), "citus: 200 receipts, 120 COMPLETED, 120 business rows, 200 raw rows")) // 2 x 40 accepted + 2 x 60 drained; the raw loops' rows likewise
+			is.True(extra["citus_coordinator_stmts_per_msg"].(float64) >= 1)                                                         // at least the business insert
 		}
 	}
 	is.Equal(got, []string{"citus-accept", "citus-drain-batched-c3"})

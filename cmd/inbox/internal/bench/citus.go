@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/handler"
@@ -19,8 +20,11 @@ import (
 // Citus cluster (a coordinator and two workers) beside a single node, in
 // the same run, and reports Citus's rate over the single node's. Every node
 // shares this machine's CPUs, so the ratio is Citus's overhead, not its
-// scaling. Each phase also reports, per node, transactions, statements,
-// rows written and CPU time per message (citus_costs.go). It starts both
+// scaling. Beside each phase a raw SQL loop writes the same number of rows
+// of a plain table, colocated on Citus, on both sides: its ratio is what
+// Citus allows any client on this machine. Each phase also reports, per
+// node, transactions, statements, rows written and CPU time per message
+// (citus_costs.go). It starts both
 // clusters itself (DatabaseURL does not apply) and needs Citus installed in
 // the PostgreSQL server.
 const ScenarioCitus = "citus"
@@ -28,12 +32,13 @@ const ScenarioCitus = "citus"
 // citusSide is one side of the citus scenario: a cluster, its pool and a
 // client.
 type citusSide struct {
-	name   string
-	pool   *pgxpool.Pool
-	client *inbox.Client
-	stop   func()
-	sent   int // messages accepted so far (message IDs are unique per side)
-	meter  *costMeter
+	name    string
+	pool    *pgxpool.Pool
+	client  *inbox.Client
+	stop    func()
+	sent    int // messages accepted so far (message IDs are unique per side)
+	rawSent int // rows the raw loops wrote so far
+	meter   *costMeter
 }
 
 // citus measures accept, then batched drain at each DrainBatchedConcurrency,
@@ -72,6 +77,8 @@ func (s *suite) citus(ctx context.Context) []*Result {
 				return err
 			})
 			return sm, side.meter.end(ctx, s.o.Calls)
+		}, func(ctx context.Context, side *citusSide) sample {
+			return s.citusRaw(ctx, side, "citus-accept raw "+side.name, s.o.Calls, s.o.Concurrency, 1)
 		})}
 	for _, c := range s.o.DrainBatchedConcurrency {
 		res = append(res, s.citusCompare(ctx, fmt.Sprintf("citus-drain-batched-c%d", c), c,
@@ -79,18 +86,21 @@ func (s *suite) citus(ctx context.Context) []*Result {
 				s.o.DrainMessages, s.o.CitusTenants, s.o.DrainBatch, shared),
 			sides, func(ctx context.Context, side *citusSide) (sample, error) {
 				return s.citusDrain(ctx, side, c)
+			}, func(ctx context.Context, side *citusSide) sample {
+				return s.citusRaw(ctx, side, fmt.Sprintf("citus-drain-c%d raw %s", c, side.name), s.o.DrainMessages/s.o.DrainBatch, c, s.o.DrainBatch)
 			}))
 	}
 	return res
 }
 
-// citusCompare runs phase on each side for every round and reports the
-// Citus side (sides[1]) against the single node (sides[0]) as the "raw".
+// citusCompare runs phase, then raw, on each side for every round and
+// reports the Citus side (sides[1]) against the single node (sides[0]) as
+// the "raw", and raw's own ratio beside it.
 func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc string, sides []*citusSide,
-	phase func(context.Context, *citusSide) (sample, error)) *Result {
+	phase func(context.Context, *citusSide) (sample, error), raw func(context.Context, *citusSide) sample) *Result {
 	r := &Result{Scenario: name, Description: desc, Concurrency: conc, Rounds: s.o.Rounds, OK: true,
 		Target: "Citus >= 0.5 x the single node on the same machine (issue 22)"}
-	samples := make([]sample, len(sides))
+	samples, raws := make([]sample, len(sides)), make([]sample, len(sides))
 	for _, side := range sides {
 		side.meter.reset()
 	}
@@ -105,6 +115,11 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 				r.failf("%s: %d calls failed, first: %v", side.name, sm.errors, sm.firstErr)
 			}
 			samples[i].add(sm)
+			rs := raw(ctx, side)
+			if rs.errors > 0 {
+				r.failf("%s raw: %d calls failed, first: %v", side.name, rs.errors, rs.firstErr)
+			}
+			raws[i].add(rs)
 		}
 	}
 	one, cit := samples[0].measure("single node"), samples[1].measure("Citus")
@@ -115,6 +130,15 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 	r.Ratio = ratioOf(cit.CallsPerSec, one.CallsPerSec)
 	r.MeetsTarget = r.Ratio >= 0.5
 	r.Extra = map[string]float64{"single_per_sec": one.CallsPerSec, "citus_per_sec": cit.CallsPerSec}
+	// The raw loop's ratio bounds what any client gets from Citus here;
+	// pginbox's ratio over it is the part pginbox decides.
+	rawOne, rawCit := raws[0].measure(""), raws[1].measure("")
+	r.setExtra("raw_single_per_sec", round2(rawOne.CallsPerSec))
+	r.setExtra("raw_citus_per_sec", round2(rawCit.CallsPerSec))
+	if rr := ratioOf(rawCit.CallsPerSec, rawOne.CallsPerSec); rr > 0 {
+		r.setExtra("raw_ratio", rr)
+		r.setExtra("ratio_over_raw_ratio", round2(r.Ratio/rr))
+	}
 	for _, side := range sides {
 		for _, line := range side.meter.report(r, side.name) {
 			s.prog.note("%s cost: %s", name, line)
@@ -122,9 +146,10 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 	}
 	var counts []string
 	for _, side := range sides {
-		var receipts, completed, effects int
+		var receipts, completed, effects, rawRows int
 		err := side.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pginbox_receipts),
-			(SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'), (SELECT count(*) FROM bench_citus_effects)`).Scan(&receipts, &completed, &effects)
+			(SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'), (SELECT count(*) FROM bench_citus_effects),
+			(SELECT count(*) FROM bench_citus_raw)`).Scan(&receipts, &completed, &effects, &rawRows)
 		if err != nil {
 			r.failf("%s: counting: %v", side.name, err)
 			continue
@@ -132,7 +157,10 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 		if receipts != side.sent || effects != completed || (strings.HasPrefix(name, "citus-drain") && completed != side.sent-s.o.Calls*s.o.Rounds) {
 			r.failf("%s: %d receipts for %d messages accepted, %d COMPLETED with %d business rows", side.name, receipts, side.sent, completed, effects)
 		}
-		counts = append(counts, fmt.Sprintf("%s: %d receipts, %d COMPLETED, %d business rows", side.name, receipts, completed, effects))
+		if rawRows != side.rawSent {
+			r.failf("%s: %d rows written by the raw loops, %d sent", side.name, rawRows, side.rawSent)
+		}
+		counts = append(counts, fmt.Sprintf("%s: %d receipts, %d COMPLETED, %d business rows, %d raw rows", side.name, receipts, completed, effects, rawRows))
 	}
 	r.Verified = fmt.Sprint(counts)
 	return r
@@ -198,6 +226,31 @@ func (s *suite) citusDrain(ctx context.Context, side *citusSide, c int) (sample,
 	return sample{calls: s.o.DrainMessages, elapsed: elapsed}, side.meter.end(ctx, s.o.DrainMessages)
 }
 
+// citusRaw is the raw loop beside a phase: calls transactions from workers
+// callers, each writing perTx rows of one tenant into bench_citus_raw, one
+// statement per row as a handler would, then committing. With perTx 1 it
+// is one plain INSERT per commit, the cheapest durable write Citus routes.
+func (s *suite) citusRaw(ctx context.Context, side *citusSide, label string, calls, workers, perTx int) sample {
+	base := side.rawSent
+	side.rawSent += calls * perTx
+	return load(ctx, s.prog, label, calls, workers, perTx, func(ctx context.Context, i int) error {
+		scope := fmt.Sprintf("tenant-%02d", i%s.o.CitusTenants)
+		const insert = "INSERT INTO bench_citus_raw (scope_id, message_id) VALUES ($1, $2)"
+		if perTx == 1 {
+			_, err := side.pool.Exec(ctx, insert, scope, fmt.Sprint("r-", base+i))
+			return err
+		}
+		return pgx.BeginFunc(ctx, side.pool, func(tx pgx.Tx) error {
+			for j := range perTx {
+				if _, err := tx.Exec(ctx, insert, scope, fmt.Sprint("r-", base+i*perTx+j)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
 // citusMessage is the citus scenario's message i.
 func citusMessage(i, tenants int) inbox.Message {
 	return inbox.Message{
@@ -224,7 +277,8 @@ func (s *suite) citusSingle(ctx context.Context) (*citusSide, error) {
 		c.Stop()
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	side, err := s.citusOpen(ctx, "single", dsn, `CREATE TABLE bench_citus_effects (scope_id text NOT NULL, message_id text NOT NULL)`)
+	side, err := s.citusOpen(ctx, "single", dsn, `CREATE TABLE bench_citus_effects (scope_id text NOT NULL, message_id text NOT NULL);
+		CREATE TABLE bench_citus_raw (scope_id text NOT NULL, message_id text NOT NULL, PRIMARY KEY (scope_id, message_id))`)
 	if err != nil {
 		c.Stop()
 		return nil, err
@@ -260,7 +314,9 @@ func (s *suite) citusCluster(ctx context.Context) (*citusSide, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	side, err := s.citusOpen(ctx, "citus", dsn, `CREATE TABLE bench_citus_effects (scope_id text NOT NULL, message_id text NOT NULL);
-		SELECT create_distributed_table('bench_citus_effects', 'scope_id', colocate_with => 'pginbox_receipts')`)
+		SELECT create_distributed_table('bench_citus_effects', 'scope_id', colocate_with => 'pginbox_receipts');
+		CREATE TABLE bench_citus_raw (scope_id text NOT NULL, message_id text NOT NULL, PRIMARY KEY (scope_id, message_id));
+		SELECT create_distributed_table('bench_citus_raw', 'scope_id', colocate_with => 'pginbox_receipts')`)
 	if err != nil {
 		c.Stop()
 		return nil, err
