@@ -23,7 +23,12 @@ func TestClaimsServeScopesInTurns(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t)
+	// The connections are open before the worker starts: otherwise the slot
+	// that takes the cold message may still be connecting while the other
+	// runs 20-30 hot handlers on a connection the claims warmed (seen under
+	// -race on a loaded machine), which counts connection setup, not turns.
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.MinConns = 8 })
+	eventually(t, 30*time.Second, "the pool's 8 connections open", func() bool { return pool.Stat().TotalConns() >= 8 })
 	c := newClient(t, pool, inbox.Config{})
 
 	const hot = 1000
