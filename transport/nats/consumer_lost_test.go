@@ -12,6 +12,7 @@ import (
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
+	"github.com/pginbox/pginbox/transport/nats/internal/natstest"
 )
 
 // The stream is deleted under a consumer that has consumed from it: the
@@ -66,9 +67,7 @@ func TestStreamLostIsReportedAndRunGoesOn(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 
-	if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.subject}, Storage: jetstream.FileStorage}); err != nil {
-		t.Fatal(err)
-	}
+	natstest.CreateStream(t, e.js, jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.subject}, Storage: jetstream.FileStorage})
 	e.publish(t, "pub-2", `{"eventId":"evt-2"}`)
 	drill.Eventually(t, 30*time.Second, "the message after the stream came back stored", func() bool { return receipts(t, pool) == 2 })
 	cancel()

@@ -21,6 +21,7 @@ import (
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
+	"github.com/pginbox/pginbox/transport/nats/internal/natstest"
 )
 
 // Identity parts of every test message; the event type is the drill
@@ -77,11 +78,7 @@ func newEnv(t testing.TB, url string, withDead bool) *env {
 		deadName: "PGI_" + id + "_DEAD",
 		durable:  "inbox-" + id,
 	}
-	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.subject}, Storage: jetstream.FileStorage}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), e.stream) })
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: e.stream, Subjects: []string{e.subject}, Storage: jetstream.FileStorage})
 	if withDead {
 		e.captureDead(t)
 	}
@@ -91,10 +88,7 @@ func newEnv(t testing.TB, url string, withDead bool) *env {
 // captureDead creates the dead-letter stream.
 func (e *env) captureDead(t testing.TB) {
 	t.Helper()
-	if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: e.deadName, Subjects: []string{e.dead}, Storage: jetstream.FileStorage}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.js.DeleteStream(context.Background(), e.deadName) })
+	natstest.CreateStream(t, e.js, jetstream.StreamConfig{Name: e.deadName, Subjects: []string{e.dead}, Storage: jetstream.FileStorage})
 }
 
 func randomID() string {

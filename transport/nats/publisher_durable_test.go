@@ -10,6 +10,7 @@ import (
 
 	"github.com/pginbox/pginbox/outbox"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
+	"github.com/pginbox/pginbox/transport/nats/internal/natstest"
 )
 
 // A stream that keeps messages in memory loses what it acknowledged when
@@ -21,10 +22,7 @@ func TestPublisherRefusesMemoryStream(t *testing.T) {
 	e := newEnv(t, url, false)
 	mem := e.stream + "_MEM"
 	subject := e.subject + ".mem"
-	if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: mem, Subjects: []string{subject}, Storage: jetstream.MemoryStorage}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.js.DeleteStream(context.Background(), mem) })
+	natstest.CreateStream(t, e.js, jetstream.StreamConfig{Name: mem, Subjects: []string{subject}, Storage: jetstream.MemoryStorage})
 
 	p := newPublisher(t, url)
 	errs := p.Publish(context.Background(), []outbox.Message{outMessage(subject, `{"n":1}`), outMessage(e.subject, `{"n":2}`)})

@@ -15,6 +15,7 @@ import (
 	"github.com/pginbox/pginbox/internal/brokertest"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
+	"github.com/pginbox/pginbox/transport/nats/internal/natstest"
 )
 
 func TestMain(m *testing.M) {
@@ -75,7 +76,7 @@ func TestRunAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close) // after the stream's deletion: cleanups run last first
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -84,10 +85,7 @@ func TestRunAccepts(t *testing.T) {
 	id := strings.ReplaceAll(t.Name(), "/", "_") + time.Now().Format("150405.000000")
 	id = strings.ReplaceAll(id, ".", "_")
 	stream, subject := "PGI_CMD_"+id, "pgi.cmd."+id
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject + ".>"}}); err != nil {
-		t.Fatal(err)
-	}
-	defer js.DeleteStream(ctx, stream)
+	natstest.CreateStream(t, js, jetstream.StreamConfig{Name: stream, Subjects: []string{subject + ".>"}})
 	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: subject + ".order.created", Data: []byte(`{"orderId":"o-1"}`),
 		Header: nats.Header{jetstream.MsgIDHeader: []string{"evt-1"}}}); err != nil {
 		t.Fatal(err)
