@@ -24,9 +24,8 @@ import (
 // of a plain table, colocated on Citus, on both sides: its ratio is what
 // Citus allows any client on this machine. Each phase also reports, per
 // node, transactions, statements, rows written and CPU time per message
-// (citus_costs.go). It starts both
-// clusters itself (DatabaseURL does not apply) and needs Citus installed in
-// the PostgreSQL server.
+// (citus_costs.go). It starts both clusters itself (DatabaseURL does not
+// apply) and needs Citus installed in the PostgreSQL server.
 const ScenarioCitus = "citus"
 
 // citusSide is one side of the citus scenario: a cluster, its pool and a
