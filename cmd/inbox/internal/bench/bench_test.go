@@ -480,7 +480,14 @@ func TestBenchFairnessScenario(t *testing.T) {
 	for _, phase := range []string{"idle", "paced", "flood"} {
 		is.True(extra["cold_"+phase+"_accept_to_claim_p95_ms"].(float64) > 0)
 		is.True(extra["cold_"+phase+"_claim_to_start_p95_ms"].(float64) > 0)
+		is.True(extra["raw_"+phase+"_p95_ms"].(float64) > 0) // the raw pickups beside the phase
 	}
+	is.True(extra["raw_flood_p95_vs_idle"].(float64) > 0)
+	is.True(extra["ratio_over_raw_ratio"].(float64) > 0)
+	raw := r["raw"].(map[string]any)
+	is.True(raw["calls"].(float64) >= 5)
+	is.True(raw["p95_ms"].(float64) > 0)
+	is.True(strings.Contains(r["verified"].(string), "raw pickups, each row claimed once"))
 	// Only cold messages accepted while the hot backlog lasted count.
 	is.True(extra["cold_flood_sent"].(float64) >= r["calls"].(float64))
 	is.True(extra["hot_throughput_vs_alone"].(float64) > 0)
