@@ -488,6 +488,17 @@ func TestBenchFairnessScenario(t *testing.T) {
 	is.True(raw["calls"].(float64) >= 5)
 	is.True(raw["p95_ms"].(float64) > 0)
 	is.True(strings.Contains(r["verified"].(string), "raw pickups, each row claimed once"))
+	// The table's row: the raw side has latencies, no rate.
+	var row []string
+	for line := range strings.Lines(stdout.String()) {
+		if f := strings.Fields(line); len(f) == 12 && f[0] == "fairness" {
+			row = f
+		}
+	}
+	is.True(row != nil)
+	is.Equal(row[7], "-")     // raw/s
+	is.True(row[8] != "-")    // raw p95 ms
+	is.Equal(row[11], "pass") // checks
 	// Only cold messages accepted while the hot backlog lasted count.
 	is.True(extra["cold_flood_sent"].(float64) >= r["calls"].(float64))
 	is.True(extra["hot_throughput_vs_alone"].(float64) > 0)

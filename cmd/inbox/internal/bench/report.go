@@ -38,10 +38,14 @@ func WriteTable(w io.Writer, rep *Report) error {
 		if r.Ratio == 0 && r.Raw.CallsPerSec == 0 {
 			ratio, met = "-", "-" // jobs: compared with River outside the run
 		}
+		rawRate := "-" // fairness: the raw side is latencies alone
+		if r.Raw.CallsPerSec > 0 {
+			rawRate = rate(r.Raw.CallsPerSec)
+		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Scenario, r.Concurrency, thousands(r.Calls), rate(r.CallsPerSec),
 			latency(r.P50Ms), latency(r.P95Ms), latency(r.P99Ms),
-			rate(r.Raw.CallsPerSec), latency(r.Raw.P95Ms), ratio, met, passFail(r.OK))
+			rawRate, latency(r.Raw.P95Ms), ratio, met, passFail(r.OK))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
