@@ -45,7 +45,7 @@ func (s *suite) fairness(ctx context.Context) *Result {
 			fairnessColdTenants, fairnessEvery, fairnessPaced, thousands(hot), o.Concurrency, o.JobSleep, o.JobDuration),
 		Concurrency: o.Concurrency, Rounds: 1, OK: true, Failures: []string{},
 		Target: "cold tenants' pickup p95 under the flood <= 2 x their p95 without it",
-		Raw:    Measure{Description: "raw pickups during the flood, one every 200ms beside the cold tenants: a row committed with a NOTIFY in one statement, heard on a listening connection and claimed in one committed UPDATE, on connections of their own; the least any queue on this database does to hand a message over"},
+		Raw:    Measure{Description: "raw pickups during the flood, one every 200ms beside the cold tenants: a row committed with a NOTIFY in one statement, heard on a listening connection and claimed in one UPDATE committed without waiting for the disk, on connections of their own; the least a queue woken by NOTIFY does to hand a message over"},
 	}
 	if err := s.createPickupTable(ctx); err != nil {
 		r.failf("%v", err)
