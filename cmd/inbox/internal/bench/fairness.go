@@ -357,11 +357,14 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	if len(seen) != sent {
 		return fairnessRun{}, fmt.Errorf("%s: %d distinct cold messages handled, %d sent", label, len(seen), sent)
 	}
-	// Beside a backlog, a cold message counts only if the hot tenant still
-	// had work when it was accepted.
-	counts := func(id string) bool {
-		return hot == 0 || called[id].UnixNano() < hotLast.Load()
+	// Beside a backlog, a cold message (and a raw pickup) counts only if the
+	// hot tenant still had work when it was sent; until is read once, as the
+	// worker may still be running hot handlers.
+	var until time.Time
+	if hot > 0 {
+		until = time.Unix(0, hotLast.Load())
 	}
+	counts := func(id string) bool { return until.IsZero() || called[id].Before(until) }
 	var picked, accepts, after []time.Duration
 	for id, t := range started {
 		if !counts(id) {
@@ -386,11 +389,7 @@ func (s *suite) fairnessPhase(ctx context.Context, label string, hot, hotPerSec 
 	slices.Sort(after)
 	slices.Sort(toClaim)
 	slices.Sort(toStart)
-	var rawUntil time.Time
-	if hot > 0 {
-		rawUntil = time.Unix(0, hotLast.Load())
-	}
-	run := fairnessRun{raw: sortedTook(raw.ps, rawUntil), sent: sent, cold: picked, accepts: accepts, after: after, toClaim: toClaim, toStart: toStart, hotDone: done, hotBusy: busy, window: window}
+	run := fairnessRun{raw: sortedTook(raw.ps, until), sent: sent, cold: picked, accepts: accepts, after: after, toClaim: toClaim, toStart: toStart, hotDone: done, hotBusy: busy, window: window}
 	if cold {
 		s.prog.note("  %-44s cold p95 %.1f ms, %s hot handled", label, ms(percentile(picked, 95)), thousands(done))
 	} else {
