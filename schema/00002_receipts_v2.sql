@@ -68,6 +68,13 @@ CREATE TABLE pginbox_audit (
 CREATE INDEX pginbox_audit_receipt ON pginbox_audit (receipt_id, id);
 
 -- +goose Down
+-- Workers may be running: lock what this step changes before changing
+-- anything, waiting for pginbox_receipts alone and taking the rest without
+-- waiting (schema/migrate_locks.go says why; the migrator retries when one
+-- is busy).
+LOCK TABLE pginbox_receipts IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE pginbox_audit IN ACCESS EXCLUSIVE MODE NOWAIT;
+
 -- +goose StatementBegin
 DO $$
 BEGIN

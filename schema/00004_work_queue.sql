@@ -82,6 +82,13 @@ FROM pginbox_receipts r
 LEFT JOIN pginbox_work w ON w.receipt_id = r.id;
 
 -- +goose Down
+-- Workers may be running: lock what this step changes before changing
+-- anything, waiting for pginbox_receipts alone and taking the rest without
+-- waiting (schema/migrate_locks.go says why; the migrator retries when one
+-- is busy).
+LOCK TABLE pginbox_receipts IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE pginbox_work, pginbox_receipts_live IN ACCESS EXCLUSIVE MODE NOWAIT;
+
 DROP VIEW pginbox_receipts_live;
 DROP INDEX pginbox_receipts_purge;
 ALTER TABLE pginbox_receipts RESET (fillfactor);

@@ -16,6 +16,13 @@
 -- under another tenant, and RLS can cover the outbox too.
 
 -- +goose Up
+-- Workers may be running: lock what this step changes before changing
+-- anything, waiting for pginbox_receipts alone and taking the rest without
+-- waiting (schema/migrate_locks.go says why; the migrator retries when one
+-- is busy).
+LOCK TABLE pginbox_receipts IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE pginbox_work, pginbox_audit, pginbox_outbox IN ACCESS EXCLUSIVE MODE NOWAIT;
+
 ALTER TABLE pginbox_outbox
     ADD COLUMN scope_kind text NOT NULL DEFAULT (
         CASE WHEN coalesce(current_setting('pginbox.tenant', true), '') = '' THEN 'global' ELSE 'tenant' END),
@@ -55,6 +62,13 @@ CREATE POLICY pginbox_scope ON pginbox_audit
     WITH CHECK (EXISTS (SELECT 1 FROM pginbox_receipts r WHERE r.id = receipt_id));
 
 -- +goose Down
+-- Workers may be running: lock what this step changes before changing
+-- anything, waiting for pginbox_receipts alone and taking the rest without
+-- waiting (schema/migrate_locks.go says why; the migrator retries when one
+-- is busy).
+LOCK TABLE pginbox_receipts IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE pginbox_work, pginbox_audit, pginbox_outbox IN ACCESS EXCLUSIVE MODE NOWAIT;
+
 ALTER TABLE pginbox_receipts NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;
 ALTER TABLE pginbox_work NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;
 ALTER TABLE pginbox_audit NO FORCE ROW LEVEL SECURITY, DISABLE ROW LEVEL SECURITY;

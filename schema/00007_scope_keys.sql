@@ -35,6 +35,13 @@
 -- +goose Up
 SET LOCAL row_security = off;
 
+-- Workers may be running: lock what this step changes before changing
+-- anything, waiting for pginbox_receipts alone and taking the rest without
+-- waiting (schema/migrate_locks.go says why; the migrator retries when one
+-- is busy).
+LOCK TABLE pginbox_receipts IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE pginbox_work, pginbox_audit, pginbox_outbox, pginbox_receipts_live IN ACCESS EXCLUSIVE MODE NOWAIT;
+
 -- +goose StatementBegin
 DO $$
 DECLARE
@@ -170,6 +177,13 @@ LEFT JOIN pginbox_work w
 
 -- +goose Down
 SET LOCAL row_security = off;
+
+-- Workers may be running: lock what this step changes before changing
+-- anything, waiting for pginbox_receipts alone and taking the rest without
+-- waiting (schema/migrate_locks.go says why; the migrator retries when one
+-- is busy).
+LOCK TABLE pginbox_receipts IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE pginbox_work, pginbox_audit, pginbox_outbox, pginbox_receipts_live IN ACCESS EXCLUSIVE MODE NOWAIT;
 
 CREATE OR REPLACE VIEW pginbox_receipts_live WITH (security_invoker = true) AS
 SELECT r.id, r.scope_kind, r.scope_id, r.source, r.consumer, r.message_id,

@@ -13,6 +13,13 @@
 -- same statements change every shard (one change per ALTER TABLE).
 
 -- +goose Up
+-- Workers may be running: lock what this step changes before changing
+-- anything, waiting for pginbox_receipts alone and taking the rest without
+-- waiting (schema/migrate_locks.go says why; the migrator retries when one
+-- is busy).
+LOCK TABLE pginbox_receipts IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE pginbox_work, pginbox_audit, pginbox_receipts_live IN ACCESS EXCLUSIVE MODE NOWAIT;
+
 ALTER TABLE pginbox_receipts ADD COLUMN ordering_key text;
 ALTER TABLE pginbox_receipts ADD COLUMN ordering_seq bigint;
 ALTER TABLE pginbox_work ADD COLUMN ordering_key text;
@@ -53,6 +60,13 @@ LEFT JOIN pginbox_work w
   ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id;
 
 -- +goose Down
+-- Workers may be running: lock what this step changes before changing
+-- anything, waiting for pginbox_receipts alone and taking the rest without
+-- waiting (schema/migrate_locks.go says why; the migrator retries when one
+-- is busy).
+LOCK TABLE pginbox_receipts IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE pginbox_work, pginbox_audit, pginbox_receipts_live IN ACCESS EXCLUSIVE MODE NOWAIT;
+
 -- +goose StatementBegin
 DO $$
 BEGIN

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
@@ -109,6 +110,9 @@ type Migrator struct {
 	provider *goose.Provider
 	fsys     fs.FS
 	citus    bool // the Citus line (NewCitusMigrator)
+	locker   *timeoutLocker
+	onRetry  func(LockRetry)
+	budget   time.Duration // lockRetryBudget; shorter in tests
 }
 
 // NewMigrator returns a Migrator for db. Open db with the pgx stdlib driver, for
@@ -125,21 +129,24 @@ func newMigrator(db *sql.DB, fsys fs.FS, citus bool) (*Migrator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pginbox: migration lock: %w", err)
 	}
+	timeouts := &timeoutLocker{SessionLocker: locker}
 	p, err := goose.NewProvider(goose.DialectPostgres, db, fsys,
 		goose.WithTableName(VersionTable),
-		goose.WithSessionLocker(locker),
+		goose.WithSessionLocker(timeouts),
 		goose.WithDisableGlobalRegistry(true),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("pginbox: loading migrations: %w", err)
 	}
-	return &Migrator{db: db, provider: p, fsys: fsys, citus: citus}, nil
+	return &Migrator{db: db, provider: p, fsys: fsys, citus: citus, locker: timeouts, budget: lockRetryBudget}, nil
 }
 
 // Up applies every pending migration and returns the versions it applied.
 // It refuses a role that row-level security restricts ([ErrMigrateRestricted]).
-// When a migration fails, the versions applied before it are returned with
-// the error.
+// Workers may keep running: a migration that cannot take its table locks
+// soon gives way and runs again ([LockRetry]), and after five minutes
+// without progress Up fails with [ErrTablesBusy]. When a migration fails,
+// the versions applied before it are returned with the error.
 func (m *Migrator) Up(ctx context.Context) ([]int64, error) {
 	return m.UpTo(ctx, math.MaxInt64)
 }
@@ -159,15 +166,18 @@ func (m *Migrator) UpTo(ctx context.Context, version int64) ([]int64, error) {
 	if err := m.checkRowSecurity(ctx); err != nil {
 		return nil, err
 	}
-	return versions(m.provider.UpTo(ctx, version))
+	return m.retryLocks(ctx, "inbox migrate up", func() ([]*goose.MigrationResult, error) {
+		return m.provider.UpTo(ctx, version)
+	})
 }
 
 // DownTo rolls back migrations until the database is at version (0 removes the
 // schema entirely) and returns the versions it rolled back. Before it rolls
 // back anything it checks every step's precondition (the guard its down
 // step starts with, for example v2's refusal to drop the audit trail), so a
-// refusal changes nothing. When a step fails anyway, the versions rolled back
-// before it are returned with the error.
+// refusal changes nothing. Like [Migrator.Up], a step that cannot take its
+// locks gives way and runs again. When a step fails anyway, the versions
+// rolled back before it are returned with the error.
 func (m *Migrator) DownTo(ctx context.Context, version int64) ([]int64, error) {
 	steps, err := m.pending(ctx, func(s Migration) bool { return s.Applied && s.Version > version })
 	if err != nil || len(steps) == 0 {
@@ -182,7 +192,9 @@ func (m *Migrator) DownTo(ctx context.Context, version int64) ([]int64, error) {
 	if err := m.checkDownGuards(ctx, steps); err != nil {
 		return nil, err
 	}
-	return versions(m.provider.DownTo(ctx, version))
+	return m.retryLocks(ctx, fmt.Sprintf("inbox migrate down --to %d", version), func() ([]*goose.MigrationResult, error) {
+		return m.provider.DownTo(ctx, version)
+	})
 }
 
 // pending lists the migrations a run would step through.

@@ -32,6 +32,13 @@
 SET LOCAL row_security = off;
 SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
 
+-- Workers may be running: lock what this step changes before changing
+-- anything, waiting for pginbox_receipts alone and taking the rest without
+-- waiting (schema/migrate_locks.go says why; the migrator retries when one
+-- is busy).
+LOCK TABLE pginbox_receipts IN ACCESS EXCLUSIVE MODE;
+LOCK TABLE pginbox_work, pginbox_audit, pginbox_outbox, pginbox_receipts_live IN ACCESS EXCLUSIVE MODE NOWAIT;
+
 -- +goose StatementBegin
 DO $$
 DECLARE
