@@ -189,7 +189,8 @@ type fleet struct {
 	deadlocks atomic.Int64
 	mu        sync.Mutex
 	errs      []error
-	wg        sync.WaitGroup
+	wg        sync.WaitGroup // the workers
+	accepters sync.WaitGroup
 }
 
 func (f *fleet) fail(what string, err error) {
@@ -225,9 +226,9 @@ func scopeOf(n int64) (kind, id string) {
 // accept accepts new messages with the v6 statement until ctx ends; each
 // accept is a statement of its own, as Client.Accept sends it.
 func (f *fleet) accept(ctx context.Context, name string) {
-	f.wg.Add(1)
+	f.accepters.Add(1)
 	go func() {
-		defer f.wg.Done()
+		defer f.accepters.Done()
 		for n := int64(0); ctx.Err() == nil; n++ {
 			id := inboxtype.New()
 			kind, scope := scopeOf(n)
