@@ -23,6 +23,10 @@ var migrateCmd = &command{
 up applies every pending migration (or up to --to). down rolls back the latest
 migration (or down to --to). status lists the migrations and which are applied.
 
+Workers and accepts may keep running: a migration that cannot take its table
+locks within a moment gives way to them, changing nothing, and runs again,
+for up to five minutes (docs/UPGRADING.md says what waits, and for how long).
+
 Rolling back to version 0 drops every pginbox table with all its receipts and
 audit rows; down refuses it without --yes and says what it would drop.
 
@@ -129,6 +133,11 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Workers may hold the tables: say why a migration takes longer.
+	m.OnLockRetry(func(r schema.LockRetry) {
+		fmt.Fprintf(e.stderr, "migration %d gave way to transactions holding pginbox's tables (%d so far, docs/UPGRADING.md): trying again, waiting up to %v for the locks\n",
+			r.Version, r.Attempts, r.Wait)
+	})
 	if *colocate != "" {
 		if err := schema.CheckColocateWith(ctx, db, *colocate); err != nil {
 			return err

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os/user"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -167,4 +170,67 @@ func TestMigrateCitus(t *testing.T) {
 	code, _, stderr = runIn(t, db, "migrate", "up")
 	is.Equal(code, exitError)
 	is.True(strings.Contains(stderr, "distributed by Citus: migrate them with the Citus line"))
+}
+
+// signalWriter keeps what is written and closes seen once it contains want.
+type signalWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+}
+
+func (w *signalWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	had := strings.Contains(w.buf.String(), w.want)
+	w.buf.Write(p)
+	if !had && strings.Contains(w.buf.String(), w.want) {
+		close(w.seen)
+	}
+	return len(p), nil
+}
+
+func (w *signalWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// Workers may hold the tables while `inbox migrate up` runs: a migration
+// that finds one busy gives way, says so on stderr, and runs again once it is
+// free.
+func TestMigrateGivesWayToABusyTable(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	dsn := inboxtest.Database(t)
+	db := map[string]string{"DATABASE_URL": dsn}
+	code, _, _ := runIn(t, db, "migrate", "down", "--to", "8")
+	is.Equal(code, exitOK)
+	pool, err := pgxpool.New(ctx, dsn)
+	is.NoErr(err)
+	defer pool.Close()
+	// A worker's statement on pginbox_work, in flight.
+	holder, err := pool.Begin(ctx)
+	is.NoErr(err)
+	defer func() { _ = holder.Rollback(ctx) }()
+	_, err = holder.Exec(ctx, "LOCK TABLE pginbox_work IN ROW EXCLUSIVE MODE")
+	is.NoErr(err)
+
+	var stdout bytes.Buffer
+	stderr := &signalWriter{want: "migration 9 gave way", seen: make(chan struct{})}
+	e := &env{stdout: &stdout, stderr: stderr, getenv: func(k string) string { return db[k] }, currentUser: user.Current}
+	done := make(chan int, 1)
+	go func() { done <- e.run(ctx, []string{"migrate", "up"}) }()
+	select {
+	case <-stderr.seen:
+	case code := <-done:
+		t.Fatalf("migrate up ended (%d) without giving way: %s%s", code, stdout.String(), stderr.String())
+	}
+	is.NoErr(holder.Rollback(ctx))
+	is.Equal(<-done, exitOK)
+	is.True(strings.Contains(stderr.String(), "migration 9 gave way to transactions holding pginbox's tables (1 so far, docs/UPGRADING.md): trying again, waiting up to 500ms for the locks"))
+	is.True(strings.Contains(stdout.String(), "applied 00009_ordering.sql"))
+	is.True(strings.Contains(stdout.String(), fmt.Sprintf("schema at version %d", schema.Version)))
 }
