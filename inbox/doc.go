@@ -9,8 +9,8 @@ delivery to [Client.Accept] and acknowledges it only when [ActionFor] says so.
 A [Worker] later runs the handler registered for the receipt and commits the
 handler's writes together with the receipt's completion. A redelivery of the
 same event has the same [Identity] and is a duplicate, so each event has one
-committed outcome. The README's "Your application, step by step" builds a
-whole application; this page shows where the API starts.
+committed outcome. docs/GETTING-STARTED.md ("Your application, step by step")
+builds a whole application; this page shows where the API starts.
 
 # Accepting deliveries
 

@@ -92,8 +92,8 @@ type WorkerConfig struct {
 	// transaction carries one scope; scopes take turns) and runs them in one
 	// transaction with one commit, saving a disk flush per message. When a
 	// message fails, only it is charged: the others run again without it (see
-	// README, "Batched transactions"). The messages of a batch wait for each
-	// other's handlers before committing. Defaults to 1.
+	// docs/HANDLERS.md, "Batched transactions"). The messages of a batch wait
+	// for each other's handlers before committing. Defaults to 1.
 	MessagesPerTx int
 
 	// PollInterval is how often the worker looks for due work when no

@@ -244,6 +244,9 @@ var demoSummary = []string{
 	`unsupported currency "XXX" -> permanent failure, DEAD`,
 	"requeued ",
 	"status       COMPLETED",
+	"event        order.created v1", // the walkthrough's event, not a vocabulary of its own
+	" (changes so far; requeue, replay and skip take it as --version)",
+	"attempts     1 of 10 (tries used of the retry budget)", // a requeue gives a fresh budget
 	"deliveries: 14 (10 accepted, 3 duplicates, 1 conflict)",
 	"handler: 14 attempts, 3 transient failures retried, 1 permanent failure fixed by requeue",
 	"receipts: 10 of 10 COMPLETED, 0 DEAD",

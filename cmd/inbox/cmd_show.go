@@ -11,7 +11,9 @@ var showCmd = &command{
 	Summary: "one receipt: state, payload, lineage and audit trail",
 	Help: `
 ID is the receipt ID as ` + "`inbox list`" + ` prints it (a ULID) or in UUID form. The
-version shown is what requeue and replay take as --version.`,
+version counts the receipt's changes so far: requeue, replay and skip take it as
+--version. The attempts are the tries used of the retry budget (a requeue gives a
+fresh one).`,
 }
 
 func init() {

@@ -92,11 +92,11 @@ func (s *demoScenario) message(o demoOrder) inbox.Message {
 	return inbox.Message{
 		Identity: inbox.Identity{
 			Scope:     inbox.Tenant(s.tenant),
-			Source:    "shop",
+			Source:    "checkout",
 			Consumer:  s.consumer,
 			MessageID: "evt-" + strings.TrimPrefix(o.OrderID, "o-"),
 		},
-		EventType:     "order.placed",
+		EventType:     "order.created",
 		SchemaVersion: 1,
 		Payload:       o,
 		Metadata:      map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
@@ -162,7 +162,7 @@ func (s *demoScenario) run(ctx context.Context) (err error) {
 		return err
 	}
 	reg := handler.NewRegistry()
-	if err := reg.Register(handler.Key{Consumer: s.consumer, EventType: "order.placed", SchemaVersion: 1},
+	if err := reg.Register(handler.Key{Consumer: s.consumer, EventType: "order.created", SchemaVersion: 1},
 		handler.Typed(handler.DecodeOptions{}, s.handle)); err != nil {
 		return err
 	}

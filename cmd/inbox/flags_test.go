@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pginbox/pginbox/internal/doccheck"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -142,47 +143,79 @@ func TestHelpWritesDoubleDashFlags(t *testing.T) {
 	}
 }
 
-// TestReadmeOperationsMatchesHelp: the README's Operations section writes
-// flags with two dashes, and every flag it gives an inbox command exists.
-func TestReadmeOperationsMatchesHelp(t *testing.T) {
+// TestDocsInboxCommandsMatchHelp: every inbox command in the shell blocks of
+// the docs (README.md, CONTRIBUTING.md, docs/*.md) exists, and every flag it
+// gives is one `inbox help` lists for that command, written with two dashes.
+// The CLI guide's prose writes flags with two dashes too.
+func TestDocsInboxCommandsMatchHelp(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	const root = "../.."
+	blocks, err := doccheck.ParseAll(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, ops, ok := strings.Cut(string(readme), "\n## Operations\n")
-	if !ok {
-		t.Fatal("README.md has no Operations section")
-	}
-	if next := strings.Index(ops, "\n## "); next >= 0 {
-		ops = ops[:next]
-	}
-	if m := oneDashFlag(ops); m != "" {
-		t.Errorf("README's Operations section writes a flag with one dash: %q", m)
+	subs := map[string]bool{}
+	for _, c := range slices.Concat(outboxGroup.subs, tenancyGroup.subs) {
+		subs[c.Name] = true
 	}
 	flagRe := regexp.MustCompile(`--([a-z][a-z-]*)`)
-	cmdLine := regexp.MustCompile("(?m)^inbox ([a-z]+)(.*)$")
-	lines := cmdLine.FindAllStringSubmatch(ops, -1)
-	if len(lines) < 5 {
-		t.Fatalf("found %d inbox command lines in README's Operations section, want the CLI examples", len(lines))
-	}
-	for _, l := range lines {
-		name, rest := l[1], l[2]
-		if i := strings.Index(rest, "#"); i >= 0 {
-			rest = rest[:i] // the comment may name other commands' flags
-		}
-		if _, ok := commands[name]; !ok {
-			t.Errorf("README: `inbox %s` is not a command", name)
+	oneDash := regexp.MustCompile(`^[\[(]?-[a-z]`)
+	helps := map[string]string{}
+	checked := 0
+	for _, b := range blocks {
+		if !slices.Contains(doccheck.ShellLangs, b.Lang) {
 			continue
 		}
-		if name == "bench" {
+		cmds, err := doccheck.Commands(b)
+		if err != nil {
+			t.Error(err)
 			continue
 		}
-		_, help, _ := runIn(t, nil, "help", name)
-		for _, f := range flagRe.FindAllStringSubmatch(rest, -1) {
-			if !strings.Contains(help, "\n  --"+f[1]+"\n") && !strings.Contains(help, "\n  --"+f[1]+" ") {
-				t.Errorf("README: `inbox %s` has no flag --%s", name, f[1])
+		for _, c := range cmds {
+			w := c.Words
+			if len(w) > 2 && w[0] == "go" && w[1] == "run" && w[2] == "./cmd/inbox" {
+				w = w[2:]
+			}
+			if len(w) < 2 || w[0] != "inbox" && w[0] != "./cmd/inbox" {
+				continue
+			}
+			name, args := w[1], w[2:]
+			if _, ok := commands[name]; !ok {
+				t.Errorf("%s: `inbox %s` is not a command", c.Where(), name)
+				continue
+			}
+			checked++
+			if name == "bench" {
+				continue // bench parses its own flags (internal/bench)
+			}
+			helpArgs := []string{"help", name}
+			if len(args) > 0 && subs[name+" "+args[0]] {
+				helpArgs = append(helpArgs, args[0])
+			}
+			key := strings.Join(helpArgs, " ")
+			if _, ok := helps[key]; !ok {
+				_, helps[key], _ = runIn(t, nil, helpArgs...)
+			}
+			for _, a := range args {
+				if oneDash.MatchString(a) {
+					t.Errorf("%s: `inbox %s` writes a flag with one dash: %q", c.Where(), name, a)
+				}
+				for _, f := range flagRe.FindAllStringSubmatch(a, -1) {
+					if h := helps[key]; !strings.Contains(h, "\n  --"+f[1]+"\n") && !strings.Contains(h, "\n  --"+f[1]+" ") {
+						t.Errorf("%s: `%s` has no flag --%s", c.Where(), strings.Replace(key, "help", "inbox", 1), f[1])
+					}
+				}
 			}
 		}
+	}
+	if checked < 15 {
+		t.Errorf("found %d inbox commands in the docs' shell blocks, want the CLI guide's and the others'", checked)
+	}
+	cli, err := os.ReadFile(root + "/docs/CLI.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := oneDashFlag(string(cli)); m != "" {
+		t.Errorf("docs/CLI.md writes a flag with one dash: %q", m)
 	}
 }

@@ -307,8 +307,9 @@ func renderReceipt(w io.Writer, d *inbox.ReceiptDetails, now time.Time) error {
 	kv("message id", visible.String(d.MessageID))
 	kv("event", fmt.Sprintf("%s v%d", visible.String(d.EventType), d.SchemaVersion))
 	kv("status", string(d.Status))
-	kv("version", fmt.Sprint(d.Version))
-	kv("attempts", fmt.Sprintf("%d of %d", d.Attempts, d.MaxAttempts))
+	// The two numbers an operator acts on, each with what it means.
+	kv("version", fmt.Sprintf("%d (changes so far; requeue, replay and skip take it as --version)", d.Version))
+	kv("attempts", fmt.Sprintf("%d of %d (tries used of the retry budget)", d.Attempts, d.MaxAttempts))
 	if d.OrderingKey != "" {
 		kv("ordering key", fmt.Sprintf("%s (#%d of its key)", visible.String(d.OrderingKey), d.OrderingSeq))
 	}

@@ -142,7 +142,7 @@ func TestChainSurvivesKills(t *testing.T) {
 			placed++
 			id := fmt.Sprintf("o-%d", placed)
 			d := services.Delivery{Scope: inbox.Global(), Source: "storefront", MessageID: "evt-" + id}
-			if _, err := services.AcceptOrderPlaced(ctx, storefront, services.OrdersV1, d, services.OrderPlaced{OrderID: id, TotalCents: int64(placed)}); err != nil {
+			if _, err := services.AcceptOrderCreated(ctx, storefront, services.OrdersV1, d, services.OrderCreated{OrderID: id, TotalCents: int64(placed)}); err != nil {
 				t.Fatal(err)
 			}
 		}

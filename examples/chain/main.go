@@ -252,7 +252,7 @@ func placeOrders(ctx context.Context, out io.Writer, client *inbox.Client, tag s
 			times = 2
 		}
 		for range times {
-			res, err := services.AcceptOrderPlaced(ctx, client, services.OrdersV1, d, services.OrderPlaced{OrderID: id, TotalCents: int64(1000 + i)})
+			res, err := services.AcceptOrderCreated(ctx, client, services.OrdersV1, d, services.OrderCreated{OrderID: id, TotalCents: int64(1000 + i)})
 			if err != nil {
 				return err
 			}

@@ -1,5 +1,6 @@
 // Package scratchtest holds the test that builds an application module outside
-// the repository by following README.md's "Your application, step by step"
-// section: the README's marked blocks are the application's files and the
-// commands run on them, so the README cannot drift from what works.
+// the repository by following the walkthrough (docs/GETTING-STARTED.md): its
+// <!-- scratch: file PATH --> blocks are the application's files and its
+// <!-- scratch: run --> blocks the commands run on them, so the guide cannot
+// drift from what works. internal/doccheck reads the blocks.
 package scratchtest

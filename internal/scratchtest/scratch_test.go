@@ -9,21 +9,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pginbox/pginbox/internal/doccheck"
 )
 
-// appDir and checkoutDir are the README's layout: the application in shop/,
+// appDir and checkoutDir are the walkthrough's layout: the application in shop/,
 // beside a checkout of pginbox in pginbox/ (its go.mod says ../pginbox).
 const (
 	appDir      = "shop"
 	checkoutDir = "pginbox"
 )
 
-// TestReadmeApplication builds the README's application in a fresh module
-// outside the repository, exactly as the README says: its files, sqlc pinned
+// TestWalkthroughApplication builds the walkthrough's application in a fresh
+// module outside the repository, exactly as the guide says: its files, sqlc pinned
 // in tools.mod, go generate with inboxgen, and the application's own test on
 // the test kit, which must pass. Modules come from the Go module proxy (or the
 // module cache); the build cache is shared with the caller's.
-func TestReadmeApplication(t *testing.T) {
+func TestWalkthroughApplication(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and tests an application module with sqlc and go generate: skipped with -short")
 	}
@@ -32,13 +34,15 @@ func TestReadmeApplication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	blocks, err := doccheck.ParseFile(root, doccheck.Walkthrough)
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, err := Parse(bytes.NewReader(readme))
-	if err != nil {
-		t.Fatal(err)
+	var steps []doccheck.Block
+	for _, b := range blocks {
+		if b.Marker.Kind == "scratch" {
+			steps = append(steps, b)
+		}
 	}
 	requireSteps(t, steps)
 
@@ -62,7 +66,7 @@ func TestReadmeApplication(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 9*time.Minute)
 	defer cancel()
 	for _, s := range steps {
-		if !s.Run {
+		if !s.Is("scratch", "run") {
 			writeFile(t, app, s)
 			continue
 		}
@@ -71,12 +75,12 @@ func TestReadmeApplication(t *testing.T) {
 		cmd.Dir, cmd.Env = app, env
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("README line %d: the commands failed (%v):\n%s", s.Line, err, out)
+			t.Fatalf("%s: the commands failed (%v):\n%s", s.Where(), err, out)
 		}
-		t.Logf("README line %d: ran in %s", s.Line, time.Since(start).Round(time.Millisecond))
+		t.Logf("%s: ran in %s", s.Where(), time.Since(start).Round(time.Millisecond))
 	}
 
-	// What the README promises beyond a passing test.
+	// What the guide promises beyond a passing test.
 	gen, err := os.ReadFile(filepath.Join(app, "inbox_gen.go"))
 	if err != nil {
 		t.Fatalf("go generate wrote no inbox_gen.go: %v", err)
@@ -93,27 +97,27 @@ func TestReadmeApplication(t *testing.T) {
 	}
 }
 
-// requireSteps fails unless the README still has the walkthrough's parts, so
+// requireSteps fails unless the guide still has the walkthrough's parts, so
 // deleting markers cannot make this test pass by doing less.
-func requireSteps(t *testing.T, steps []Step) {
+func requireSteps(t *testing.T, steps []doccheck.Block) {
 	t.Helper()
 	files := map[string]bool{}
 	var commands strings.Builder
 	for _, s := range steps {
-		if s.Run {
+		if s.Is("scratch", "run") {
 			commands.WriteString(s.Body)
 		} else {
-			files[s.Path] = true
+			files[s.Marker.Arg(1)] = true
 		}
 	}
 	for _, f := range []string{"sqlc.yaml", "schema.sql", "queries.sql", "events.go", "handlers.go", "shop_test.go"} {
 		if !files[f] {
-			t.Errorf("README has no <!-- scratch: file %s --> block", f)
+			t.Errorf("%s has no <!-- scratch: file %s --> block", doccheck.Walkthrough, f)
 		}
 	}
 	for _, c := range []string{"go mod init", "-modfile=tools.mod -tool github.com/sqlc-dev/sqlc/cmd/sqlc@", "go generate ./...", "go test ./..."} {
 		if !strings.Contains(commands.String(), c) {
-			t.Errorf("README's <!-- scratch: run --> blocks no longer run %q", c)
+			t.Errorf("%s's <!-- scratch: run --> blocks no longer run %q", doccheck.Walkthrough, c)
 		}
 	}
 	if t.Failed() {
@@ -121,9 +125,9 @@ func requireSteps(t *testing.T, steps []Step) {
 	}
 }
 
-func writeFile(t *testing.T, app string, s Step) {
+func writeFile(t *testing.T, app string, s doccheck.Block) {
 	t.Helper()
-	path := filepath.Join(app, filepath.FromSlash(s.Path))
+	path := filepath.Join(app, filepath.FromSlash(s.Marker.Arg(1)))
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}

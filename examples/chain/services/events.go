@@ -1,5 +1,5 @@
 // Package services is the example chain's three services, each with its own
-// database: orders handles placed orders and emits order.confirmed, billing
+// database: orders handles created orders and emits order.confirmed, billing
 // handles that and emits invoice.issued, shipping handles that and closes the
 // chain. The events are declared below; `go generate` writes inbox_gen.go
 // (typed accept, handler and emit functions) from them.
@@ -17,16 +17,16 @@ import (
 
 //go:generate go run github.com/pginbox/pginbox/cmd/inboxgen
 
-// OrderPlaced enters the chain: the storefront sends it to orders.
+// OrderCreated enters the chain: the storefront sends it to orders.
 //
-//inbox:event type=order.placed version=1 consumers=orders.v1
-type OrderPlaced struct {
+//inbox:event type=order.created version=1 consumers=orders.v1
+type OrderCreated struct {
 	OrderID    string `json:"orderId"`
 	TotalCents int64  `json:"totalCents"`
 }
 
 // Validate rejects an order without an ID or with a negative total at accept.
-func (e OrderPlaced) Validate() error {
+func (e OrderCreated) Validate() error {
 	if e.OrderID == "" {
 		return errors.New("orderId is required")
 	}

@@ -13,10 +13,10 @@ var (
 	_ ShippingV1Handler = Shipping{}
 )
 
-// Orders stores placed orders and confirms them to billing.
+// Orders stores created orders and confirms them to billing.
 type Orders struct{}
 
-func (Orders) HandleOrderPlaced(ctx context.Context, m *handler.Msg, p OrderPlaced) error {
+func (Orders) HandleOrderCreated(ctx context.Context, m *handler.Msg, p OrderCreated) error {
 	if _, err := m.Tx.Exec(ctx, "INSERT INTO chain_orders (order_id, total_cents) VALUES ($1, $2)", p.OrderID, p.TotalCents); err != nil {
 		return err
 	}

@@ -66,13 +66,13 @@ type OrdersV1Consumer struct{}
 // Name returns "orders.v1".
 func (OrdersV1Consumer) Name() string { return "orders.v1" }
 
-func (OrdersV1Consumer) consumesOrderPlaced() {}
+func (OrdersV1Consumer) consumesOrderCreated() {}
 
 // OrdersV1Handler handles every event consumer "orders.v1" declared.
 // Register an implementation with RegisterOrdersV1.
 type OrdersV1Handler interface {
-	// HandleOrderPlaced handles order.placed v1.
-	HandleOrderPlaced(ctx context.Context, m *handler.Msg, p OrderPlaced) error
+	// HandleOrderCreated handles order.created v1.
+	HandleOrderCreated(ctx context.Context, m *handler.Msg, p OrderCreated) error
 }
 
 // RegisterOrdersV1 registers h for every event OrdersV1 declared, all or
@@ -83,9 +83,9 @@ func RegisterOrdersV1(reg *handler.Registry, h OrdersV1Handler) error {
 	}
 	return reg.RegisterAll(
 		handler.Entry{
-			Key: handler.Key{Consumer: "orders.v1", EventType: "order.placed", SchemaVersion: 1},
-			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderPlaced) error {
-				return h.HandleOrderPlaced(ctx, m, p)
+			Key: handler.Key{Consumer: "orders.v1", EventType: "order.created", SchemaVersion: 1},
+			Func: handler.Typed(handler.DecodeOptions{}, func(ctx context.Context, m *handler.Msg, p OrderCreated) error {
+				return h.HandleOrderCreated(ctx, m, p)
 			}),
 		},
 	)
@@ -193,34 +193,34 @@ func AcceptOrderConfirmedTx(ctx context.Context, c *inbox.Client, tx pgx.Tx, to 
 	return c.AcceptTx(ctx, tx, msg)
 }
 
-// OrderPlacedConsumer is a consumer that declared order.placed v1 (OrderPlaced):
+// OrderCreatedConsumer is a consumer that declared order.created v1 (OrderCreated):
 // OrdersV1.
-type OrderPlacedConsumer interface {
+type OrderCreatedConsumer interface {
 	Name() string
-	consumesOrderPlaced()
+	consumesOrderCreated()
 }
 
-// OrderPlacedMessage returns the message delivering p to consumer to, for
+// OrderCreatedMessage returns the message delivering p to consumer to, for
 // inbox.Client.AcceptBatch. It rejects p if its Validate method fails: see
 // inbox.NewEventMessage.
-func OrderPlacedMessage(to OrderPlacedConsumer, d Delivery, p OrderPlaced) (inbox.Message, error) {
-	return inbox.NewEventMessage(to, "order.placed", 1, d, p)
+func OrderCreatedMessage(to OrderCreatedConsumer, d Delivery, p OrderCreated) (inbox.Message, error) {
+	return inbox.NewEventMessage(to, "order.created", 1, d, p)
 }
 
-// AcceptOrderPlaced accepts order.placed v1 for consumer to: see
+// AcceptOrderCreated accepts order.created v1 for consumer to: see
 // inbox.Client.Accept.
-func AcceptOrderPlaced(ctx context.Context, c *inbox.Client, to OrderPlacedConsumer, d Delivery, p OrderPlaced) (inbox.AcceptResult, error) {
-	msg, err := OrderPlacedMessage(to, d, p)
+func AcceptOrderCreated(ctx context.Context, c *inbox.Client, to OrderCreatedConsumer, d Delivery, p OrderCreated) (inbox.AcceptResult, error) {
+	msg, err := OrderCreatedMessage(to, d, p)
 	if err != nil {
 		return inbox.AcceptResult{}, err
 	}
 	return c.Accept(ctx, msg)
 }
 
-// AcceptOrderPlacedTx is AcceptOrderPlaced inside the caller's transaction: see
+// AcceptOrderCreatedTx is AcceptOrderCreated inside the caller's transaction: see
 // inbox.Client.AcceptTx.
-func AcceptOrderPlacedTx(ctx context.Context, c *inbox.Client, tx pgx.Tx, to OrderPlacedConsumer, d Delivery, p OrderPlaced) (inbox.AcceptResult, error) {
-	msg, err := OrderPlacedMessage(to, d, p)
+func AcceptOrderCreatedTx(ctx context.Context, c *inbox.Client, tx pgx.Tx, to OrderCreatedConsumer, d Delivery, p OrderCreated) (inbox.AcceptResult, error) {
+	msg, err := OrderCreatedMessage(to, d, p)
 	if err != nil {
 		return inbox.AcceptResult{}, err
 	}

@@ -1,0 +1,11 @@
+package doc
+
+import (
+	"fmt"
+
+	"github.com/pginbox/pginbox/inbox"
+)
+
+func _(payload []byte) {
+	//doc:block
+}
