@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/driver"
 )
 
 // Defaults and limits of the admin API.
@@ -61,9 +62,8 @@ type Admin struct {
 	pool *pgxpool.Pool // views of one scope
 	sys  *pgxpool.Pool // views of every scope
 	log  *slog.Logger
-	// layout says whether the tables are distributed (Citus): the operator's
-	// purge then goes scope by scope.
-	layout layout
+	// drv is the layout's driver, probed at first use.
+	drv driver.Lazy
 }
 
 // NewAdmin returns an Admin on pool. Like NewClient it does not touch the
@@ -77,7 +77,7 @@ func NewAdmin(pool *pgxpool.Pool, cfg AdminConfig) (*Admin, error) {
 	if sys == nil {
 		sys = pool
 	}
-	return &Admin{pool: pool, sys: sys, log: cfg.Logger, layout: layout{log: cfg.Logger}}, nil
+	return &Admin{pool: pool, sys: sys, log: cfg.Logger, drv: driver.Lazy{Log: cfg.Logger}}, nil
 }
 
 // ForTenant returns a view of one tenant's receipts. Take the tenant ID from

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/driver"
 )
 
 // ChangeParams are what every audited admin change needs.
@@ -184,7 +185,7 @@ func (v *AdminView) ReplayTx(ctx context.Context, tx pgx.Tx, id ID, p ChangePara
 		// The copy goes to the back of its key's queue: its number and its
 		// BLOCKED or PENDING state are decided under the key's lock.
 		s := Scope{Kind: ScopeKind(cur.ScopeKind), ID: cur.ScopeID}
-		lock := keyLockName(cur.Consumer, s, *cur.OrderingKey)
+		lock := driver.KeyLockName(cur.Consumer, s, *cur.OrderingKey)
 		if err := q.ReceiptKeyLock(ctx, db.ReceiptKeyLockParams{Keys: []string{lock}, ScopeID: cur.ScopeID}); err != nil {
 			return nil, dbError("replay: locking the ordering key", err)
 		}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/db"
-	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
 // MaxPurgeAge is the longest PurgeParams.OlderThan: 100 years.
@@ -95,18 +94,14 @@ func (v *AdminView) Purge(ctx context.Context, p PurgeParams) (PurgeResult, erro
 	}
 	scopes := []db.ReceiptPurgeScopesRow{{ScopeKind: kind, ScopeID: sid}}
 	if all {
-		distributed, err := v.admin.layout.get(ctx, v.admin.sys)
+		drv, err := v.admin.drv.Get(ctx, v.admin.sys)
 		if err != nil {
 			return PurgeResult{}, dbError("purge", err)
 		}
-		if distributed {
-			// Citus refuses a lock across shards: purge scope by scope, each
-			// batch on the scope's node. The listing reads every shard over
-			// one connection per worker node, as the claim's does.
-			if scopes, err = db.New(pipetx.FanOut{Pool: v.admin.sys}).ReceiptPurgeScopes(ctx, cutoff); err != nil {
-				return PurgeResult{}, dbError("purge: listing the scopes", err)
-			}
-			all = false
+		// One statement across scopes, or scope by scope where a lock
+		// across shards is refused (Citus).
+		if scopes, all, err = drv.PurgeScopes(ctx, v.admin.sys, cutoff); err != nil {
+			return PurgeResult{}, dbError("purge: listing the scopes", err)
 		}
 	}
 	for _, s := range scopes {

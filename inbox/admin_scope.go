@@ -23,11 +23,11 @@ func (v *AdminView) pool() *pgxpool.Pool {
 // in the same round trip, or the system pool once it proved to see every scope.
 func (v *AdminView) queries(ctx context.Context) (*db.Queries, error) {
 	if !v.all {
-		distributed, err := v.admin.layout.get(ctx, v.admin.pool)
+		drv, err := v.admin.drv.Get(ctx, v.admin.pool)
 		if err != nil {
 			return nil, dbError("reading the layout (Citus or one server)", err)
 		}
-		return db.New(scoped(v.admin.pool, v.scope, distributed)), nil
+		return db.New(drv.Scoped(v.admin.pool, v.scope)), nil
 	}
 	q := db.New(v.admin.sys)
 	if err := v.checkUnrestricted(ctx, q); err != nil {
@@ -42,11 +42,11 @@ func (v *AdminView) enter(ctx context.Context, tx pgx.Tx) error {
 	if v.all {
 		return v.checkUnrestricted(ctx, db.New(tx))
 	}
-	distributed, err := v.admin.layout.get(ctx, tx)
+	drv, err := v.admin.drv.Get(ctx, tx)
 	if err != nil {
 		return dbError("reading the layout (Citus or one server)", err)
 	}
-	return applyScope(ctx, tx, v.scope, distributed)
+	return applyScope(ctx, drv, tx, v.scope)
 }
 
 // enterCaller readies a caller's transaction: it gets the view's scope unless
@@ -55,11 +55,11 @@ func (v *AdminView) enterCaller(ctx context.Context, tx pgx.Tx) error {
 	if v.all {
 		return v.checkUnrestricted(ctx, db.New(tx))
 	}
-	distributed, err := v.admin.layout.get(ctx, tx)
+	drv, err := v.admin.drv.Get(ctx, tx)
 	if err != nil {
 		return dbError("reading the layout (Citus or one server)", err)
 	}
-	return ensureScope(ctx, tx, v.scope, distributed)
+	return ensureScope(ctx, drv, tx, v.scope)
 }
 
 // checkUnrestricted fails with ErrTenancyRestricted when row-level security

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/driver"
 )
 
 // SkipResult is the outcome of a committed skip.
@@ -71,8 +72,12 @@ func (v *AdminView) SkipTx(ctx context.Context, tx pgx.Tx, id ID, p ChangeParams
 		return nil, dbError("skip", err)
 	}
 	s := Scope{Kind: ScopeKind(cur.ScopeKind), ID: cur.ScopeID}
-	woken, err := promoteKeys(ctx, tx, s, []string{row.Consumer}, []string{row.OrderingKey},
-		[]string{keyLockName(row.Consumer, s, row.OrderingKey)})
+	drv, err := v.admin.drv.Get(ctx, tx)
+	if err != nil {
+		return nil, dbError("skip", err)
+	}
+	woken, err := promoteKeys(ctx, drv, tx, s, []string{row.Consumer}, []string{row.OrderingKey},
+		[]string{driver.KeyLockName(row.Consumer, s, row.OrderingKey)})
 	if err != nil {
 		return nil, dbError("skip", err)
 	}

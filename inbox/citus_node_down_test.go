@@ -98,7 +98,7 @@ func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
 func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h countingHandler) WithGroup(string) slog.Handler      { return h }
 
-func newNodeDownRig(t *testing.T, poll time.Duration) *nodeDownRig {
+func newNodeDownRig(t *testing.T, poll time.Duration, opts ...func(*inbox.WorkerConfig)) *nodeDownRig {
 	t.Helper()
 	ctx := t.Context()
 	c, dsn := citustest.Private(t)
@@ -122,10 +122,14 @@ func newNodeDownRig(t *testing.T, poll time.Duration) *nodeDownRig {
 		}); err != nil {
 		t.Fatal(err)
 	}
-	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{
+	cfg := inbox.WorkerConfig{
 		Consumers: []string{"orders"}, PollInterval: poll,
 		Logger: slog.New(r.claimLog),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w, err := inbox.NewWorker(pool, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +204,43 @@ func TestCitusNodeDownOtherNodeFlows(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.waitHandled(t, down, 2)
+}
+
+// With one worker node stopped, every tenant of the running node with due
+// work drains during the outage, not only the few listed last: with 8
+// tenants on each node and claims of 4 scopes, the rounds go round every
+// scope listed before the outage (seen from outside: 3 of 8 such tenants
+// applied nothing during a 15 s outage).
+func TestCitusNodeDownEveryHealthyScopeDrains(t *testing.T) {
+	ctx := t.Context()
+	r := newNodeDownRig(t, 100*time.Millisecond, func(c *inbox.WorkerConfig) { c.ClaimBatch = 4 })
+	each := citustest.TenantsOnEachWorker(t, r.c, "pginbox_receipts", 8)
+	for _, tenants := range each {
+		for _, tenant := range tenants {
+			if err := r.accept(ctx, tenant, "before"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, tenants := range each {
+		for _, tenant := range tenants {
+			r.waitHandled(t, tenant, 1)
+		}
+	}
+	if err := r.c.Workers[0].Shutdown(pgcluster.ShutdownFast); err != nil {
+		t.Fatal(err)
+	}
+	healthy := each[1]
+	for i := range 3 {
+		for _, tenant := range healthy {
+			if err := r.accept(ctx, tenant, fmt.Sprint("during-", i)); err != nil {
+				t.Fatalf("accept of %s (its node running) with the other node stopped: %v", tenant, err)
+			}
+		}
+	}
+	for _, tenant := range healthy {
+		r.waitHandled(t, tenant, 4)
+	}
 }
 
 // With one worker node stopped, every claim round reports an error (the

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/driver"
 )
 
 // claimLoop keeps the ready queue topped up: it claims when there is room,
@@ -42,7 +42,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 				// is not a database refusing work: notifications go on
 				// starting claims. Only a claim that got no answer waits for
 				// the poll.
-				var partial *partialClaimError
+				var partial *driver.PartialClaimError
 				failed = !errors.As(err, &partial)
 				// Rounds answered in part follow the notifications while
 				// the node is down: log one per poll interval, not each.
@@ -109,18 +109,23 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
 	defer conn.Release()
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bookkeepingTimeout)
 	defer cancel()
-	distributed, err := w.layout.get(cctx, conn)
+	drv, err := w.drv.Get(cctx, conn)
 	if err != nil {
 		return nil, false, dbError("claim", err)
 	}
-	var rows []db.ReceiptClaimScopeRow
-	more := false
-	scopes, n := w.claimShape(n)
-	if distributed {
-		rows, more, err = w.claimScopes(cctx, conn, scopes, n)
-	} else {
-		rows, more, err = w.claimTurns(cctx, conn, scopes, n)
+	if w.claims == nil {
+		w.claims = drv.NewClaimer(driver.ClaimerConfig{
+			Consumers: w.owned,
+			Lease:     w.cfg.Lease,
+			Listed: func(n int) {
+				if w.hooks.listed != nil {
+					w.hooks.listed(n)
+				}
+			},
+		})
 	}
+	scopes, n := w.claimShape(n)
+	rows, more, err := w.claims.Claim(cctx, conn, scopes, n)
 	if err != nil {
 		err = dbError("claim", err)
 		if len(rows) == 0 {

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/internal/canonjson"
+	"github.com/pginbox/pginbox/internal/driver"
 )
 
 // NotifyChannel is the PostgreSQL channel Accept notifies, with the consumer name
@@ -22,9 +23,8 @@ type Client struct {
 	group    *groupCommitter // nil unless Config.GroupCommit
 	wakeups  *wakeups
 	closed   atomic.Bool
-	// layout says whether the tables are distributed (Citus): Accept then
-	// hands its accept to the scope's node (acceptRouted).
-	layout layout
+	// drv is the layout's driver, probed at the first accept.
+	drv driver.Lazy
 	// scopeAccepts is set once pginbox's row-level security refused an
 	// unscoped Accept: from then on Accept applies the scope first. Until
 	// then a deployment without tenancy pays nothing for it.
@@ -49,7 +49,7 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		cfg:     cfg,
 		limits:  canonjson.Limits{MaxDepth: cfg.MaxPayloadDepth, MaxBytes: cfg.MaxPayloadBytes},
 		wakeups: newWakeups(pool, cfg.Logger),
-		layout:  layout{log: cfg.Logger},
+		drv:     driver.Lazy{Log: cfg.Logger},
 	}
 	if cfg.GroupCommit {
 		c.group = newGroupCommitter(c)

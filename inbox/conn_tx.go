@@ -7,6 +7,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/internal/driver"
 )
 
 // connTx is a pgx.Tx over a pooled connection whose BEGIN was sent in the
@@ -45,7 +47,7 @@ func (t txStatements) CopyFrom(ctx context.Context, table pgx.Identifier, cols [
 
 func (t txStatements) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if t.ended() {
-		return failedBatch{pgx.ErrTxClosed}
+		return driver.FailedBatch{Err: pgx.ErrTxClosed}
 	}
 	return t.conn.SendBatch(ctx, b)
 }
@@ -73,7 +75,7 @@ func (t txStatements) Query(ctx context.Context, sql string, args ...any) (pgx.R
 
 func (t txStatements) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if t.ended() {
-		return errRow{pgx.ErrTxClosed}
+		return driver.ErrRow{Err: pgx.ErrTxClosed}
 	}
 	return t.conn.QueryRow(ctx, sql, args...)
 }
@@ -89,29 +91,6 @@ func (t txStatements) LargeObjects() pgx.LargeObjects {
 		return pgx.LargeObjects{} // the connection is broken: every use fails
 	}
 	return lo.LargeObjects()
-}
-
-// openQueries queues the statements that open a handler transaction: BEGIN,
-// and the transaction's statement and idle timeouts of ms milliseconds.
-func openQueries(b *pgx.Batch, ms int64) {
-	b.Queue("BEGIN")
-	queueTimeouts(b, ms)
-}
-
-// queueTimeouts queues the transaction's statement and idle timeouts of ms
-// milliseconds (on Citus after the scope: queueCitusHead).
-func queueTimeouts(b *pgx.Batch, ms int64) {
-	b.Queue("SELECT set_config('statement_timeout', $1, true), set_config('idle_in_transaction_session_timeout', $1, true)",
-		strconv.FormatInt(ms, 10))
-}
-
-// openedResults reads the results of openQueries.
-func openedResults(br pgx.BatchResults) error {
-	if _, err := br.Exec(); err != nil {
-		return err
-	}
-	_, err := br.Exec()
-	return err
 }
 
 func (t *connTx) end() {
@@ -234,56 +213,10 @@ func (w *Worker) openTx(ctx context.Context, s Scope) (*connTx, uint32, error) {
 		return nil, 0, err
 	}
 	tx := newConnTx(pc)
-	if w.distributed() {
-		return w.openTxCitus(ctx, tx, s)
-	}
-	b := &pgx.Batch{}
-	openQueries(b, w.txLimitMs)
-	queueScope(ctx, b, scopeParams(s))
-	b.Queue(backendPIDQuery)
-	br := tx.conn.SendBatch(ctx, b)
-	var pid int32
-	err = openedResults(br)
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		err = br.QueryRow().Scan(&pid)
-	}
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	pid, err := w.drv.Known().OpenTx(ctx, tx.conn, s, w.txLimitMs)
 	if err != nil {
 		tx.Rollback(context.Background())
 		return nil, 0, err
 	}
-	return tx, uint32(pid), nil
-}
-
-// openTxCitus is openTx's round trip on Citus: the scope as SET LOCAL
-// statements (queueCitusHead), which reach the worker nodes.
-func (w *Worker) openTxCitus(ctx context.Context, tx *connTx, s Scope) (*connTx, uint32, error) {
-	b := &pgx.Batch{}
-	n, ahead, err := queueCitusHead(ctx, b, scopeParams(s), true, w.txLimitMs)
-	var pid int32
-	if err == nil {
-		b.Queue(backendPIDQuery)
-		br := sendScoped(ctx, tx.conn, b, ahead)
-		for range n {
-			if _, err = br.Exec(); err != nil {
-				break
-			}
-		}
-		if err == nil {
-			err = br.QueryRow().Scan(&pid)
-		}
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		tx.Rollback(context.Background())
-		return nil, 0, err
-	}
-	return tx, uint32(pid), nil
+	return tx, pid, nil
 }

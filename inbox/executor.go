@@ -15,6 +15,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/internal/driver"
 	"github.com/pginbox/pginbox/internal/errtext"
 	"github.com/pginbox/pginbox/internal/service"
 )
@@ -228,8 +229,9 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	// BEGIN, the timeouts and the scope (the receipts share one: execute groups
 	// them) ride in the same round trip as the start.
 	var pid uint32
-	open := scopedOpen(tx.conn, jobs[0].l.r.Identity.Scope, w.txLimitMs, &pid, w.distributed())
-	open.discardPlans = w.plans.due(pc.Conn().PgConn())
+	open := w.drv.Known().Opening(tx.conn, jobs[0].l.r.Identity.Scope, driver.Open{
+		TimeoutMs: w.txLimitMs, PID: &pid, DiscardPlans: w.plans.due(pc.Conn().PgConn()),
+	})
 	rows, err := db.New(open).ReceiptStart(sctx, db.ReceiptStartParams{
 		Ids: ids, Tokens: tokens, ScopeID: jobs[0].l.r.Identity.Scope.ID,
 	})
@@ -291,7 +293,7 @@ func (w *Worker) commit(tx *connTx, jobs []*job) error {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
 	var err error
-	b := promotion(ctx, jobs, !w.distributed())
+	b := promotion(ctx, w.drv.Known(), jobs)
 	if b != nil {
 		err = tx.commitAfter(ctx, b) // an error before COMMIT: nothing committed
 	} else {
@@ -486,7 +488,7 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
 	// The failure is the receipt's scope's business: it runs where the handler did.
-	row, err := db.New(scoped(w.pool, r.Identity.Scope, w.distributed())).ReceiptFail(ctx, db.ReceiptFailParams{
+	row, err := db.New(w.drv.Known().Scoped(w.pool, r.Identity.Scope)).ReceiptFail(ctx, db.ReceiptFailParams{
 		Dead: dead, DelayMs: delay.Milliseconds(), LastError: errtext.Storable(cause),
 		ID: r.ID, ClaimToken: r.Token, ScopeID: r.Identity.Scope.ID,
 	})

@@ -43,12 +43,12 @@ func FuzzMessage(f *testing.F) {
 			}
 			return
 		}
-		again, err := canonicalize(json.RawMessage(p.payload), c.limits)
+		again, err := canonicalize(json.RawMessage(p.Payload), c.limits)
 		if err != nil {
 			t.Fatalf("canonical form rejected on a second pass: %v", err)
 		}
-		if string(again) != p.payload {
-			t.Fatalf("canonical form is not a fixed point:\n%s\n%s", p.payload, again)
+		if string(again) != p.Payload {
+			t.Fatalf("canonical form is not a fixed point:\n%s\n%s", p.Payload, again)
 		}
 		if !json.Valid(again) {
 			t.Fatalf("canonical form is not valid JSON: %s", again)

@@ -182,5 +182,5 @@ func (g *groupCommitter) send(ctx context.Context, entries []batchEntry, set fun
 		return fmt.Errorf("pginbox: accept: acquiring a connection: %w", err)
 	}
 	defer conn.Release()
-	return g.c.acceptBatchOwn(ctx, conn, entries, set)
+	return g.c.acceptOwn(ctx, conn, "accept", entries, set)
 }

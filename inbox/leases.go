@@ -35,15 +35,6 @@ func claimedFromRow(r db.ReceiptClaimScopeRow) claimed {
 	}
 }
 
-// scopeRow is r without its share: the columns every claim returns.
-func scopeRow(r db.ReceiptClaimRow) db.ReceiptClaimScopeRow {
-	return db.ReceiptClaimScopeRow{
-		ID: r.ID, ClaimToken: r.ClaimToken, ScopeKind: r.ScopeKind, ScopeID: r.ScopeID,
-		Source: r.Source, Consumer: r.Consumer, MessageID: r.MessageID, EventType: r.EventType,
-		SchemaVersion: r.SchemaVersion, Attempts: r.Attempts, MaxAttempts: r.MaxAttempts, CreatedAt: r.CreatedAt,
-	}
-}
-
 // lease is a claimed receipt this worker holds until it reaches an outcome.
 type lease struct {
 	r claimed

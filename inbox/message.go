@@ -13,6 +13,11 @@ type (
 	Scope     = inboxtype.Scope
 	ScopeKind = inboxtype.ScopeKind
 	Status    = inboxtype.Status
+	// Identity is what makes two deliveries the same message: its scope,
+	// source (the producer system), consumer (the logical effect, e.g.
+	// "orders.projection.v1") and message ID (the producer's event ID,
+	// stable across redeliveries).
+	Identity = inboxtype.Identity
 )
 
 const (
@@ -36,18 +41,6 @@ func Global() Scope { return inboxtype.Global() }
 // MaxIdentityBytes is the longest identity string (scope ID, source, consumer,
 // message ID, event type) in bytes.
 const MaxIdentityBytes = 255
-
-// Identity is what makes two deliveries the same message.
-type Identity struct {
-	Scope     Scope
-	Source    string // the producer system
-	Consumer  string // the logical effect, e.g. "orders.projection.v1"
-	MessageID string // the producer's event ID, stable across redeliveries
-}
-
-func (id Identity) String() string {
-	return fmt.Sprintf("%s/%s/%s/%s", id.Scope, id.Source, id.Consumer, id.MessageID)
-}
 
 // Message is one delivery to accept.
 type Message struct {
@@ -122,10 +115,7 @@ func validateScope(s Scope) error {
 
 // identityOf builds an identity from its stored columns.
 func identityOf(scopeKind, scopeID, source, consumer, messageID string) Identity {
-	return Identity{
-		Scope:  Scope{Kind: ScopeKind(scopeKind), ID: scopeID},
-		Source: source, Consumer: consumer, MessageID: messageID,
-	}
+	return inboxtype.IdentityOf(scopeKind, scopeID, source, consumer, messageID)
 }
 
 func validateSchemaVersion(v int) error {

@@ -6,8 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/pginbox/pginbox/db"
-	"github.com/pginbox/pginbox/internal/pipetx"
+	"github.com/pginbox/pginbox/internal/driver"
 )
 
 // promotion queues what makes the next receipt of every ordering key among
@@ -22,12 +21,7 @@ import (
 // worker through NOTIFY: a NOTIFY per handler transaction would serialize
 // the commits (the server takes one lock for every notifying commit), and
 // any worker's next claim finds the promoted receipt.
-//
-// With generic, the promotion runs on a generic plan: left to choose, the
-// server plans it at every commit, and planning it costs more than running
-// it. Only COMMIT follows it, so the setting ends with the transaction. Not
-// on Citus, which routes a statement by planning it for its parameters.
-func promotion(ctx context.Context, jobs []*job, generic bool) *pgx.Batch {
+func promotion(ctx context.Context, drv driver.Driver, jobs []*job) *pgx.Batch {
 	var consumers, keys, locks []string
 	for _, j := range jobs {
 		if j.orderingKey == "" {
@@ -36,40 +30,28 @@ func promotion(ctx context.Context, jobs []*job, generic bool) *pgx.Batch {
 		c := j.l.r.Identity.Consumer
 		consumers = append(consumers, c)
 		keys = append(keys, j.orderingKey)
-		locks = append(locks, keyLockName(c, j.l.r.Identity.Scope, j.orderingKey))
+		locks = append(locks, driver.KeyLockName(c, j.l.r.Identity.Scope, j.orderingKey))
 	}
 	if len(keys) == 0 {
 		return nil
 	}
 	// The jobs of one transaction share a scope (execute groups them).
 	b := &pgx.Batch{}
-	if generic {
-		b.Queue("SELECT " + pipetx.ForceGenericPlan)
-	}
-	queuePromotion(ctx, b, jobs[0].l.r.Identity.Scope, consumers, keys, locks)
+	drv.QueuePromotion(ctx, b, jobs[0].l.r.Identity.Scope, consumers, keys, locks)
 	return b
-}
-
-// queuePromotion queues the keys' locks and the promotion of their next
-// receipts (which runs after the locks are granted, with a snapshot taken
-// then); the promotion returns the consumers of the promoted receipts.
-func queuePromotion(ctx context.Context, b *pgx.Batch, s Scope, consumers, keys, locks []string) {
-	_ = db.New(batchQueue{b}).ReceiptKeyLock(ctx, db.ReceiptKeyLockParams{Keys: locks, ScopeID: s.ID})
-	queueQuery(ctx, b, func(q *db.Queries) error {
-		_, err := q.ReceiptPromote(ctx, db.ReceiptPromoteParams{ScopeID: s.ID, ScopeKind: string(s.Kind), Consumers: consumers, Keys: keys})
-		return err
-	})
 }
 
 // promoteKeys locks the keys and promotes their next receipts in one round
 // trip, returning the consumers of the promoted receipts.
-func promoteKeys(ctx context.Context, tx pgx.Tx, s Scope, consumers, keys, locks []string) ([]string, error) {
+func promoteKeys(ctx context.Context, drv driver.Driver, tx pgx.Tx, s Scope, consumers, keys, locks []string) ([]string, error) {
 	b := &pgx.Batch{}
-	queuePromotion(ctx, b, s, consumers, keys, locks)
+	drv.QueuePromotion(ctx, b, s, consumers, keys, locks)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("locking the ordering keys: %w", err)
+	for range b.Len() - 1 { // the locks, and what comes before them
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("locking the ordering keys: %w", err)
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {

@@ -6,9 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/driver"
 )
 
 // Tenancy errors.
@@ -64,79 +63,33 @@ func ApplyScope(ctx context.Context, tx pgx.Tx, s Scope) error {
 	if err := validateScope(s); err != nil {
 		return err
 	}
-	distributed, err := txDistributed(ctx, tx)
+	drv, err := driver.For(ctx, tx)
 	if err != nil {
 		return dbError("applying the scope: reading the layout (Citus or one server)", err)
 	}
-	return applyScope(ctx, tx, s, distributed)
+	return applyScope(ctx, drv, tx, s)
 }
 
-func scopeParams(s Scope) db.ScopeApplyParams {
-	if s.Kind == ScopeGlobal {
-		return db.ScopeApplyParams{Global: "on"}
+// applyScope is ApplyScope for callers that know the layout.
+func applyScope(ctx context.Context, drv driver.Driver, tx pgx.Tx, s Scope) error {
+	if err := validateScope(s); err != nil {
+		return err
 	}
-	return db.ScopeApplyParams{Tenant: s.ID}
+	if err := drv.SetScope(ctx, tx, driver.ScopeParams(s)); err != nil {
+		return dbError("applying the scope", err)
+	}
+	return nil
 }
-
-// noScope clears the settings: the transaction sees no scoped row.
-var noScope = db.ScopeApplyParams{}
 
 // ensureScope gives the caller's tx the scope s unless it has one: it
 // returns a *ScopeMismatchError, having changed nothing, when tx has another.
-func ensureScope(ctx context.Context, tx pgx.Tx, s Scope, distributed bool) error {
-	_, err := ensureScopeApplied(ctx, tx, s, distributed)
-	return err
-}
-
-// ensureScopeApplied is ensureScope that also reports whether it set the
-// scope (false: tx already had s). On Citus ScopeEnsure reads the scope on
-// the coordinator, where SET LOCAL sets it too, and a scope it applied is
-// then sent the Citus way: one more round trip, on Citus only.
-func ensureScopeApplied(ctx context.Context, tx pgx.Tx, s Scope, distributed bool) (bool, error) {
-	p := scopeParams(s)
-	row, err := db.New(tx).ScopeEnsure(ctx, db.ScopeEnsureParams{ApplyTenant: p.Tenant, ApplyGlobal: p.Global})
+func ensureScope(ctx context.Context, drv driver.Driver, tx pgx.Tx, s Scope) error {
+	have, applied, err := drv.EnsureScope(ctx, tx, s)
 	if err != nil {
-		return false, dbError("reading the transaction's scope", err)
+		return dbError("reading the transaction's scope", err)
 	}
-	if row.Applied {
-		if distributed {
-			if err := applyScopeParams(ctx, tx, p, true); err != nil {
-				return false, dbError("applying the scope", err)
-			}
-		}
-		return true, nil
+	if !applied && have != s {
+		return &ScopeMismatchError{Tx: have, Want: s}
 	}
-	var have Scope
-	if row.Tenant != "" {
-		have = Tenant(row.Tenant)
-	} else {
-		have = Global()
-	}
-	if have != s {
-		return false, &ScopeMismatchError{Tx: have, Want: s}
-	}
-	return false, nil
-}
-
-// queueScope queues ScopeApply in b, so the scope travels in the same round
-// trip as the statement queued after it.
-func queueScope(ctx context.Context, b *pgx.Batch, p db.ScopeApplyParams) {
-	// The generated ScopeApply only calls Exec, which batchQueue records.
-	_ = db.New(batchQueue{b}).ScopeApply(ctx, p)
-}
-
-// batchQueue is a db.DBTX that queues an Exec in a batch instead of running it.
-type batchQueue struct{ b *pgx.Batch }
-
-func (q batchQueue) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	q.b.Queue(sql, args...)
-	return pgconn.CommandTag{}, nil
-}
-
-func (q batchQueue) Query(context.Context, string, ...any) (pgx.Rows, error) {
-	return nil, errors.New("pginbox: internal: batchQueue queues Exec only")
-}
-
-func (q batchQueue) QueryRow(context.Context, string, ...any) pgx.Row {
-	return errRow{errors.New("pginbox: internal: batchQueue queues Exec only")}
+	return nil
 }

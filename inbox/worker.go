@@ -13,7 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
-	"github.com/pginbox/pginbox/internal/scopelisting"
+	"github.com/pginbox/pginbox/internal/driver"
 	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -48,11 +48,11 @@ type Worker struct {
 	plans          planRenewal
 	events         eventHub
 	restriction    restrictionWatch
-	layout         layout
-	cursor         claimCursor // where the next claim on one server begins (claimTurns)
-	// rounds runs the claim rounds on Citus: the listing they reuse and
-	// the scopes seen recently.
-	rounds scopelisting.Claimer[db.ReceiptDueScopesRow, db.ReceiptClaimScopeRow]
+	// drv is the layout's driver, probed at the first claim (every job
+	// comes from a claim); claims is its claimer, made then. Only the
+	// claim loop or Drain claims, never both at once.
+	drv    driver.Lazy
+	claims driver.Claimer
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).
@@ -128,7 +128,7 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		owned:          owned,
 		ownedSet:       ownedSet,
 		log:            cfg.Logger,
-		layout:         layout{log: cfg.Logger},
+		drv:            driver.Lazy{Log: cfg.Logger},
 		leases:         newLeaseSet(),
 		base:           service.Base{Name: "worker", Log: cfg.Logger},
 		life:           service.Lifecycle{Name: "worker"},

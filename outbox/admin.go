@@ -14,6 +14,7 @@ import (
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/driver"
 )
 
 // Defaults and limits of the admin API.
@@ -40,8 +41,8 @@ type Admin struct {
 	log  *slog.Logger
 	// scope, when set (ForScope), limits Get and Requeue to one scope's
 	// events: on Citus they then run on that scope's node alone.
-	scope  *inbox.Scope
-	layout *layout
+	scope *inbox.Scope
+	drv   *driver.Lazy // the layout's driver, probed at first use
 }
 
 // ForScope returns an Admin whose Get and Requeue see the events of scope s
@@ -85,7 +86,7 @@ func NewAdmin(pool *pgxpool.Pool, cfg AdminConfig) (*Admin, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Admin{pool: pool, log: cfg.Logger, layout: &layout{log: cfg.Logger}}, nil
+	return &Admin{pool: pool, log: cfg.Logger, drv: &driver.Lazy{Log: cfg.Logger}}, nil
 }
 
 // EventRow is a stored event as the admin API shows it.

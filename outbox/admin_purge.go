@@ -55,18 +55,14 @@ func (a *Admin) Purge(ctx context.Context, p PurgeParams) (PurgeResult, error) {
 		return PurgeResult{}, err
 	}
 	start := time.Now()
-	distributed, err := a.layout.get(ctx, a.pool)
+	drv, err := a.drv.Get(ctx, a.pool)
 	if err != nil {
-		return PurgeResult{}, err
+		return PurgeResult{}, dbError("reading the outbox's layout (Citus or one server)", err)
 	}
-	purge := purgePublished
-	if distributed {
-		purge = purgeScopes
-	}
-	n, err := purge(ctx, a.pool, cutoff, size, p.Progress)
+	n, err := drv.Outbox().Purge(ctx, a.pool, cutoff, size, p.Progress)
 	res := PurgeResult{Cutoff: cutoff, Deleted: n, Elapsed: time.Since(start)}
 	if err != nil {
-		return res, err
+		return res, dbError("outbox purge", err)
 	}
 	if n > 0 {
 		a.log.Info("pginbox admin: deleted published outbox events", "cutoff", cutoff, "deleted", n)

@@ -14,6 +14,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/driver"
 	"github.com/pginbox/pginbox/internal/metadata"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -63,15 +64,11 @@ func emit(ctx context.Context, tx Tx, ev Event) (ID, error) {
 		return ID{}, err
 	}
 	q := db.New(tx)
-	distributed, err := emitDistributed(ctx, tx)
+	drv, err := driver.For(ctx, tx)
 	if err != nil {
-		return ID{}, err
+		return ID{}, dbError("outbox emit: reading the outbox's layout (Citus or one server)", err)
 	}
-	if distributed {
-		err = insertRouted(ctx, q, p)
-	} else {
-		_, err = q.OutboxEventInsert(ctx, p)
-	}
+	err = drv.Outbox().Insert(ctx, q, p)
 	if err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ID{}, fmt.Errorf("%w: %s exists: leave Event.ID zero for a new event, or emit each event once", ErrDuplicateEvent, p.ID)
@@ -82,38 +79,6 @@ func emit(ctx context.Context, tx Tx, ev Event) (ID, error) {
 		return ID{}, dbError("outbox emit: waking relays", err)
 	}
 	return p.ID, nil
-}
-
-// insertRouted is the insert on Citus, where every statement names the
-// scope so that it runs on the scope's node: the transaction's scope is read
-// on the coordinator (OutboxEmitScope), then the key lock is taken on the
-// scope's node (OutboxKeyLockScope: an advisory lock there, since locks are
-// per node), then the row is inserted there. Per-key ordering holds per
-// (scope, key).
-func insertRouted(ctx context.Context, q *db.Queries, p db.OutboxEventInsertParams) error {
-	tenant, err := q.OutboxEmitScope(ctx)
-	if err != nil {
-		return err
-	}
-	kind := "tenant"
-	if tenant == "" {
-		kind = "global"
-	}
-	if p.OrderingKey != "" {
-		if _, err := q.OutboxKeyLockScope(ctx, db.OutboxKeyLockScopeParams{ScopeID: tenant, OrderingKey: p.OrderingKey}); err != nil {
-			return err
-		}
-	}
-	receipt := p.ReceiptID
-	if p.ReceiptTenant != tenant { // emitted through a transaction of another scope: not linked
-		receipt = ID{}
-	}
-	_, err = q.OutboxEventInsertScope(ctx, db.OutboxEventInsertScopeParams{
-		ID: p.ID, ScopeKind: kind, ScopeID: tenant, Source: p.Source, Destination: p.Destination,
-		OrderingKey: p.OrderingKey, EventType: p.EventType, SchemaVersion: p.SchemaVersion,
-		Payload: p.Payload, Metadata: p.Metadata, ReceiptID: receipt,
-	})
-	return err
 }
 
 // prepare validates ev and computes the row Emit inserts.

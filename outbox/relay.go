@@ -9,8 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pginbox/pginbox/db"
-	"github.com/pginbox/pginbox/internal/scopelisting"
+	"github.com/pginbox/pginbox/internal/driver"
 	"github.com/pginbox/pginbox/internal/service"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -35,12 +34,10 @@ type Relay struct {
 	cfg   RelayConfig
 	log   *slog.Logger
 	hooks testHooks
-	// layout says whether the outbox is distributed by Citus (claims,
-	// settling, recovery and purge then run per scope).
-	layout layout
-	// rounds runs the claim rounds on Citus: the listing they reuse and
-	// the scopes seen recently.
-	rounds scopelisting.Claimer[db.OutboxDueScopesRow, db.OutboxClaimScopeRow]
+	// drv is the layout's outbox driver, probed at the first claim;
+	// claims is its claimer, made then.
+	drv    driver.Lazy
+	claims driver.RelayClaimer
 
 	wake chan struct{} // new events may be due
 
@@ -91,7 +88,7 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg RelayConfig) (*Relay, error
 	}
 	cfg = cfg.withDefaults()
 	return &Relay{
-		pool: pool, pub: pub, cfg: cfg, log: cfg.Logger, layout: layout{log: cfg.Logger},
+		pool: pool, pub: pub, cfg: cfg, log: cfg.Logger, drv: driver.Lazy{Log: cfg.Logger},
 		wake: make(chan struct{}, 1),
 		base: service.Base{Name: "relay", Log: cfg.Logger},
 		life: service.Lifecycle{Name: "relay"},

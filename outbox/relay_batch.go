@@ -10,26 +10,43 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/driver"
 	"github.com/pginbox/pginbox/internal/errtext"
-	"github.com/pginbox/pginbox/internal/pipetx"
 )
 
-// asyncClaim runs a claim in a transaction of its own that does not wait for
-// its WAL flush, in one round trip (pipetx.Async). Losing one in a server
-// crash only returns the events to PENDING, and the durable commit of the
-// mark flushes the claim before it anyway.
-func asyncClaim(ctx context.Context, pool *pgxpool.Pool, claim func(*db.Queries) error) error {
-	conn, err := pool.Acquire(ctx)
+// claimRows claims up to BatchSize due events through the layout's driver.
+func (r *Relay) claimRows(ctx context.Context) ([]db.OutboxClaimRow, error) {
+	drv, err := r.driver(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer conn.Release()
-	return claim(db.New(pipetx.Async{Conn: conn.Conn()}))
+	if r.claims == nil {
+		r.claims = drv.NewClaimer(driver.RelayClaimerConfig{
+			Lease: r.cfg.Lease,
+			Listed: func(n int) {
+				if r.hooks.listed != nil {
+					r.hooks.listed(n)
+				}
+			},
+		})
+	}
+	rows, err := r.claims.Claim(ctx, r.pool, r.cfg.BatchSize)
+	if err != nil {
+		return rows, dbError("outbox claim", err)
+	}
+	return rows, nil
+}
+
+// driver returns the layout's outbox driver, probing the first time.
+func (r *Relay) driver(ctx context.Context) (driver.Outbox, error) {
+	drv, err := r.drv.Get(ctx, r.pool)
+	if err != nil {
+		return nil, dbError("reading the outbox's layout (Citus or one server)", err)
+	}
+	return drv.Outbox(), nil
 }
 
 // bookkeepingTimeout bounds marking, failing and releasing, which must not
@@ -234,72 +251,38 @@ func (r *Relay) call(ctx context.Context, jobs []*job) (errs []error) {
 func (r *Relay) settle(jobs []*job) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
-	// The claim read the layout: known by now.
-	if distributed, err := r.layout.get(ctx, r.pool); err != nil {
+	drv, err := r.driver(ctx) // the claim read the layout: known by now
+	if err != nil {
 		return 0, err
-	} else if distributed {
-		return r.settleScopes(ctx, jobs)
 	}
-	q := db.New(r.pool)
-	var published, released settleArgs
-	var failed db.OutboxFailParams
+	s := driver.Settlement{MaxAttempts: int32(r.cfg.MaxAttempts)}
 	for _, j := range jobs {
+		f := driver.Fence{ID: j.msg.ID.UUIDString(), Token: j.token.UUIDString(), ScopeID: j.msg.Scope.ID}
 		switch j.state {
 		case jobPublished:
-			published.add(j)
+			s.Published = append(s.Published, f)
 		case jobHeld:
-			released.add(j)
+			s.Released = append(s.Released, f)
 		case jobFailed:
-			failed.Ids = append(failed.Ids, j.msg.ID.UUIDString())
-			failed.Tokens = append(failed.Tokens, j.token.UUIDString())
-			failed.Errors = append(failed.Errors, errtext.Storable(j.err))
 			dead := handler.IsPermanent(j.err)
 			var delay time.Duration
 			if !dead && j.msg.Attempt < r.cfg.MaxAttempts {
 				delay = r.cfg.Backoff(j.msg.Attempt)
 			}
-			failed.DelaysMs = append(failed.DelaysMs, delay.Milliseconds())
-			failed.Dead = append(failed.Dead, dead)
+			s.Failed = append(s.Failed, driver.EventFailure{Fence: f, Error: errtext.Storable(j.err), Delay: delay, Dead: dead})
 		}
 	}
-	var errs []error
-	marked := 0
-	if len(published.Ids) > 0 {
-		ids, err := q.OutboxMarkPublished(ctx, db.OutboxMarkPublishedParams(published))
-		if err != nil {
-			errs = append(errs, dbError("outbox mark published", err))
-		} else {
-			marked = len(ids)
-			if lost := len(published.Ids) - marked; lost > 0 {
-				r.log.Warn("pginbox relay: leases lost before marking; those events will be published again", "lost", lost)
-			}
-		}
+	res, err := drv.Settle(ctx, r.pool, s)
+	if res.Lost > 0 {
+		r.log.Warn("pginbox relay: leases lost before marking; those events will be published again", "lost", res.Lost)
 	}
-	if len(failed.Ids) > 0 {
-		failed.MaxAttempts = int32(r.cfg.MaxAttempts)
-		rows, err := q.OutboxFail(ctx, failed)
-		if err != nil {
-			errs = append(errs, dbError("outbox record failure", err))
-		}
-		r.logFailures(jobs, rows)
+	if len(res.Failed) > 0 {
+		r.logFailures(jobs, res.Failed)
 	}
-	if len(released.Ids) > 0 {
-		if _, err := q.OutboxRelease(ctx, db.OutboxReleaseParams(released)); err != nil {
-			errs = append(errs, dbError("outbox release", err))
-		}
+	if err != nil {
+		return res.Marked, dbError("outbox settle", err)
 	}
-	return marked, errors.Join(errs...)
-}
-
-// settleArgs are the IDs and claim tokens of a fenced update.
-type settleArgs struct {
-	Ids    []string
-	Tokens []string
-}
-
-func (a *settleArgs) add(j *job) {
-	a.Ids = append(a.Ids, j.msg.ID.UUIDString())
-	a.Tokens = append(a.Tokens, j.token.UUIDString())
+	return res.Marked, nil
 }
 
 // logFailures logs every event that went DEAD, and one line for those that

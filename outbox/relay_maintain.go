@@ -4,9 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/internal/service"
 )
 
@@ -41,67 +38,32 @@ func (r *Relay) maintenance() *service.Ticker {
 // their attempts are spent) and reports how many. Every running relay does
 // this periodically; no leader is needed.
 func (r *Relay) RecoverExpired(ctx context.Context) (int, error) {
-	distributed, err := r.layout.get(ctx, r.pool)
+	drv, err := r.driver(ctx)
 	if err != nil {
 		return 0, err
 	}
-	if distributed {
-		rows, err := r.recoverScopes(ctx)
-		for _, row := range rows {
-			r.log.Warn("pginbox relay: recovered an expired lease; the event will be published again", "event_id", row.ID, "status", row.Status)
-		}
-		if len(rows) > 0 {
-			service.Signal(r.wake)
-		}
-		return len(rows), err
+	rows, err := drv.Recover(ctx, r.pool, int32(r.cfg.MaxAttempts))
+	for _, row := range rows {
+		r.log.Warn("pginbox relay: recovered an expired lease; the event will be published again", "event_id", row.ID, "status", row.Status)
 	}
-	total := 0
-	for {
-		rows, err := db.New(r.pool).OutboxRecover(ctx, db.OutboxRecoverParams{MaxAttempts: int32(r.cfg.MaxAttempts), MaxCount: recoverBatch})
-		if err != nil {
-			return total, dbError("outbox recover", err)
-		}
-		for _, row := range rows {
-			r.log.Warn("pginbox relay: recovered an expired lease; the event will be published again", "event_id", row.ID, "status", row.Status)
-		}
-		total += len(rows)
-		if len(rows) > 0 {
-			service.Signal(r.wake)
-		}
-		if len(rows) < recoverBatch {
-			return total, nil
-		}
+	if len(rows) > 0 {
+		service.Signal(r.wake)
 	}
+	if err != nil {
+		return len(rows), dbError("outbox recover", err)
+	}
+	return len(rows), nil
 }
 
 // purge deletes events published before cutoff, in batches.
 func (r *Relay) purge(ctx context.Context, cutoff time.Time) (int64, error) {
-	distributed, err := r.layout.get(ctx, r.pool)
+	drv, err := r.driver(ctx)
 	if err != nil {
 		return 0, err
 	}
-	if distributed {
-		return purgeScopes(ctx, r.pool, cutoff, purgeBatch, nil)
+	n, err := drv.Purge(ctx, r.pool, cutoff, purgeBatch, nil)
+	if err != nil {
+		return n, dbError("outbox purge", err)
 	}
-	return purgePublished(ctx, r.pool, cutoff, purgeBatch, nil)
-}
-
-// purgePublished deletes events published before cutoff, size per statement,
-// until a short batch; progress, if set, gets the running total.
-func purgePublished(ctx context.Context, pool *pgxpool.Pool, cutoff time.Time, size int, progress func(int64)) (int64, error) {
-	q := db.New(pool)
-	var total int64
-	for {
-		n, err := q.OutboxPurge(ctx, db.OutboxPurgeParams{Cutoff: cutoff, MaxCount: int32(size)})
-		if err != nil {
-			return total, dbError("outbox purge", err)
-		}
-		total += n
-		if n > 0 && progress != nil {
-			progress(total)
-		}
-		if n < int64(size) {
-			return total, nil
-		}
-	}
+	return n, nil
 }

@@ -44,20 +44,32 @@ func Private(t testing.TB) (*pgcluster.Citus, string) {
 // table (in Private's database) is on that node, in c.Workers' order.
 func TenantOnEachWorker(t testing.TB, c *pgcluster.Citus, table string) []string {
 	t.Helper()
-	tenants := make([]string, len(c.Workers))
-	missing := len(c.Workers)
+	each := TenantsOnEachWorker(t, c, table, 1)
+	tenants := make([]string, len(each))
+	for i, ts := range each {
+		tenants[i] = ts[0]
+	}
+	return tenants
+}
+
+// TenantsOnEachWorker returns, per worker node of c, n tenant IDs whose
+// shard of table (in database "private") is on that node.
+func TenantsOnEachWorker(t testing.TB, c *pgcluster.Citus, table string, n int) [][]string {
+	t.Helper()
+	tenants := make([][]string, len(c.Workers))
+	missing := n * len(c.Workers)
 	for i := 0; missing > 0; i++ {
-		if i == 1000 {
-			t.Fatalf("no tenant found on some worker node of %d after 1,000 tries", len(c.Workers))
+		if i == 1000*n {
+			t.Fatalf("not %d tenants found on every worker node of %d after %d tries", n, len(c.Workers), i)
 		}
 		tenant := fmt.Sprintf("tenant-%03d", i)
 		_, node, err := c.ShardOf(t.Context(), "private", table, tenant)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for w, n := range c.Workers {
-			if n == node && tenants[w] == "" {
-				tenants[w] = tenant
+		for w, nd := range c.Workers {
+			if nd == node && len(tenants[w]) < n {
+				tenants[w] = append(tenants[w], tenant)
 				missing--
 			}
 		}

@@ -80,7 +80,7 @@ func (c *Claimer[S, R]) round(ctx context.Context, src Source[S, R], most, n int
 		all, err := src.List(ctx, limit)
 		if err != nil {
 			r.ListErr = err
-			scopes = c.recent.recent(most)
+			scopes = c.recent.turn(most)
 			r.Fallback = len(scopes)
 			if len(scopes) == 0 {
 				return r

@@ -129,3 +129,37 @@ func TestClaimerFallsBackAndSkips(t *testing.T) {
 		t.Fatalf("Fatal %v, %d rows; want the fatal error and the first scope's 2 rows", r.Fatal, len(r.Rows))
 	}
 }
+
+// While the read fails (a worker node down), the rounds serve every scope
+// seen recently in turns, not the same few: a scope of a running node with
+// due work must not wait for the read to work again because others were
+// listed after it.
+func TestClaimerFallbackServesEveryRecentScopeInTurns(t *testing.T) {
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
+	f := &fakeDB{due: map[string]int{}}
+	for _, s := range names {
+		f.due[s] = 1
+	}
+	var c Claimer[string, string]
+	c.Claim(t.Context(), f.source(), 16, 16) // lists all ten and drains them
+	for _, s := range names {
+		f.due[s] = 100
+	}
+	f.listErr = errors.New("node 2 down")
+	f.claims = nil
+	served := map[string]bool{}
+	for round := range 3 {
+		r := c.Claim(t.Context(), f.source(), 4, 4)
+		if r.ListErr == nil || r.Fallback == 0 {
+			t.Fatalf("round %d: ListErr %v, Fallback %d; want the read's error and a fallback", round, r.ListErr, r.Fallback)
+		}
+		for _, s := range r.Rows {
+			served[s] = true
+		}
+	}
+	for _, s := range names {
+		if !served[s] {
+			t.Errorf("scope %s got no claim in 3 fallback rounds of 4 scopes over 10 scopes seen recently (claims asked: %v)", s, f.claims)
+		}
+	}
+}

@@ -11,12 +11,13 @@ const RecentTTL = 10 * time.Minute
 
 // recent is the scopes the discovery read listed lately; its zero value is
 // empty and ready. That read covers every shard, so one worker node down
-// fails it; the rounds then claim from the scopes seen recently, and the
-// tenants of the nodes still up keep flowing.
+// fails it; the rounds then claim from the scopes seen recently, in turns,
+// and the tenants of the nodes still up keep flowing.
 type recent[S comparable] struct {
 	mu   sync.Mutex
 	seen map[S]sighting
 	n    uint64 // sightings so far, to order scopes seen at the same time
+	next int    // where the next fallback round starts in the sorted scopes
 }
 
 type sighting struct {
@@ -49,13 +50,24 @@ func (l *recent[S]) saw(scopes []S, now time.Time, limit int) {
 	}
 }
 
-// recent returns at most limit of the scopes seen lately, the most recently
-// seen first (within one listing, in the listing's order).
-func (l *recent[S]) recent(limit int) []S {
+// turn returns the next limit of the scopes seen lately, going round them
+// in turns (in recent's order) across calls, so that while the read fails
+// every scope it listed lately gets claims, not only the last few.
+func (l *recent[S]) turn(limit int) []S {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	all := l.sorted()
-	return all[:min(limit, len(all)):min(limit, len(all))]
+	k := min(limit, len(all))
+	if k == 0 {
+		return nil
+	}
+	start := l.next % len(all)
+	out := make([]S, 0, k)
+	for i := range k {
+		out = append(out, all[(start+i)%len(all)])
+	}
+	l.next = start + k
+	return out
 }
 
 // sorted returns the scopes, most recently seen first. l.mu is held.

@@ -11,7 +11,7 @@ import (
 func TestRecent(t *testing.T) {
 	type Scope struct{ Kind, ID string }
 	var l recent[Scope]
-	if got := l.recent(5); len(got) != 0 {
+	if got := listed(&l, 5); len(got) != 0 {
 		t.Fatalf("empty: listed %v", got)
 	}
 	t0 := time.Now()
@@ -24,18 +24,27 @@ func TestRecent(t *testing.T) {
 	}
 	l.saw(tenants("a", "b"), t0, 1)
 	l.saw(tenants("c"), t0.Add(time.Second), 1)
-	got := l.recent(2)
+	got := listed(&l, 2)
 	if len(got) != 2 || got[0].ID != "c" || got[1].ID != "a" {
 		t.Fatalf("Recent(2) = %v, want c then a", got)
 	}
 	for i := range 10 {
 		l.saw(tenants(fmt.Sprint("s", i)), t0.Add(time.Duration(2+i)*time.Second), 1)
 	}
-	if got := l.recent(100); len(got) != 4 || got[0].ID != "s9" || got[3].ID != "s6" {
+	if got := listed(&l, 100); len(got) != 4 || got[0].ID != "s9" || got[3].ID != "s6" {
 		t.Fatalf("after 13 scopes with limit 1: %v, want s9..s6", got)
 	}
 	l.saw(tenants("late"), t0.Add(time.Hour), 1)
-	if got := l.recent(100); len(got) != 1 || got[0].ID != "late" {
+	if got := listed(&l, 100); len(got) != 1 || got[0].ID != "late" {
 		t.Fatalf("an hour later: %v, want only late (the others expired)", got)
 	}
+}
+
+// listed returns at most limit of the scopes l keeps, the most recently
+// seen first.
+func listed[S comparable](l *recent[S], limit int) []S {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	all := l.sorted()
+	return all[:min(limit, len(all))]
 }

@@ -1,8 +1,13 @@
-package inbox
+package driver
 
 import (
+	"context"
 	"errors"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pginbox/pginbox/inboxtype"
 )
 
 // SET takes no parameters: the scope is written into the statement as an
@@ -25,14 +30,14 @@ func TestQuoteSetting(t *testing.T) {
 	if _, err := quoteSetting("a\x00b"); !errors.Is(err, errScopeNUL) {
 		t.Errorf("quoteSetting with a NUL: err = %v, want errScopeNUL", err)
 	}
-	sets, err := scopeSets(scopeParams(Global()))
-	if err != nil {
+	b := &pgx.Batch{}
+	if err := queueCitusScope(context.Background(), b, ScopeParams(inboxtype.Global())); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(sets)+1, scopeStatementsCitus; got != want { // and ScopePropagate
+	if got, want := b.Len(), citusScopeStatements; got != want { // ScopePropagate and the two settings
 		t.Fatalf("scope statements = %d, want %d", got, want)
 	}
-	if sets[0] != `SET LOCAL pginbox.tenant = E''` || sets[1] != `SET LOCAL pginbox.global = E'on'` {
-		t.Errorf("global scope: %q", sets)
+	if q := b.QueuedQueries; q[1].SQL != `SET LOCAL pginbox.tenant = E''` || q[2].SQL != `SET LOCAL pginbox.global = E'on'` {
+		t.Errorf("global scope: %q, %q", q[1].SQL, q[2].SQL)
 	}
 }
