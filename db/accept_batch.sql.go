@@ -106,28 +106,70 @@ func (q *Queries) ReceiptAcceptBatch(ctx context.Context, arg ReceiptAcceptBatch
 	return items, nil
 }
 
-const receiptQueueBatchRouted = `-- name: ReceiptQueueBatchRouted :exec
-INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
-SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
-FROM pginbox_receipts r
-WHERE r.scope_id = $1::text
-  AND r.id = ANY($2::text[]::uuid[])
+const receiptAcceptBatchRouted = `-- name: ReceiptAcceptBatchRouted :many
+SELECT b.id::uuid AS id
+FROM pginbox_accept_batch(
+    $1::text, $2::text, ($3::text[])::uuid[], $4::text[],
+    $5::text[], $6::text[], $7::text[],
+    $8::integer[], $9::bytea[], $10::json[],
+    $11::jsonb[], $12::integer, $13::boolean
+) AS b (id)
 `
 
-type ReceiptQueueBatchRoutedParams struct {
-	ScopeID string
-	Ids     []string
+type ReceiptAcceptBatchRoutedParams struct {
+	ScopeKind      string
+	ScopeID        string
+	Ids            []string
+	Sources        []string
+	Consumers      []string
+	MessageIds     []string
+	EventTypes     []string
+	SchemaVersions []int32
+	Fingerprints   [][]byte
+	Payloads       []string
+	Metadatas      []string
+	MaxAttempts    int32
+	Notify         bool
 }
 
-// A batch accept on Citus, for one scope: the queue rows of the receipts the
-// pipelined ReceiptInsertRouted statements inserted (an ID whose insert hit
-// an existing identity is in no row, so it gets none). A colocated
-// INSERT ... SELECT filtered on the scope: it runs on the scope's node,
-// where ReceiptAcceptBatch's INSERT ... SELECT unnest(...) would be pulled
-// through the coordinator.
-func (q *Queries) ReceiptQueueBatchRouted(ctx context.Context, arg ReceiptQueueBatchRoutedParams) error {
-	_, err := q.db.Exec(ctx, receiptQueueBatchRouted, arg.ScopeID, arg.Ids)
-	return err
+// A batch of one scope on Citus: pginbox_accept_batch (schema v13) inserts
+// the receipts of the new identities and their queue rows from arrays, and
+// returns the IDs it inserted. Outside a transaction Citus hands the call
+// to the scope's node, which plans two statements for the whole batch and
+// commits there. With @notify the workers listening on that node are woken
+// at its commit. IDs travel as text for the simple protocol.
+func (q *Queries) ReceiptAcceptBatchRouted(ctx context.Context, arg ReceiptAcceptBatchRoutedParams) ([]inboxtype.ID, error) {
+	rows, err := q.db.Query(ctx, receiptAcceptBatchRouted,
+		arg.ScopeKind,
+		arg.ScopeID,
+		arg.Ids,
+		arg.Sources,
+		arg.Consumers,
+		arg.MessageIds,
+		arg.EventTypes,
+		arg.SchemaVersions,
+		arg.Fingerprints,
+		arg.Payloads,
+		arg.Metadatas,
+		arg.MaxAttempts,
+		arg.Notify,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []inboxtype.ID{}
+	for rows.Next() {
+		var id inboxtype.ID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const receiptsByIdentities = `-- name: ReceiptsByIdentities :many

@@ -161,3 +161,47 @@ func (q *Queries) ReceiptDueScopes(ctx context.Context, arg ReceiptDueScopesPara
 	}
 	return items, nil
 }
+
+const receiptDueScopesLocal = `-- name: ReceiptDueScopesLocal :many
+SELECT d.scope_kind::text AS scope_kind, d.scope_id::text AS scope_id,
+    d.oldest_due::timestamptz AS oldest_due
+FROM pginbox_local_due_scopes($1::text[], $2::integer) AS d
+ORDER BY d.oldest_due, d.scope_id
+LIMIT $2::integer
+`
+
+type ReceiptDueScopesLocalParams struct {
+	Consumers []string
+	MaxScopes int32
+}
+
+type ReceiptDueScopesLocalRow struct {
+	ScopeKind string
+	ScopeID   string
+	OldestDue time.Time
+}
+
+// ReceiptDueScopes for a session on a Citus worker node: the scopes with
+// due work on the shards that node holds (pginbox_local_due_scopes, schema
+// v13), oldest due first. It reads that node alone, one descent of the due
+// index per scope with work, so a node down hides no other node's scopes
+// and its cost does not grow with the due rows.
+func (q *Queries) ReceiptDueScopesLocal(ctx context.Context, arg ReceiptDueScopesLocalParams) ([]ReceiptDueScopesLocalRow, error) {
+	rows, err := q.db.Query(ctx, receiptDueScopesLocal, arg.Consumers, arg.MaxScopes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ReceiptDueScopesLocalRow{}
+	for rows.Next() {
+		var i ReceiptDueScopesLocalRow
+		if err := rows.Scan(&i.ScopeKind, &i.ScopeID, &i.OldestDue); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}

@@ -49,6 +49,39 @@ func (q *Queries) ReceiptExpiredScopes(ctx context.Context, arg ReceiptExpiredSc
 	return items, nil
 }
 
+const receiptExpiredScopesLocal = `-- name: ReceiptExpiredScopesLocal :many
+SELECT DISTINCT e.scope_id::text AS scope_id
+FROM pginbox_local_expired_scopes($1::text[], $2::integer) AS e
+LIMIT $2::integer
+`
+
+type ReceiptExpiredScopesLocalParams struct {
+	Consumers []string
+	MaxCount  int32
+}
+
+// ReceiptExpiredScopes for a session on a Citus worker node: the scopes of
+// the shards that node holds with expired leases (schema v13).
+func (q *Queries) ReceiptExpiredScopesLocal(ctx context.Context, arg ReceiptExpiredScopesLocalParams) ([]string, error) {
+	rows, err := q.db.Query(ctx, receiptExpiredScopesLocal, arg.Consumers, arg.MaxCount)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []string{}
+	for rows.Next() {
+		var scope_id string
+		if err := rows.Scan(&scope_id); err != nil {
+			return nil, err
+		}
+		items = append(items, scope_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const receiptRecover = `-- name: ReceiptRecover :many
 WITH expired AS (
     SELECT e.receipt_id

@@ -24,13 +24,8 @@ func (c *Client) accept1(ctx context.Context, msg Message) (AcceptResult, error)
 		// their keys' locks.
 		return c.group.accept(ctx, d)
 	}
-	conn, err := c.pool.Acquire(ctx)
-	if err != nil {
-		return AcceptResult{}, fmt.Errorf("pginbox: accept: acquiring a connection: %w", err)
-	}
-	defer conn.Release()
 	var it BatchItem
-	if err := c.acceptOwn(ctx, conn, "accept", []batchEntry{{d: d}}, func(_ int, i BatchItem) { it = i }); err != nil {
+	if err := c.acceptOwn(ctx, "accept", []batchEntry{{d: d}}, func(_ int, i BatchItem) { it = i }); err != nil {
 		return AcceptResult{}, err
 	}
 	return itemResult(it)

@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -38,12 +37,7 @@ func (c *Client) acceptBatch1(ctx context.Context, msgs []Message) ([]BatchItem,
 	if len(valid) == 0 {
 		return items, nil
 	}
-	conn, err := c.pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("pginbox: accept batch: acquiring a connection: %w", err)
-	}
-	defer conn.Release()
-	if err := c.acceptOwn(ctx, conn, "accept batch", valid, func(i int, it BatchItem) { items[i] = it }); err != nil {
+	if err := c.acceptOwn(ctx, "accept batch", valid, func(i int, it BatchItem) { items[i] = it }); err != nil {
 		return nil, err
 	}
 	return items, nil

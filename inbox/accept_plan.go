@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/internal/driver"
 )
@@ -23,21 +22,31 @@ import (
 // order, the workers are woken, and the receipts holding each identity
 // become each message's outcome.
 
-// acceptOwn accepts entries on conn outside any caller's transaction; op
-// names the call in errors.
-func (c *Client) acceptOwn(ctx context.Context, conn *pgxpool.Conn, op string, entries []batchEntry, set func(int, BatchItem)) error {
+// acceptOwn accepts entries outside any caller's transaction, on the
+// client's pool or, with Nodes, on the node of their first scope; op names
+// the call in errors.
+func (c *Client) acceptOwn(ctx context.Context, op string, entries []batchEntry, set func(int, BatchItem)) error {
+	groups := planGroups(entries)
+	pool, err := c.nodes.poolFor(ctx, c.pool, groups[0].Scope)
+	if err != nil {
+		return err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pginbox: %s: acquiring a connection: %w", op, err)
+	}
+	defer conn.Release()
 	drv, err := c.drv.Get(ctx, conn)
 	if err != nil {
 		return dbError(op, err)
 	}
-	groups := planGroups(entries)
 	scopes := make([]Scope, len(groups))
 	for i, g := range groups {
 		scopes[i] = g.Scope
 	}
 	run := func(scoped bool) (*driver.Accepted, error) {
 		return drv.Accept(ctx, &driver.AcceptPlan{
-			Conn: conn, Groups: groups, Scoped: scoped,
+			Conn: conn, Groups: groups, Scoped: scoped, OnNode: c.nodes != nil,
 			Wake: func() bool { return c.wakeups.inline(scopes...) },
 		})
 	}

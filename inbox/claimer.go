@@ -3,8 +3,10 @@ package inbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pginbox/pginbox/internal/driver"
 )
 
@@ -98,8 +100,35 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
 	if ctx.Err() != nil {
 		return nil, false, nil
 	}
+	var batch []claimed
+	var more bool
+	var err error
+	if w.nodes != nil {
+		batch, more, err = w.claimNodes(ctx, n)
+	} else {
+		batch, more, err = w.claimOn(ctx, w.sys, -1, n)
+	}
+	if err != nil && len(batch) == 0 {
+		return nil, false, err
+	}
+	leases := w.leases.add(batch)
+	if w.events.active() {
+		for _, r := range batch {
+			w.events.publish(receiptEvent(EventClaimed, r))
+		}
+	}
+	if w.hooks.afterClaim != nil && len(batch) > 0 {
+		w.hooks.afterClaim(len(batch))
+	}
+	return leases, more && err == nil, err
+}
+
+// claimOn claims up to n due receipts on pool (node: the Citus worker node
+// it runs on, -1 for none) with that node's claimer. Rows returned with an
+// error are committed.
+func (w *Worker) claimOn(ctx context.Context, pool *pgxpool.Pool, node, n int) ([]claimed, bool, error) {
 	// Waiting for a connection may end with ctx; nothing was sent yet.
-	conn, err := w.sys.Acquire(ctx)
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, false, nil
@@ -113,10 +142,31 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
 	if err != nil {
 		return nil, false, dbError("claim", err)
 	}
-	if w.claims == nil {
-		w.claims = drv.NewClaimer(driver.ClaimerConfig{
+	claims := w.claimerOf(drv, node)
+	scopes, n := w.claimShape(n)
+	rows, more, err := claims.Claim(cctx, conn, scopes, n)
+	if err != nil {
+		err = dbError("claim", err)
+	}
+	batch := make([]claimed, len(rows))
+	for i, r := range rows {
+		batch[i] = claimedFromRow(r)
+		batch[i].node = node
+	}
+	return batch, more, err
+}
+
+// claimerOf returns the claimer of node (-1: the pool's server), made at
+// its first claim: a node's claims list the scopes of its own shards.
+func (w *Worker) claimerOf(drv driver.Driver, node int) driver.Claimer {
+	for len(w.claims) <= node+1 {
+		w.claims = append(w.claims, nil)
+	}
+	if w.claims[node+1] == nil {
+		w.claims[node+1] = drv.NewClaimer(driver.ClaimerConfig{
 			Consumers: w.owned,
 			Lease:     w.cfg.Lease,
+			Local:     node >= 0,
 			Listed: func(n int) {
 				if w.hooks.listed != nil {
 					w.hooks.listed(n)
@@ -124,26 +174,51 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
 			},
 		})
 	}
-	scopes, n := w.claimShape(n)
-	rows, more, err := w.claims.Claim(cctx, conn, scopes, n)
-	if err != nil {
-		err = dbError("claim", err)
-		if len(rows) == 0 {
-			return nil, false, err
+	return w.claims[node+1]
+}
+
+// claimNodes claims on every Citus worker node (WorkerConfig.Nodes), each
+// from its own shards. The node asked first goes round from claim to
+// claim, and each node is asked for its share of what the nodes before it
+// left of n. A node that fails is skipped: the others' rows come back with
+// a *driver.PartialClaimError.
+func (w *Worker) claimNodes(ctx context.Context, n int) ([]claimed, bool, error) {
+	count := w.nodes.Count()
+	start := w.nextNode % count
+	w.nextNode = start + 1
+	var out []claimed
+	more := false
+	var errs []error
+	answered := 0
+	for k := range count {
+		left := n - len(out)
+		if left <= 0 {
+			more = true
+			break
 		}
-	}
-	batch := make([]claimed, len(rows))
-	for i, r := range rows {
-		batch[i] = claimedFromRow(r)
-	}
-	leases := w.leases.add(batch)
-	if w.events.active() {
-		for _, r := range batch {
-			w.events.publish(receiptEvent(EventClaimed, r))
+		i := (start + k) % count
+		pool, err := w.nodes.n.Pool(w.sys, i)
+		if err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		share := (left + count - k - 1) / (count - k)
+		rows, m, err := w.claimOn(ctx, pool, i, share)
+		out = append(out, rows...)
+		more = more || m
+		if err != nil {
+			var partial *driver.PartialClaimError
+			if errors.As(err, &partial) {
+				answered++
+			}
+			errs = append(errs, fmt.Errorf("node %s: %w", w.nodes.n.Addr(i), err))
+			continue
+		}
+		answered++
 	}
-	if w.hooks.afterClaim != nil && len(rows) > 0 {
-		w.hooks.afterClaim(len(rows))
+	err := errors.Join(errs...)
+	if err != nil && answered > 0 {
+		err = &driver.PartialClaimError{Err: err}
 	}
-	return leases, more && err == nil, err
+	return out, more, err
 }

@@ -22,6 +22,7 @@ type Client struct {
 	limits   canonjson.Limits
 	group    *groupCommitter // nil unless Config.GroupCommit
 	wakeups  *wakeups
+	nodes    *Nodes // nil: every session on pool
 	closed   atomic.Bool
 	// drv is the layout's driver, probed at the first accept.
 	drv driver.Lazy
@@ -48,8 +49,9 @@ func NewClient(pool *pgxpool.Pool, cfg Config) (*Client, error) {
 		pool:    pool,
 		cfg:     cfg,
 		limits:  canonjson.Limits{MaxDepth: cfg.MaxPayloadDepth, MaxBytes: cfg.MaxPayloadBytes},
-		wakeups: newWakeups(pool, cfg.Logger),
-		drv:     driver.Lazy{Log: cfg.Logger},
+		wakeups: newWakeups(pool, cfg.Nodes, cfg.Logger),
+		nodes:   cfg.Nodes,
+		drv:     driver.Lazy{Log: shardNodeLog(cfg.Logger, cfg.Nodes)},
 	}
 	if cfg.GroupCommit {
 		c.group = newGroupCommitter(c)

@@ -103,6 +103,12 @@ type Config struct {
 	// round trips to the server, not commits, are what calls wait for. With
 	// GroupCommit, at most the pool's MaxConns.
 	GroupCommitFlushers int
+
+	// Nodes, on Citus, sends each scope's accepts to the worker node holding
+	// its shards (ConnectNodes), with the pool's settings, instead of
+	// through the pool's server. Defaults to nil: every accept goes through
+	// the pool.
+	Nodes *Nodes
 }
 
 // validate checks c for a pool of maxConns connections.

@@ -205,15 +205,15 @@ func (s *savepointTx) Rollback(ctx context.Context) error {
 	return err
 }
 
-// openTx opens a handler transaction with scope s in one round trip and
-// returns it with its server process ID.
-func (w *Worker) openTx(ctx context.Context, s Scope) (*connTx, uint32, error) {
-	pc, err := w.pool.Acquire(ctx)
+// openTx opens a handler transaction with r's scope, where r's statements
+// run, in one round trip and returns it with its server process ID.
+func (w *Worker) openTx(ctx context.Context, r claimed) (*connTx, uint32, error) {
+	pc, err := w.on(w.pool, r).Acquire(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
 	tx := newConnTx(pc)
-	pid, err := w.drv.Known().OpenTx(ctx, tx.conn, s, w.txLimitMs)
+	pid, err := w.drv.Known().OpenTx(ctx, tx.conn, r.Identity.Scope, w.txLimitMs)
 	if err != nil {
 		tx.Rollback(context.Background())
 		return nil, 0, err

@@ -212,7 +212,7 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	// end with shutdown.
 	sctx, cancel := context.WithTimeout(jobs[0].base, w.cfg.HandlerTimeout)
 	defer cancel()
-	pc, err := w.pool.Acquire(sctx)
+	pc, err := w.on(w.pool, jobs[0].l.r).Acquire(sctx)
 	if err != nil {
 		return txResult{startErr: fmt.Errorf("starting the handler transaction: %w", err)}
 	}
@@ -399,7 +399,7 @@ func (r *run) abandon(hung *job, cause error) {
 	// outcomes does not wait for the session's idle timeout.
 	if pid := r.pid.Load(); pid != 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
-		if _, err := db.New(w.pool).BackendTerminate(ctx, int32(pid)); err != nil {
+		if _, err := db.New(w.on(w.pool, hung.l.r)).BackendTerminate(ctx, int32(pid)); err != nil {
 			hung.log.Warn("pginbox worker: ending the abandoned handler's session failed; its receipts wait for the session's idle timeout", "error", err)
 		}
 		cancel()
@@ -488,7 +488,7 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
 	// The failure is the receipt's scope's business: it runs where the handler did.
-	row, err := db.New(w.drv.Known().Scoped(w.pool, r.Identity.Scope)).ReceiptFail(ctx, db.ReceiptFailParams{
+	row, err := db.New(w.drv.Known().Scoped(w.on(w.pool, r), r.Identity.Scope)).ReceiptFail(ctx, db.ReceiptFailParams{
 		Dead: dead, DelayMs: delay.Milliseconds(), LastError: errtext.Storable(cause),
 		ID: r.ID, ClaimToken: r.Token, ScopeID: r.Identity.Scope.ID,
 	})
@@ -524,7 +524,7 @@ func (w *Worker) fail(r claimed, cause error, log *slog.Logger, ran *job) {
 func (w *Worker) release(r claimed, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout)
 	defer cancel()
-	n, err := db.New(w.sys).ReceiptRelease(ctx, db.ReceiptReleaseParams{ID: r.ID, ClaimToken: r.Token, ScopeID: r.Identity.Scope.ID})
+	n, err := db.New(w.on(w.sys, r)).ReceiptRelease(ctx, db.ReceiptReleaseParams{ID: r.ID, ClaimToken: r.Token, ScopeID: r.Identity.Scope.ID})
 	switch {
 	case err != nil:
 		log.Error("pginbox worker: releasing a claim failed; it stays claimed until its lease expires", "error", err)

@@ -52,7 +52,7 @@ func (w *Worker) runSavepoints(r *run, jobs []*job) {
 	sctx, cancel := context.WithTimeout(jobs[0].base, w.cfg.HandlerTimeout)
 	defer cancel()
 	// The scope is set outside every savepoint, so rolling one back keeps it.
-	tx, pid, err := w.openTx(sctx, jobs[0].l.r.Identity.Scope)
+	tx, pid, err := w.openTx(sctx, jobs[0].l.r)
 	if err != nil {
 		w.runIsolated(r, jobs)
 		return

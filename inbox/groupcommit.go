@@ -177,10 +177,5 @@ func (g *groupCommitter) flush(batch []*groupCall) {
 }
 
 func (g *groupCommitter) send(ctx context.Context, entries []batchEntry, set func(int, BatchItem)) error {
-	conn, err := g.c.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("pginbox: accept: acquiring a connection: %w", err)
-	}
-	defer conn.Release()
-	return g.c.acceptOwn(ctx, conn, "accept", entries, set)
+	return g.c.acceptOwn(ctx, "accept", entries, set)
 }

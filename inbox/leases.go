@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -20,6 +21,9 @@ type claimed struct {
 	Attempt       int
 	MaxAttempts   int
 	CreatedAt     time.Time
+	// node is the Citus worker node the claim ran on (WorkerConfig.Nodes),
+	// where the receipt's statements go; -1 without Nodes.
+	node int
 }
 
 func claimedFromRow(r db.ReceiptClaimScopeRow) claimed {
@@ -32,6 +36,7 @@ func claimedFromRow(r db.ReceiptClaimScopeRow) claimed {
 		Attempt:       int(r.Attempts),
 		MaxAttempts:   int(r.MaxAttempts),
 		CreatedAt:     r.CreatedAt,
+		node:          -1,
 	}
 }
 
@@ -128,17 +133,24 @@ func (w *Worker) extendLeases(ctx context.Context) error {
 	// One statement per scope held (on Citus, each runs on its scope's
 	// node), in the order the scopes were first met.
 	byID := make(map[ID]*lease, len(held))
-	type scopeLeases struct{ ids, tokens []string }
-	var order []string
-	byScope := map[string]*scopeLeases{}
+	type scopeLeases struct {
+		first       claimed // where the scope's statement runs
+		ids, tokens []string
+	}
+	type key struct {
+		node  int
+		scope string
+	}
+	var order []key
+	byScope := map[key]*scopeLeases{}
 	for _, l := range held {
 		byID[l.r.ID] = l
-		sid := l.r.Identity.Scope.ID
-		s := byScope[sid]
+		k := key{l.r.node, l.r.Identity.Scope.ID}
+		s := byScope[k]
 		if s == nil {
-			s = &scopeLeases{}
-			byScope[sid] = s
-			order = append(order, sid)
+			s = &scopeLeases{first: l.r}
+			byScope[k] = s
+			order = append(order, k)
 		}
 		s.ids = append(s.ids, l.r.ID.UUIDString())
 		s.tokens = append(s.tokens, l.r.Token.UUIDString())
@@ -146,19 +158,28 @@ func (w *Worker) extendLeases(ctx context.Context) error {
 	// A heartbeat stuck on a dead connection must not outlive its interval.
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.HeartbeatInterval)
 	defer cancel()
-	for _, sid := range order {
-		s := byScope[sid]
-		lost, err := db.New(w.sys).ReceiptHeartbeat(ctx, db.ReceiptHeartbeatParams{
-			Ids: s.ids, Tokens: s.tokens, LeaseMs: w.cfg.Lease.Milliseconds(), ScopeID: sid,
+	// A scope whose node is down fails alone: the others are extended.
+	var errs []error
+	for _, k := range order {
+		s := byScope[k]
+		lost, err := db.New(w.on(w.sys, s.first)).ReceiptHeartbeat(ctx, db.ReceiptHeartbeatParams{
+			Ids: s.ids, Tokens: s.tokens, LeaseMs: w.cfg.Lease.Milliseconds(), ScopeID: k.scope,
 		})
 		if err != nil {
-			return dbError("heartbeat", err)
+			errs = append(errs, err)
+			if ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		for _, id := range lost {
 			if l := byID[id]; l != nil {
 				l.lose(ErrLeaseLost)
 			}
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return dbError("heartbeat", err)
 	}
 	return nil
 }

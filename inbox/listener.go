@@ -4,15 +4,35 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/internal/service"
 )
 
-// listener keeps a LISTEN session open and wakes the claimer on every
-// notification for an owned consumer (its payload is the consumer). Without
-// it (PollOnly, or while the session is down) the claimer still polls.
-func (w *Worker) listener() *service.Listener {
+// listeners are the worker's LISTEN sessions: one on its SystemPool's
+// server and, with Nodes, one on every worker node, where the accepts of
+// clients with Nodes send their wake-ups.
+func (w *Worker) listeners() ([]*service.Listener, error) {
+	out := []*service.Listener{w.listener(w.sys)}
+	if w.nodes == nil {
+		return out, nil
+	}
+	for i := range w.nodes.Count() {
+		pool, err := w.nodes.n.Pool(w.sys, i)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w.listener(pool))
+	}
+	return out, nil
+}
+
+// listener keeps a LISTEN session open on pool and wakes the claimer on
+// every notification for an owned consumer (its payload is the consumer).
+// Without it (PollOnly, or while the session is down) the claimer still
+// polls.
+func (w *Worker) listener(pool *pgxpool.Pool) *service.Listener {
 	notify := func() {
 		w.notified.Store(true)
 		service.Signal(w.wake)
@@ -29,7 +49,7 @@ func (w *Worker) listener() *service.Listener {
 			return receiptListen(ctx, conn)
 		}
 	}
-	return &service.Listener{Base: w.base, Pool: w.sys, Subscribe: subscribe,
+	return &service.Listener{Base: w.base, Pool: pool, Subscribe: subscribe,
 		Wake: w.wake, Notified: notified, Missed: notify, Retry: w.cfg.PollInterval}
 }
 

@@ -2,7 +2,10 @@ package inbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/internal/pipetx"
 	"github.com/pginbox/pginbox/internal/service"
@@ -23,19 +26,46 @@ func (w *Worker) recovery() *service.Ticker {
 // RETRYABLE (or DEAD when their attempts are spent) and reports how many. Every
 // running worker does this periodically; no leader is needed.
 func (w *Worker) RecoverExpired(ctx context.Context) (int, error) {
+	if w.nodes == nil {
+		return w.recoverOn(ctx, w.sys, func(ctx context.Context, p db.ReceiptExpiredScopesParams) ([]string, error) {
+			return db.New(pipetx.FanOut{Pool: w.sys}).ReceiptExpiredScopes(ctx, p)
+		})
+	}
+	// Node by node, each from its own shards: a node down holds back its
+	// own expired leases only.
+	total := 0
+	var errs []error
+	for i := range w.nodes.Count() {
+		pool, err := w.nodes.n.Pool(w.sys, i)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n, err := w.recoverOn(ctx, pool, func(ctx context.Context, p db.ReceiptExpiredScopesParams) ([]string, error) {
+			return db.New(pool).ReceiptExpiredScopesLocal(ctx, db.ReceiptExpiredScopesLocalParams(p))
+		})
+		total += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", w.nodes.n.Addr(i), err))
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
+// recoverOn recovers on pool: the scopes with expired leases (list, a read
+// that locks nothing), then each scope's recovery in a statement of its own
+// (on Citus, on its scope's node), until no scope has any left.
+func (w *Worker) recoverOn(ctx context.Context, pool *pgxpool.Pool, list func(context.Context, db.ReceiptExpiredScopesParams) ([]string, error)) (int, error) {
 	const batch = 100
 	total := 0
 	for {
-		// The scopes with expired leases (a read that locks nothing), then
-		// each scope's recovery in a statement of its own: on Citus, on its
-		// scope's node.
-		scopes, err := db.New(pipetx.FanOut{Pool: w.sys}).ReceiptExpiredScopes(ctx, db.ReceiptExpiredScopesParams{Consumers: w.owned, MaxCount: batch})
+		scopes, err := list(ctx, db.ReceiptExpiredScopesParams{Consumers: w.owned, MaxCount: batch})
 		if err != nil {
 			return total, dbError("recover", err)
 		}
 		full := false
 		for _, sid := range scopes {
-			n, err := w.recoverScope(ctx, sid, batch)
+			n, err := w.recoverScope(ctx, pool, sid, batch)
 			total += n
 			if err != nil {
 				return total, err
@@ -48,9 +78,9 @@ func (w *Worker) RecoverExpired(ctx context.Context) (int, error) {
 	}
 }
 
-// recoverScope recovers up to batch expired leases of one scope.
-func (w *Worker) recoverScope(ctx context.Context, scopeID string, batch int32) (int, error) {
-	rows, err := db.New(w.sys).ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: w.owned, MaxCount: batch, ScopeID: scopeID})
+// recoverScope recovers up to batch expired leases of one scope on pool.
+func (w *Worker) recoverScope(ctx context.Context, pool *pgxpool.Pool, scopeID string, batch int32) (int, error) {
+	rows, err := db.New(pool).ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: w.owned, MaxCount: batch, ScopeID: scopeID})
 	if err != nil {
 		return 0, dbError("recover", err)
 	}

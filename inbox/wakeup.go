@@ -45,8 +45,13 @@ type wakeups struct {
 	closed   bool
 }
 
-func newWakeups(pool *pgxpool.Pool, log *slog.Logger) *wakeups {
+// newWakeups sends the wake-ups on pool, or with nodes on a worker node
+// (the workers listen on every node).
+func newWakeups(pool *pgxpool.Pool, nodes *Nodes, log *slog.Logger) *wakeups {
 	send := func(ctx context.Context, consumers []string) error { return db.New(pool).ReceiptNotify(ctx, consumers) }
+	if nodes != nil {
+		send = func(ctx context.Context, consumers []string) error { return nodes.notify(ctx, pool, consumers) }
+	}
 	return &wakeups{log: log, send: send, now: time.Now, lastSeen: map[Scope]time.Time{}, pending: map[string]struct{}{}}
 }
 

@@ -68,7 +68,7 @@ func TestWakeupsSpendOneEarlyWakeupPerBatch(t *testing.T) {
 // while a test watches), and checks for a sent wake-up or none.
 func recordedWakeups(t *testing.T) (w *wakeups, start time.Time, expectSend, expectNone func(step string)) {
 	sent := make(chan []string, 16)
-	w = newWakeups(nil, nil)
+	w = newWakeups(nil, nil, nil)
 	w.send = func(_ context.Context, consumers []string) error {
 		sent <- consumers
 		return nil

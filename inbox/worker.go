@@ -51,8 +51,12 @@ type Worker struct {
 	// drv is the layout's driver, probed at the first claim (every job
 	// comes from a claim); claims is its claimer, made then. Only the
 	// claim loop or Drain claims, never both at once.
-	drv    driver.Lazy
-	claims driver.Claimer
+	drv driver.Lazy
+	// claims are the claimers: the pool's server's first, then one per
+	// Citus worker node (nodes).
+	claims   []driver.Claimer
+	nodes    *Nodes
+	nextNode int // the node a claim asks first (claimNodes)
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).
@@ -128,7 +132,8 @@ func NewWorker(pool *pgxpool.Pool, reg *handler.Registry, cfg WorkerConfig) (*Wo
 		owned:          owned,
 		ownedSet:       ownedSet,
 		log:            cfg.Logger,
-		drv:            driver.Lazy{Log: cfg.Logger},
+		drv:            driver.Lazy{Log: shardNodeLog(cfg.Logger, cfg.Nodes)},
+		nodes:          cfg.Nodes,
 		leases:         newLeaseSet(),
 		base:           service.Base{Name: "worker", Log: cfg.Logger},
 		life:           service.Lifecycle{Name: "worker"},
@@ -156,6 +161,12 @@ func (w *Worker) Start(ctx context.Context) error {
 		if restricted {
 			return errWorkerRestricted{}
 		}
+		var listeners []*service.Listener
+		if !w.cfg.PollOnly {
+			if listeners, err = w.listeners(); err != nil {
+				return dbError("listening on the Citus nodes", err)
+			}
+		}
 		r := &runState{loops: service.NewLoops()}
 		w.run = r
 		r.stopHeartbeat = w.startHeartbeat()
@@ -165,8 +176,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		r.loops.Go(w.claimLoop)
 		r.loops.Go(w.recovery().Run)
-		if !w.cfg.PollOnly {
-			r.loops.Go(w.listener().Run)
+		for _, l := range listeners {
+			r.loops.Go(l.Run)
 		}
 		w.log.Info("pginbox worker started", "consumers", w.owned, "concurrency", w.cfg.Concurrency,
 			"messages_per_tx", w.cfg.MessagesPerTx, "poll_only", w.cfg.PollOnly)

@@ -147,6 +147,15 @@ type WorkerConfig struct {
 	// (LISTEN and the bookkeeping), or 1 with PollOnly. Defaults to the
 	// worker's pool.
 	SystemPool *pgxpool.Pool
+
+	// Nodes, on Citus, runs the worker's sessions on the worker nodes
+	// (ConnectNodes): it claims on every node from that node's shards, runs
+	// each handler transaction, failure, release and heartbeat on its
+	// receipt's node, recovers expired leases node by node, and listens for
+	// wake-ups on every node and on the pool's server. Its pools copy the
+	// worker's pool and SystemPool. Defaults to nil: every session on the
+	// worker's pools.
+	Nodes *Nodes
 }
 
 // DefaultBackoff is exponential backoff with jitter: 1s, 2s, 4s, ... capped at

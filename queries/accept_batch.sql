@@ -65,19 +65,6 @@ JOIN pginbox_receipts r
 LEFT JOIN pginbox_work w
   ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id;
 
--- name: ReceiptQueueBatchRouted :exec
--- A batch accept on Citus, for one scope: the queue rows of the receipts the
--- pipelined ReceiptInsertRouted statements inserted (an ID whose insert hit
--- an existing identity is in no row, so it gets none). A colocated
--- INSERT ... SELECT filtered on the scope: it runs on the scope's node,
--- where ReceiptAcceptBatch's INSERT ... SELECT unnest(...) would be pulled
--- through the coordinator.
-INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
-SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
-FROM pginbox_receipts r
-WHERE r.scope_id = sqlc.arg(scope_id)::text
-  AND r.id = ANY(sqlc.arg(ids)::text[]::uuid[]);
-
 -- name: ReceiptsByIdentitiesRouted :many
 -- ReceiptsByIdentities for identities of one scope, routed to its node on
 -- Citus: the batch accept there splits its batch per scope.
@@ -93,3 +80,18 @@ WHERE r.scope_id = sqlc.arg(scope_id)::text
   AND (r.source, r.consumer, r.message_id) IN (
       SELECT unnest(sqlc.arg(sources)::text[]), unnest(sqlc.arg(consumers)::text[]),
           unnest(sqlc.arg(message_ids)::text[]));
+
+-- name: ReceiptAcceptBatchRouted :many
+-- A batch of one scope on Citus: pginbox_accept_batch (schema v13) inserts
+-- the receipts of the new identities and their queue rows from arrays, and
+-- returns the IDs it inserted. Outside a transaction Citus hands the call
+-- to the scope's node, which plans two statements for the whole batch and
+-- commits there. With @notify the workers listening on that node are woken
+-- at its commit. IDs travel as text for the simple protocol.
+SELECT b.id::uuid AS id
+FROM pginbox_accept_batch(
+    @scope_kind::text, @scope_id::text, (sqlc.arg(ids)::text[])::uuid[], sqlc.arg(sources)::text[],
+    sqlc.arg(consumers)::text[], sqlc.arg(message_ids)::text[], sqlc.arg(event_types)::text[],
+    sqlc.arg(schema_versions)::integer[], sqlc.arg(fingerprints)::bytea[], sqlc.arg(payloads)::json[],
+    sqlc.arg(metadatas)::jsonb[], @max_attempts::integer, @notify::boolean
+) AS b (id);

@@ -52,3 +52,15 @@ FROM claimed c
 JOIN pginbox_receipts r
   ON r.scope_id = sqlc.arg(scope_id)::text
  AND r.id = c.receipt_id AND r.scope_kind = c.scope_kind AND r.scope_id = c.scope_id;
+
+-- name: ReceiptDueScopesLocal :many
+-- ReceiptDueScopes for a session on a Citus worker node: the scopes with
+-- due work on the shards that node holds (pginbox_local_due_scopes, schema
+-- v13), oldest due first. It reads that node alone, one descent of the due
+-- index per scope with work, so a node down hides no other node's scopes
+-- and its cost does not grow with the due rows.
+SELECT d.scope_kind::text AS scope_kind, d.scope_id::text AS scope_id,
+    d.oldest_due::timestamptz AS oldest_due
+FROM pginbox_local_due_scopes(sqlc.arg(consumers)::text[], sqlc.arg(max_scopes)::integer) AS d
+ORDER BY d.oldest_due, d.scope_id
+LIMIT sqlc.arg(max_scopes)::integer;

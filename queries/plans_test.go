@@ -12,7 +12,8 @@ const (
 	singleNodeEmit   = "the single-server emit (scope from the setting, advisory lock in the insert); on Citus Emit sends OutboxEmitScope, OutboxKeyLockScope and OutboxEventInsertScope instead"
 	lockedPerScope   = "the all-scopes form locks across shards, which Citus refuses, so pginbox never sends it: an admin change reads the receipt's scope with ReceiptState (lock-free) and locks with the one-scope form"
 	purgedPerScope   = "the all-scopes form locks across shards, which Citus refuses: there the operator's purge lists the scopes with ReceiptPurgeScopes and purges each with the one-scope form"
-	singleNodeBatch  = "the single-server batch accept (one statement for the batch of a scope); on Citus AcceptBatch and GroupCommit send, per scope, ReceiptInsertRouted per message, ReceiptQueueBatchRouted and ReceiptNotify in one pipelined transaction, and read duplicates with ReceiptsByIdentitiesRouted"
+	singleNodeBatch  = "the single-server batch accept (one statement for the batch of a scope); on Citus AcceptBatch and GroupCommit call ReceiptAcceptBatchRouted per scope, and read duplicates with ReceiptsByIdentitiesRouted"
+	nodeLocal        = "a worker's discovery on one Citus node (sessions on the worker nodes): a function that reads the shards of the node it is called on, and no other"
 )
 
 // plans is the expected Citus plan of every named query in queries/*.sql:
@@ -22,11 +23,10 @@ var plans = map[string]expectation{
 	"ReceiptAccept":              {kind: multi, why: "the single-server accept (one statement); on Citus Accept and AcceptTx send ReceiptAcceptRouted instead"},
 	"ReceiptAcceptRouted":        {kind: delegated},
 	"ReceiptByIdentity":          {kind: router},
-	"ReceiptInsertRouted":        {kind: router},
 	"ReceiptNotify":              {kind: coordinator, why: coordinatorOnly},
 	"ReceiptAcceptBatch":         {kind: multi, why: singleNodeBatch},
 	"ReceiptsByIdentities":       {kind: multi, why: singleNodeBatch},
-	"ReceiptQueueBatchRouted":    {kind: router},
+	"ReceiptAcceptBatchRouted":   {kind: delegated},
 	"ReceiptsByIdentitiesRouted": {kind: router},
 
 	// Ordering keys: accept of a keyed message, promotion at completion, skip.
@@ -40,17 +40,19 @@ var plans = map[string]expectation{
 	"ReceiptKeyBlockedBehind":  {kind: router},
 
 	// The worker.
-	"ReceiptClaim":         {kind: refused, why: singleNodeClaim},
-	"ReceiptDueScopes":     {kind: multi, why: fanOutDiscovery},
-	"ReceiptClaimScope":    {kind: router},
-	"ReceiptStart":         {kind: router},
-	"ReceiptFail":          {kind: router},
-	"ReceiptHeartbeat":     {kind: router},
-	"ReceiptRelease":       {kind: router},
-	"ReceiptExpiredScopes": {kind: multi, why: fanOutDiscovery},
-	"ReceiptRecover":       {kind: router},
-	"BackendTerminate":     {kind: coordinator, why: coordinatorOnly},
-	"ReceiptListen":        {kind: notPlanned, why: listenOnly},
+	"ReceiptClaim":              {kind: refused, why: singleNodeClaim},
+	"ReceiptDueScopes":          {kind: multi, why: fanOutDiscovery},
+	"ReceiptClaimScope":         {kind: router},
+	"ReceiptStart":              {kind: router},
+	"ReceiptFail":               {kind: router},
+	"ReceiptHeartbeat":          {kind: router},
+	"ReceiptRelease":            {kind: router},
+	"ReceiptExpiredScopes":      {kind: multi, why: fanOutDiscovery},
+	"ReceiptDueScopesLocal":     {kind: coordinator, why: nodeLocal},
+	"ReceiptExpiredScopesLocal": {kind: coordinator, why: nodeLocal},
+	"ReceiptRecover":            {kind: router},
+	"BackendTerminate":          {kind: coordinator, why: coordinatorOnly},
+	"ReceiptListen":             {kind: notPlanned, why: listenOnly},
 
 	// Scope settings.
 	"ScopeApply":      {kind: coordinator, why: coordinatorOnly},

@@ -49,3 +49,10 @@ WITH expired AS (
     RETURNING r.id
 )
 SELECT v.receipt_id AS id, v.consumer, v.status FROM recovered v;
+
+-- name: ReceiptExpiredScopesLocal :many
+-- ReceiptExpiredScopes for a session on a Citus worker node: the scopes of
+-- the shards that node holds with expired leases (schema v13).
+SELECT DISTINCT e.scope_id::text AS scope_id
+FROM pginbox_local_expired_scopes(sqlc.arg(consumers)::text[], sqlc.arg(max_count)::integer) AS e
+LIMIT sqlc.arg(max_count)::integer;

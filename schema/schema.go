@@ -28,7 +28,7 @@ import (
 )
 
 // Version is the schema version this build of pginbox runs against.
-const Version int64 = 12
+const Version int64 = 13
 
 // VersionTable is the goose version table pginbox uses instead of goose_db_version.
 const VersionTable = "pginbox_schema_version"

@@ -44,6 +44,10 @@ type AcceptPlan struct {
 	// own, whether that statement wakes the workers. In a transaction the
 	// wake-up always rides in it (a rollback must wake nobody).
 	Wake func() bool
+	// OnNode says Conn runs on a Citus worker node (Nodes), where the
+	// workers listen too: a wake-up may then be sent from the node that
+	// runs the accept.
+	OnNode bool
 }
 
 // AcceptGroup is the drafts of one scope, each identity once. Plain drafts

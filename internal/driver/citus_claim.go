@@ -44,6 +44,16 @@ type DueScope struct{ Kind, ID string }
 func (c *scopeRounds) Claim(ctx context.Context, conn *pgxpool.Conn, most, n int) (_ []db.ReceiptClaimScopeRow, more bool, _ error) {
 	r := c.rounds.Claim(ctx, scopelisting.Source[DueScope, db.ReceiptClaimScopeRow]{
 		List: func(ctx context.Context, limit int) ([]DueScope, error) {
+			if c.cfg.Local {
+				rows, err := db.New(conn).ReceiptDueScopesLocal(ctx, db.ReceiptDueScopesLocalParams{
+					Consumers: c.cfg.Consumers, MaxScopes: int32(limit),
+				})
+				scopes := make([]DueScope, len(rows))
+				for i, r := range rows {
+					scopes[i] = DueScope{r.ScopeKind, r.ScopeID}
+				}
+				return scopes, err
+			}
 			rows, err := db.New(pipetx.Async{Conn: conn.Conn(), OneConnPerNode: true}).ReceiptDueScopes(ctx, db.ReceiptDueScopesParams{
 				Consumers: c.cfg.Consumers, MaxScopes: int32(limit),
 			})

@@ -20,6 +20,9 @@ type ClaimerConfig struct {
 	// Listed, when set, sees the scope count of each read of the scopes
 	// with due work (Citus; tests).
 	Listed func(scopes int)
+	// Local claims from the shards of the node the connections run on
+	// (Citus, sessions on a worker node), not from every shard.
+	Local bool
 }
 
 // Claimer claims due receipts for one worker, serving the scopes with due

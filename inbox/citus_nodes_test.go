@@ -1,0 +1,147 @@
+package inbox_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/inbox/inboxtest"
+)
+
+// commits reads the transactions committed in pool's database on its server.
+func commits(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(t.Context(), `SELECT pg_stat_force_next_flush()`).Scan(new(any)); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(t.Context(), `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// With Nodes, a Client and a Worker run their sessions on the Citus worker
+// nodes: accepts (one message, and batches of one scope through
+// pginbox_accept_batch), claims, handler transactions and wake-ups all
+// happen there, and the coordinator commits nothing for them. Every
+// message is handled exactly once, and promptly although the worker polls
+// once a minute: the wake-ups sent on the nodes reach it.
+func TestCitusNodesRunSessionsOnTheWorkerNodes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := inboxtest.CitusDatabase(t)
+	coord, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(coord.Close)
+	nodes, err := inbox.ConnectNodes(ctx, coord, inbox.NodesConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nodes.Close)
+	if nodes.Count() < 2 {
+		t.Fatalf("%d nodes hold shards, want the test kit's 2", nodes.Count())
+	}
+	client, err := inbox.NewClient(coord, inbox.Config{Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+
+	var mu sync.Mutex
+	handled := map[string]int{}
+	reg := handler.NewRegistry()
+	if err := reg.Register(handler.Key{Consumer: "orders", EventType: "order.created", SchemaVersion: 1},
+		func(_ context.Context, m *handler.Msg) error {
+			mu.Lock()
+			defer mu.Unlock()
+			handled[m.Scope.ID+"/"+m.MessageID]++
+			return nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := inbox.NewWorker(coord, reg, inbox.WorkerConfig{
+		Consumers: []string{"orders"}, Nodes: nodes, PollInterval: time.Minute,
+		Concurrency: 2, MessagesPerTx: 10,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+
+	before := commits(t, coord)
+	const tenants, perBatch = 8, 20
+	want := 0
+	for i := range tenants {
+		tenant := fmt.Sprint("nodes-", i)
+		msgs := make([]inbox.Message, perBatch)
+		for j := range msgs {
+			msgs[j] = inbox.Message{
+				Identity:  inbox.Identity{Scope: inbox.Tenant(tenant), Source: "shop", Consumer: "orders", MessageID: fmt.Sprint("b-", j)},
+				EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{"n": j},
+			}
+		}
+		items, err := client.AcceptBatch(ctx, append(msgs, msgs[0])) // a repeat inside the batch
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, it := range items {
+			if it.Outcome != inbox.Accepted && !(j == perBatch && it.Outcome == inbox.Duplicate) {
+				t.Fatalf("%s item %d: %+v", tenant, j, it)
+			}
+		}
+		res, err := client.Accept(ctx, inbox.Message{
+			Identity:  inbox.Identity{Scope: inbox.Tenant(tenant), Source: "shop", Consumer: "orders", MessageID: "single"},
+			EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{},
+		})
+		if err != nil || res.Outcome != inbox.Accepted {
+			t.Fatalf("%s single accept: %+v, %v", tenant, res, err)
+		}
+		again, err := client.AcceptBatch(ctx, msgs[:2])
+		if err != nil || again[0].Outcome != inbox.Duplicate || again[1].Outcome != inbox.Duplicate {
+			t.Fatalf("%s batch again: %+v, %v; want duplicates", tenant, again, err)
+		}
+		want += perBatch + 1
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(handled)
+		mu.Unlock()
+		if n == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d messages handled after 30s with the worker polling once a minute: the wake-ups sent on the nodes did not reach it", n, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	for k, n := range handled {
+		if n != 1 {
+			t.Errorf("%s handled %d times", k, n)
+		}
+	}
+	mu.Unlock()
+	// The coordinator runs Citus's maintenance (a few commits a second)
+	// and nothing of pginbox's: well under one commit per message.
+	if d := commits(t, coord) - before; d > int64(want)/4 {
+		t.Errorf("the coordinator committed %d transactions for %d messages: sessions still go through it", d, want)
+	}
+}

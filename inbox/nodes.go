@@ -1,0 +1,130 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/db"
+	"github.com/pginbox/pginbox/internal/driver"
+)
+
+// Nodes runs pginbox's sessions on the worker nodes of a Citus cluster
+// instead of its coordinator. Citus 11 and later run distributed statements
+// on any node, locally when the shard is there: a Client sends each scope's
+// accepts to the node holding the scope's shards, and a Worker claims on
+// every node from that node's own shards, runs each handler transaction on
+// its receipt's node and listens for wake-ups on every node. The
+// coordinator is then left with migrations and the operator's views across
+// tenants.
+//
+// Create one with ConnectNodes, give it to Config.Nodes and
+// WorkerConfig.Nodes, and Close it after them. Without it every session
+// goes through the pool's server, on one server as on Citus.
+type Nodes struct {
+	n *driver.Nodes
+}
+
+// NodesConfig configures ConnectNodes. The zero value reads everything from
+// Citus's metadata.
+type NodesConfig struct {
+	// Addrs maps a node's address in Citus's metadata (pg_dist_node's
+	// "host:port") to the address this process reaches it at. Defaults to
+	// the metadata's address for every node.
+	Addrs map[string]string
+	// MaxConnsPerNode bounds each node's pool. Defaults to the MaxConns of
+	// the pool it copies (a Client's, a Worker's or its SystemPool's).
+	MaxConnsPerNode int32
+	// Refresh is how often the shard placements are read again, so moved
+	// shards and added nodes are followed. Defaults to 30 seconds.
+	Refresh time.Duration
+}
+
+// ErrNotDistributed: ConnectNodes was given a database whose pginbox tables
+// Citus does not distribute.
+var ErrNotDistributed = driver.ErrNotDistributed
+
+// ConnectNodes reads, from the Citus metadata of pool's database (on the
+// coordinator), the worker nodes that hold pginbox's shards. Every pool
+// given to a Client or Worker that uses the returned Nodes gets a copy per
+// node: the same settings (user, password, database) with the node's
+// address, opened at first use. A scope's statements go to its node; one
+// sent to another node (a shard moved since the placements were last read)
+// still runs there, with a hop.
+func ConnectNodes(ctx context.Context, pool *pgxpool.Pool, cfg NodesConfig) (*Nodes, error) {
+	if pool == nil {
+		return nil, errors.New("pginbox: ConnectNodes: pool is nil: pass a pool on the Citus coordinator")
+	}
+	n, err := driver.ConnectNodes(ctx, pool, driver.NodesConfig{
+		Addrs: cfg.Addrs, MaxConnsPerNode: cfg.MaxConnsPerNode, Refresh: cfg.Refresh,
+	})
+	if err != nil {
+		if errors.Is(err, driver.ErrNotDistributed) {
+			return nil, err
+		}
+		return nil, dbError("connecting to the Citus nodes", err)
+	}
+	return &Nodes{n: n}, nil
+}
+
+// Count is the number of nodes holding pginbox's shards.
+func (n *Nodes) Count() int { return n.n.Count() }
+
+// Close closes the node pools. Close the Clients and stop the Workers that
+// use n first.
+func (n *Nodes) Close() { n.n.Close() }
+
+// shardNodeLog is where a component warns that its pool's server holds
+// shards: nowhere with Nodes, whose pools are meant to (and plan each
+// statement for its parameters, which keeps their sessions flat).
+func shardNodeLog(log *slog.Logger, nodes *Nodes) *slog.Logger {
+	if nodes != nil {
+		return nil
+	}
+	return log
+}
+
+// on returns where r's statements run: its node's copy of base when the
+// worker claimed it on a node (WorkerConfig.Nodes), base otherwise.
+func (w *Worker) on(base *pgxpool.Pool, r claimed) *pgxpool.Pool {
+	if r.node < 0 {
+		return base
+	}
+	p, err := w.nodes.n.Pool(base, r.node)
+	if err != nil {
+		return base // closed: the pool's server routes the statement too
+	}
+	return p
+}
+
+// poolFor returns the pool on scope s's node that copies base, or base
+// without Nodes.
+func (n *Nodes) poolFor(ctx context.Context, base *pgxpool.Pool, s Scope) (*pgxpool.Pool, error) {
+	if n == nil {
+		return base, nil
+	}
+	i, err := n.n.Of(ctx, s)
+	if err != nil {
+		return nil, dbError("finding the node of "+s.String(), err)
+	}
+	return n.n.Pool(base, i)
+}
+
+// notify sends ReceiptNotify on the first node that takes it: the workers
+// listen on every node.
+func (n *Nodes) notify(ctx context.Context, base *pgxpool.Pool, consumers []string) error {
+	var errs []error
+	for i := range n.n.Count() {
+		p, err := n.n.Pool(base, i)
+		if err == nil {
+			if err = db.New(p).ReceiptNotify(ctx, consumers); err == nil {
+				return nil
+			}
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
