@@ -176,6 +176,53 @@ func (q *Queries) ReceiptByIdentity(ctx context.Context, arg ReceiptByIdentityPa
 	return i, err
 }
 
+const receiptInsertRouted = `-- name: ReceiptInsertRouted :exec
+INSERT INTO pginbox_receipts (
+    id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload, metadata, max_attempts
+) VALUES (
+    $1, $2, $3, $4, $5, $6,
+    $7, $8, $9, $10, $11, $12
+)
+ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+DO NOTHING
+`
+
+type ReceiptInsertRoutedParams struct {
+	ID            inboxtype.ID
+	ScopeKind     string
+	ScopeID       string
+	Source        string
+	Consumer      string
+	MessageID     string
+	EventType     string
+	SchemaVersion int32
+	Fingerprint   []byte
+	Payload       *string
+	Metadata      string
+	MaxAttempts   int32
+}
+
+// The receipt alone, INSERT ... VALUES with the scope, so on Citus it runs on
+// the scope's node only: the batch accept there sends one per message.
+func (q *Queries) ReceiptInsertRouted(ctx context.Context, arg ReceiptInsertRoutedParams) error {
+	_, err := q.db.Exec(ctx, receiptInsertRouted,
+		arg.ID,
+		arg.ScopeKind,
+		arg.ScopeID,
+		arg.Source,
+		arg.Consumer,
+		arg.MessageID,
+		arg.EventType,
+		arg.SchemaVersion,
+		arg.Fingerprint,
+		arg.Payload,
+		arg.Metadata,
+		arg.MaxAttempts,
+	)
+	return err
+}
+
 const receiptNotify = `-- name: ReceiptNotify :exec
 SELECT pg_notify('pginbox_receipt', c.name)
 FROM unnest($1::text[]) AS c (name)

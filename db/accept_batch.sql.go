@@ -172,6 +172,30 @@ func (q *Queries) ReceiptAcceptBatchRouted(ctx context.Context, arg ReceiptAccep
 	return items, nil
 }
 
+const receiptQueueBatchRouted = `-- name: ReceiptQueueBatchRouted :exec
+INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
+FROM pginbox_receipts r
+WHERE r.scope_id = $1::text
+  AND r.id = ANY($2::text[]::uuid[])
+`
+
+type ReceiptQueueBatchRoutedParams struct {
+	ScopeID string
+	Ids     []string
+}
+
+// A batch accept on Citus, for one scope: the queue rows of the receipts the
+// pipelined ReceiptInsertRouted statements inserted (an ID whose insert hit
+// an existing identity is in no row, so it gets none). A colocated
+// INSERT ... SELECT filtered on the scope: it runs on the scope's node,
+// where ReceiptAcceptBatch's INSERT ... SELECT unnest(...) would be pulled
+// through the coordinator.
+func (q *Queries) ReceiptQueueBatchRouted(ctx context.Context, arg ReceiptQueueBatchRoutedParams) error {
+	_, err := q.db.Exec(ctx, receiptQueueBatchRouted, arg.ScopeID, arg.Ids)
+	return err
+}
+
 const receiptsByIdentities = `-- name: ReceiptsByIdentities :many
 SELECT r.scope_kind, r.scope_id, r.source, r.consumer, r.message_id,
     r.id, coalesce(w.status, r.status)::text AS status, r.fingerprint

@@ -54,3 +54,16 @@ FROM pginbox_accept(
     @id, @scope_kind, @scope_id, @source, @consumer, @message_id,
     @event_type, @schema_version, @fingerprint, @payload, @metadata, @max_attempts
 ) w;
+
+-- name: ReceiptInsertRouted :exec
+-- The receipt alone, INSERT ... VALUES with the scope, so on Citus it runs on
+-- the scope's node only: the batch accept there sends one per message.
+INSERT INTO pginbox_receipts (
+    id, scope_kind, scope_id, source, consumer, message_id,
+    event_type, schema_version, fingerprint, payload, metadata, max_attempts
+) VALUES (
+    @id, @scope_kind, @scope_id, @source, @consumer, @message_id,
+    @event_type, @schema_version, @fingerprint, @payload, @metadata, @max_attempts
+)
+ON CONFLICT (scope_kind, scope_id, source, consumer, message_id) WHERE replay_of IS NULL
+DO NOTHING;

@@ -95,3 +95,16 @@ FROM pginbox_accept_batch(
     sqlc.arg(schema_versions)::integer[], sqlc.arg(fingerprints)::bytea[], sqlc.arg(payloads)::json[],
     sqlc.arg(metadatas)::jsonb[], @max_attempts::integer, @notify::boolean
 ) AS b (id);
+
+-- name: ReceiptQueueBatchRouted :exec
+-- A batch accept on Citus, for one scope: the queue rows of the receipts the
+-- pipelined ReceiptInsertRouted statements inserted (an ID whose insert hit
+-- an existing identity is in no row, so it gets none). A colocated
+-- INSERT ... SELECT filtered on the scope: it runs on the scope's node,
+-- where ReceiptAcceptBatch's INSERT ... SELECT unnest(...) would be pulled
+-- through the coordinator.
+INSERT INTO pginbox_work (receipt_id, scope_kind, scope_id, consumer, max_attempts)
+SELECT r.id, r.scope_kind, r.scope_id, r.consumer, r.max_attempts
+FROM pginbox_receipts r
+WHERE r.scope_id = sqlc.arg(scope_id)::text
+  AND r.id = ANY(sqlc.arg(ids)::text[]::uuid[]);

@@ -82,7 +82,8 @@ func TestMigrateCitus(t *testing.T) {
 	}
 	is.Equal(files, []string{"00001_receipts_v1.sql", "00002_receipts_v2.sql", "00003_payload_json.sql",
 		"00004_work_queue.sql", "00005_outbox.sql", "00006_tenancy.sql", "citus/00007_citus.sql", "00008_scope_due.sql",
-		"00009_ordering.sql", "00010_accept_function.sql", "00011_accept_function_plans.sql", "00012_receipts_fillfactor.sql"})
+		"00009_ordering.sql", "00010_accept_function.sql", "00011_accept_function_plans.sql", "00012_receipts_fillfactor.sql",
+		"00013_node_sessions.sql"})
 
 	dsn := inboxtest.CitusEmptyDatabase(t)
 	applied, err := schema.MigrateCitus(ctx, dsn, schema.CitusOptions{})

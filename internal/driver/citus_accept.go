@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inboxtype"
@@ -64,12 +65,22 @@ func (d citus) Accept(ctx context.Context, p *AcceptPlan) (*Accepted, error) {
 		}
 		return &Accepted{Existing: []Holder{h}}, nil
 	}
-	var dbtx db.DBTX = p.Conn
-	if p.Scoped {
-		dbtx = d.Scoped(p.Conn, g.Scope)
-	}
-	q := db.New(dbtx)
 	notify := p.Wake()
+	if p.Scoped {
+		// Row-level security: the scope must reach the node, which takes
+		// a transaction (SET LOCAL), where Citus would pull the function's
+		// INSERT ... SELECT through the session's node: a routed insert
+		// per message instead.
+		inserted, err := acceptBatchRouted(ctx, p.Conn, g.Scope, g.Plain, notify, true)
+		if err != nil {
+			return nil, commitError(err)
+		}
+		out := &Accepted{Inserted: inserted, Woken: notify}
+		holders, err := holdersOfScope(ctx, db.New(d.Scoped(p.Conn, g.Scope)), g.Scope, missing(g.Plain, inserted))
+		out.Existing = holders
+		return out, err
+	}
+	q := db.New(p.Conn)
 	inserted, err := q.ReceiptAcceptBatchRouted(ctx, batchRoutedParams(g.Scope, g.Plain, notify && p.OnNode))
 	if err != nil {
 		return nil, commitError(err)
@@ -114,7 +125,7 @@ func (citus) group(p *AcceptPlan) func(context.Context, pgx.Tx, *db.Queries, Acc
 			out.Existing = append(out.Existing, h)
 			return err
 		}
-		inserted, err := acceptBatchTx(ctx, tx, g.Scope, g.Plain)
+		inserted, err := acceptBatchRouted(ctx, tx, g.Scope, g.Plain, true, false)
 		if err != nil {
 			return err
 		}
@@ -172,28 +183,83 @@ func batchRoutedParams(s inboxtype.Scope, drafts []*Draft, notify bool) db.Recei
 	}
 }
 
-// acceptBatchTx inserts drafts of scope s in the caller's transaction tx
-// (which has the scope): pginbox_accept_batch and the wake-up, sent as one
-// pipeline; the wake-up reaches the workers when tx commits, also when
-// nothing was new (the pipeline cannot know before it runs).
-func acceptBatchTx(ctx context.Context, tx pgx.Tx, s inboxtype.Scope, drafts []*Draft) ([]inboxtype.ID, error) {
-	b := &pgx.Batch{}
-	QueueQuery(ctx, b, func(q *db.Queries) error {
-		_, err := q.ReceiptAcceptBatchRouted(ctx, batchRoutedParams(s, drafts, false))
-		return err
-	})
-	_ = Queue(b).ReceiptNotify(ctx, consumersOf(drafts))
-	br := tx.SendBatch(ctx, b)
-	rows, err := br.Query()
+// acceptBatchRouted inserts drafts of scope s: each distinct identity a
+// ReceiptInsertRouted (INSERT ... VALUES with the scope, on the scope's
+// node), then one ReceiptQueueBatchRouted adds the queue rows of those
+// inserted and ReceiptNotify wakes the workers (on the coordinator) when
+// notify, all sent as one pipeline: one round trip. autocommit wraps it in a
+// transaction of its own (one commit, on the scope's node); otherwise it
+// runs in the caller's. It returns the IDs inserted, read from the inserts'
+// row counts.
+func acceptBatchRouted(ctx context.Context, b Batcher, s inboxtype.Scope, drafts []*Draft, notify, autocommit bool) ([]inboxtype.ID, error) {
+	batch := &pgx.Batch{}
+	if autocommit {
+		batch.Queue("BEGIN")
+	}
+	// SET LOCAL, which reaches the scope's node.
+	if err := queueCitusScope(ctx, batch, ScopeParams(s)); err != nil {
+		return nil, err
+	}
+	q := Queue(batch)
+	ids := make([]string, len(drafts))
+	for i, d := range drafts {
+		p := d.acceptParams(false)
+		_ = q.ReceiptInsertRouted(ctx, db.ReceiptInsertRoutedParams{
+			ID: p.ID, ScopeKind: p.ScopeKind, ScopeID: p.ScopeID, Source: p.Source,
+			Consumer: p.Consumer, MessageID: p.MessageID, EventType: p.EventType,
+			SchemaVersion: p.SchemaVersion, Fingerprint: p.Fingerprint, Payload: p.Payload,
+			Metadata: p.Metadata, MaxAttempts: p.MaxAttempts,
+		})
+		ids[i] = d.ID.UUIDString()
+	}
+	_ = q.ReceiptQueueBatchRouted(ctx, db.ReceiptQueueBatchRoutedParams{ScopeID: s.ID, Ids: ids})
+	if notify {
+		_ = q.ReceiptNotify(ctx, consumersOf(drafts))
+	}
+	if autocommit {
+		batch.Queue("COMMIT")
+	}
+	ahead := citusScopeStatements // the scope, with the BEGIN before it (sendScoped)
+	if autocommit {
+		ahead++
+	}
+	br := sendScoped(ctx, b, batch, ahead)
 	var inserted []inboxtype.ID
-	if err == nil {
-		inserted, err = pgx.CollectRows(rows, pgx.RowTo[inboxtype.ID])
+	err := readExecs(br, ahead)
+	for _, d := range drafts {
+		if err != nil {
+			break
+		}
+		var n int64
+		n, err = execRows(br)
+		if n == 1 {
+			inserted = append(inserted, d.ID)
+		}
 	}
 	if err == nil {
-		_, err = br.Exec()
+		tail := 1 // the queue rows
+		if notify {
+			tail++
+		}
+		if autocommit {
+			tail++ // COMMIT
+		}
+		err = readExecs(br, tail)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return inserted, err
+	if err != nil {
+		if c, ok := b.(*pgxpool.Conn); ok && autocommit {
+			rollbackAborted(ctx, c)
+		}
+		return nil, err
+	}
+	return inserted, nil
+}
+
+// execRows reads one Exec result and its row count.
+func execRows(br pgx.BatchResults) (int64, error) {
+	tag, err := br.Exec()
+	return tag.RowsAffected(), err
 }
