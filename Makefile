@@ -6,7 +6,7 @@ STATICCHECK := $(CURDIR)/bin/staticcheck
 EACH      := bash scripts/each-module
 FUZZTIME  ?= 15s
 
-.PHONY: all demo generate test check fmt-check vet staticcheck check-generated check-deps fuzz screenshots drills model-check model-defects history-check
+.PHONY: all demo generate test check fmt-check conflict-check vet staticcheck check-generated check-deps fuzz screenshots drills model-check model-defects history-check
 
 all: check
 
@@ -30,10 +30,10 @@ screenshots:
 test:
 	$(EACH) $(GO) test -race -count=1 ./...
 
-## check: formatting, vet, staticcheck, generated-code drift, dependency hygiene,
+## check: formatting, merge-conflict markers, vet, staticcheck, generated-code drift, dependency hygiene,
 ## the model's simulation (which installs Quint for internal/modeltest), the
 ## race-enabled tests and a short fuzz run.
-check: fmt-check vet staticcheck check-generated check-deps model-check test fuzz
+check: fmt-check conflict-check vet staticcheck check-generated check-deps model-check test fuzz
 
 ## model-check: random simulation of the receipt protocol's Quint model
 ## (model/receipts.qnt) with every invariant checked after every step: MODEL_RUNS
@@ -74,6 +74,10 @@ drills:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+## conflict-check: fails on a merge-conflict marker left in any file.
+conflict-check:
+	bash scripts/check-conflicts
 
 vet:
 	$(EACH) $(GO) vet ./...

@@ -27,7 +27,7 @@ func TestBadFilterBytes(t *testing.T) {
 	}{
 		{"/receipts?consumer=%ff%fe", http.StatusBadRequest, `consumer &#34;\xff\xfe&#34;: invalid UTF-8 at byte 0`},
 		{"/receipts?source=a%00b", http.StatusBadRequest, `source &#34;a\x00b&#34;: control character U&#43;0000 at byte 1`},
-		{"/receipts?consumer=" + long, http.StatusBadRequest, "consumer &#34;" + long + "&#34;: 256 bytes: at most 255 allowed"},
+		{"/receipts?consumer=" + long, http.StatusBadRequest, "consumer &#34;" + long[:64] + "&#34;… (256 bytes): at most 255 allowed"},
 		{"/receipts?status=DEAD&consumer=ok&source=%c3%28", http.StatusBadRequest, `source &#34;\xc3(&#34;: invalid UTF-8 at byte 0`},
 		{"/dead?consumer=%ff%fe", http.StatusBadRequest, `Consumer &#34;\xff\xfe&#34;: invalid UTF-8 at byte 0`},
 		{"/dead?consumer=a%00b", http.StatusBadRequest, `Consumer &#34;a\x00b&#34;: control character U&#43;0000`},
@@ -49,6 +49,48 @@ func TestBadFilterBytes(t *testing.T) {
 	res := b.get("/receipts?consumer=orders.projection.v1&status=DEAD")
 	wantCode(t, res, http.StatusOK)
 	wantBody(t, res, f.dead.String())
+}
+
+// A rejected value is repeated in the error cut to its first 64 bytes, with
+// its length: a 5,000-byte filter is not printed whole (the form's field
+// keeps it, to edit). Invalid bytes show escaped, each counted as one.
+func TestRejectedValueShownTruncated(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := newBrowser(t, f.serve(t, console.Config{}))
+	long := strings.Repeat("c", 5000)
+	cut := "&#34;" + long[:64] + "&#34;… (5000 bytes)"
+	alert := regexp.MustCompile(`(?s)<div class="alert" role="alert">.*?</div>`)
+	for _, tc := range []struct{ path, want string }{
+		{"/receipts?consumer=" + long, "consumer " + cut + ": at most 255 allowed"},
+		{"/receipts?source=" + long, "source " + cut + ": at most 255 allowed"},
+		{"/dead?consumer=" + long, "Consumer " + cut + ": at most 255 allowed"},
+		{"/receipts?status=" + long, "status " + cut + ": want PENDING"},
+		{"/receipts?since=" + long, "created since " + cut + ": want a time"},
+		{"/receipts?until=" + long, "created before " + cut + ": want a time"},
+		{"/receipts?limit=" + long, "limit " + cut + ": want 1 to"},
+		{"/receipts?after=" + long, "after " + cut + ": not a receipt ID"},
+		{"/purge?older_than=" + long, "Older than " + cut + ":"},
+		{"/receipts?consumer=" + strings.Repeat("%ff", 100), "consumer &#34;" + strings.Repeat(`\xff`, 64) + "&#34;… (100 bytes): invalid UTF-8 at byte 0"},
+	} {
+		res := b.get(tc.path)
+		wantCode(t, res, http.StatusBadRequest)
+		got := alert.FindString(res.body)
+		if got == "" {
+			t.Fatalf("GET %.40s: no alert on the page:\n%s", tc.path, res.body)
+		}
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("GET %.40s: alert lacks %q:\n%s", tc.path, tc.want, got)
+		}
+		if strings.Contains(got, long[:65]) || strings.Contains(got, strings.Repeat(`\xff`, 65)) {
+			t.Errorf("GET %.40s: alert repeats more than 64 bytes of the value (%d bytes)", tc.path, len(got))
+		}
+		// Outside the form's fields, the page holds no more of it either.
+		body := regexp.MustCompile(`value="[^"]*"`).ReplaceAllString(res.body, "")
+		if strings.Contains(body, long[:65]) {
+			t.Errorf("GET %.40s: page repeats more than 64 bytes of the value outside the form", tc.path)
+		}
+	}
 }
 
 // hostileBidi reverses what follows it on screen: "evt-\u202e1100" would

@@ -108,6 +108,28 @@ func statusClass(s inbox.Status) string {
 	return "badge"
 }
 
+// echoBytes is how much of a rejected value an error repeats: enough to
+// recognise it. A value may be kilobytes without a break.
+const echoBytes = 64
+
+// echo quotes a rejected value for an error text, escaped as Go quotes it
+// (invalid bytes as \xff). A value longer than echoBytes is cut at a
+// character's start, with its length: `"abc"… (5000 bytes)`.
+func echo(v string) string {
+	if len(v) <= echoBytes {
+		return strconv.Quote(v)
+	}
+	i := 0
+	for {
+		_, size := utf8.DecodeRuneInString(v[i:])
+		if i+size > echoBytes {
+			break
+		}
+		i += size
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(v[:i]), len(v))
+}
+
 // truncate shortens s to at most n runes, marking the cut.
 func truncate(n int, s string) string {
 	if utf8.RuneCountInString(s) <= n {

@@ -101,7 +101,7 @@ func parseListQuery(q url.Values, now time.Time, pageSize int) (inbox.ListParams
 	for _, v := range q["status"] {
 		st := inbox.Status(strings.ToUpper(strings.TrimSpace(v)))
 		if !slices.Contains(allStatuses, st) {
-			errs = append(errs, fmt.Errorf("status %q: want PENDING, PROCESSING, RETRYABLE, DEAD or COMPLETED", v))
+			errs = append(errs, fmt.Errorf("status %s: want PENDING, PROCESSING, RETRYABLE, DEAD or COMPLETED", echo(v)))
 			continue
 		}
 		if !slices.Contains(f.Statuses, st) {
@@ -112,27 +112,27 @@ func parseListQuery(q url.Values, now time.Time, pageSize int) (inbox.ListParams
 	var err error
 	if f.Since != "" {
 		if p.CreatedAfter, err = parseTime(f.Since, now); err != nil {
-			errs = append(errs, fmt.Errorf("created since %q: %w", f.Since, err))
+			errs = append(errs, fmt.Errorf("created since %s: %w", echo(f.Since), err))
 			f.Since = visible.String(f.Since)
 		}
 	}
 	if f.Until != "" {
 		if p.CreatedBefore, err = parseTime(f.Until, now); err != nil {
-			errs = append(errs, fmt.Errorf("created before %q: %w", f.Until, err))
+			errs = append(errs, fmt.Errorf("created before %s: %w", echo(f.Until), err))
 			f.Until = visible.String(f.Until)
 		}
 	}
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > inbox.MaxListLimit {
-			errs = append(errs, fmt.Errorf("limit %q: want 1 to %d", v, inbox.MaxListLimit))
+			errs = append(errs, fmt.Errorf("limit %s: want 1 to %d", echo(v), inbox.MaxListLimit))
 		} else {
 			p.Limit = n
 		}
 	}
 	if v := q.Get("after"); v != "" {
 		if err := p.After.UnmarshalText([]byte(v)); err != nil {
-			errs = append(errs, fmt.Errorf("after %q: not a receipt ID; use the list's own “Next page” link", v))
+			errs = append(errs, fmt.Errorf("after %s: not a receipt ID; use the list's own “Next page” link", echo(v)))
 		}
 	}
 	return p, f, errors.Join(errs...)
@@ -147,7 +147,10 @@ func checkName(field, v string) error {
 		return nil
 	}
 	if rule, detail := inboxtype.CheckIdentityString(v); rule != "" {
-		return fmt.Errorf("%s %q: %s; a %s is UTF-8 text without control characters, at most %d bytes", field, v, detail, field, inboxtype.MaxIdentityBytes)
+		if rule == inboxtype.IdentityTooLong {
+			detail = fmt.Sprintf("at most %d allowed", inboxtype.MaxIdentityBytes) // echo cut it and says how long
+		}
+		return fmt.Errorf("%s %s: %s; a %s is UTF-8 text without control characters, at most %d bytes", field, echo(v), detail, field, inboxtype.MaxIdentityBytes)
 	}
 	return nil
 }

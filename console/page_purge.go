@@ -42,7 +42,7 @@ func (h *handler) purgeForm(w http.ResponseWriter, r *http.Request, s *session) 
 	}
 	age, err := parseAge(d.OlderThan)
 	if err != nil {
-		p.ErrorTitle, p.Error = "Invalid age", "Older than "+quote(d.OlderThan)+": "+err.Error()+"."
+		p.ErrorTitle, p.Error = "Invalid age", "Older than "+echo(d.OlderThan)+": "+err.Error()+"."
 		d.OlderThan = visible.String(d.OlderThan)
 		p.Data = d
 		h.render(w, r, http.StatusBadRequest, "purge", p)
@@ -92,5 +92,3 @@ func (h *handler) purge(w http.ResponseWriter, r *http.Request, s *session) {
 	p.Data = d
 	h.render(w, r, http.StatusOK, "purge", p)
 }
-
-func quote(s string) string { return "“" + s + "”" }

@@ -18,7 +18,9 @@ import (
 //
 // Replication runs through a fault proxy that blackholes it for a second
 // before the crash; the drill checks that the standby streamed from the
-// proxy and received nothing during that second. With synchronous
+// proxy and received nothing during that second. The stall counts from a
+// fence (every accept acknowledged before it is on the standby), and at
+// least stallFloor accepts are acknowledged in it. With synchronous
 // replication every acknowledged accept is on the new primary, those
 // acknowledged during the stall included. With asynchronous replication the
 // accepts acknowledged during the stall are lost, and only those: at least
@@ -33,6 +35,11 @@ func TestDrillFailover(t *testing.T) {
 }
 
 const standbyName = "drill_standby"
+
+// stallFloor is how many accepts the failover drill has acknowledged after
+// its fence, at least, before replication stalls (a sixth of a second of
+// its load).
+const stallFloor = 25
 
 func failoverDrill(t *testing.T, sync bool) {
 	const count, rate = 3000, 150.0
@@ -107,6 +114,16 @@ func failoverDrill(t *testing.T, sync bool) {
 		err := oldAdmin.QueryRow(t.Context(), "SELECT flush_lsn >= $1::pg_lsn FROM pg_stat_replication WHERE application_name = $2", fenceLSN, standbyName).Scan(&caught)
 		return err == nil && caught
 	})
+	// The floor: some accepts are acknowledged after the fence before the
+	// primary dies, or the checks of what was acknowledged during the stall
+	// check nothing (some synchronous passes had none). A synchronous commit
+	// is not acknowledged once the standby stops receiving, so they are
+	// acknowledged now, before the blackhole: accepts that only the
+	// synchronous standby vouches for, as the fence's flush does not cover
+	// them.
+	eventually(t, 30*time.Second, fmt.Sprintf("%d accepts acknowledged after the fence", stallFloor), func() bool {
+		return ackedSince(load.Snapshot(), fence) >= stallFloor
+	})
 
 	// The standby stops receiving WAL shortly before the primary crashes,
 	// as when the network between them fails first. Synchronous accepts
@@ -134,6 +151,9 @@ func failoverDrill(t *testing.T, sync bool) {
 	// (Shutdown returned), not merely until the shutdown began. Nothing
 	// accepts writes between its death and the promotion.
 	duringStall := len(ackedBefore(load.Snapshot(), promoted)) - len(ackedBeforeFence)
+	if duringStall < stallFloor {
+		t.Errorf("drill %s: %d accepts acknowledged during the stall, want at least %d", "failover-"+want, duringStall, stallFloor)
+	}
 	more := []string{fmt.Sprintf("promote=%s listen_back_after=%s replay_lag_before_stall=%s acked_during_stall=%d %s leases_recovered=%d",
 		promoted.Sub(t0).Round(time.Millisecond), relisten.Round(time.Millisecond), lag, duringStall, stall,
 		a.logs.count("pginbox worker: recovered an expired lease"))}
@@ -232,6 +252,17 @@ func ackedBefore(o drillkit.Outcome, t time.Time) []string {
 		}
 	}
 	return ids
+}
+
+// ackedSince is how many accepts were acknowledged at or after t.
+func ackedSince(o drillkit.Outcome, t time.Time) int {
+	n := 0
+	for _, at := range o.AckedAt {
+		if !at.Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // replayLag is how far the standby's replay was behind the primary's WAL

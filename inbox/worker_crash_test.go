@@ -33,6 +33,9 @@ const (
 	envChildPoint = "PGINBOX_CHILD_POINT"  // crash loop: where the child stops
 	envChildPerTx = "PGINBOX_CHILD_PER_TX" // crash loop: MessagesPerTx
 
+	// childAppName names the children's sessions, for childSessionsGone.
+	childAppName = "pginbox-crash-child"
+
 	// childLease is short so the parent recovers a killed child's claims quickly.
 	childLease  = 500 * time.Millisecond
 	crashRounds = 5
@@ -46,7 +49,7 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("only runs as a child process of the crash tests")
 	}
 	childtest.ExitWithParent()
-	pool := poolFor(t, dsn)
+	pool := poolFor(t, dsn, func(c *pgxpool.Config) { c.ConnConfig.RuntimeParams["application_name"] = childAppName })
 	switch mode := os.Getenv(envChildMode); mode {
 	case "accept":
 		childAccept(t, pool)
@@ -126,11 +129,30 @@ func startChild(t *testing.T, dsn, mode string, round int, env ...string) *child
 	return childtest.Start(t, "TestCrashChild", env...)
 }
 
-// recoverAll waits for the killed child's leases to expire and recovers them
-// with w, until nothing is PROCESSING. The dead session's locks go away only
-// when the server notices the closed socket, so it retries.
+// waitChildSessionsGone waits until the server holds no session of a killed
+// child. SIGKILL ends the process, not what it already sent: a COMMIT in the
+// socket still commits after the child is reaped (an accept invisible until
+// then, so nothing else makes the parent wait for it), until the backend
+// reads the end of the connection and exits. Only then is what the child
+// committed final, and a drain sees all of it.
+func waitChildSessionsGone(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	eventually(t, 30*time.Second, "the killed child's sessions to end", func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = $1`, childAppName).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+}
+
+// recoverAll waits for the killed child's sessions to end, then for its
+// leases to expire, and recovers them with w, until nothing is PROCESSING.
 func recoverAll(t *testing.T, pool *pgxpool.Pool, w *inbox.Worker) int {
 	t.Helper()
+	waitChildSessionsGone(t, pool)
 	total := 0
 	eventually(t, 15*time.Second, "the killed child's claims to be recovered", func() bool {
 		n, err := w.RecoverExpired(context.Background())

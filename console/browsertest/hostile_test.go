@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,7 +18,8 @@ import (
 
 // TestConsoleHostileNames opens every page in headless Chromium with the
 // names a careless or hostile producer can send: 255 bytes without a break,
-// and bidirectional overrides that would reorder what the operator reads. No
+// and bidirectional overrides that would reorder what the operator reads;
+// and the 400 pages of filters refused for 5,000 bytes without a break. No
 // page may scroll sideways, the counts must stay on screen, and the overrides
 // must show as escapes.
 func TestConsoleHostileNames(t *testing.T) {
@@ -70,12 +72,17 @@ func TestConsoleHostileNames(t *testing.T) {
 		{"/dead?consumer=" + url.QueryEscape(long), "ol.groups", true},
 		{"/receipts/" + ids[0].String(), "h1 .badge", true},
 	}
+	// Refused values of 5,000 bytes without a break: each page answers 400.
+	huge := url.QueryEscape(strings.Repeat("x", 5000))
+	rejected := []string{"/receipts?consumer=" + huge, "/receipts?since=" + huge, "/dead?consumer=" + huge, "/purge?older_than=" + huge}
+	b.expect("the server responded with a status of 400 (Bad Request)")
 	for _, vp := range []struct {
-		name string
-		set  chromedp.Action[chromedp.Void]
+		name  string
+		width int
+		set   chromedp.Action[chromedp.Void]
 	}{
-		{"desktop", chromedp.EmulateViewport(1280, 900)},
-		{"phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)},
+		{"desktop", 1280, chromedp.EmulateViewport(1280, 900)},
+		{"phone", 390, chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile)},
 	} {
 		b.do(vp.name+" viewport", vp.set)
 		for i, p := range pages {
@@ -91,6 +98,16 @@ func TestConsoleHostileNames(t *testing.T) {
 			if got := b.eval(`document.body.innerText.includes("\u202e") + " " + document.body.innerText.includes("\\u202e")`); got != want {
 				t.Errorf("%s: raw U+202E shown, escaped shown = %s; want %s", step, got, want)
 			}
+		}
+		// A refused filter's page repeats the value cut, and still fits.
+		for _, path := range rejected {
+			step := vp.name + " 400 " + path[:min(len(path), 30)]
+			b.do("open "+step, chromedp.Navigate(srv.URL+path), chromedp.WaitVisible(chromedp.CSS(".alert")))
+			// Against the width set: a phone's innerWidth grows with the page.
+			if got := b.eval(`document.documentElement.scrollWidth`); atoi(got) < 0 || atoi(got) > vp.width {
+				t.Errorf("%s: page scrollWidth %s px in a %d px viewport (%s)", step, got, vp.width, b.eval(overflowJS))
+			}
+			b.wantText(".alert", "(5000 bytes)")
 		}
 		// The counts stay on screen.
 		b.do("open the dead view", chromedp.Navigate(srv.URL+"/dead"), chromedp.WaitVisible(chromedp.CSS("ol.groups")))
@@ -122,6 +139,15 @@ func TestConsoleHostileNames(t *testing.T) {
 		b.screenshot("overview-hostile-" + vp.name)
 	}
 	b.checkConsole()
+}
+
+// atoi reads a number eval returned; -1 if it is none.
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // overflowJS describes what is wider than its room: the page itself, or a

@@ -1,16 +1,16 @@
 package bullmq
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/cfgerr"
+	"github.com/pginbox/pginbox/transport/internal/redisbase"
 )
 
 // Defaults for Config fields left at their zero value.
@@ -109,50 +109,22 @@ type Config struct {
 	OnError func(error)
 }
 
-func (c Config) withDefaults() Config {
-	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
-	}
-	if c.Worker == "" {
-		host, _ := os.Hostname()
-		c.Worker = host + "-" + strconv.Itoa(os.Getpid())
-	}
-	if c.DeliveryLimit == 0 {
-		c.DeliveryLimit = DefaultDeliveryLimit
-	}
-	if c.LockDuration == 0 {
-		c.LockDuration = DefaultLockDuration
-	}
-	if c.Block == 0 {
-		c.Block = DefaultBlock
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return c
+func (c Config) validate() error {
+	return cfgerr.First("bullmq",
+		redisbase.Check(c.Redis, c.Scope, c.Decode != nil, "a job", c.DeliveryLimit, c.Block),
+		cfgerr.If(c.Queue == "", "Config.Queue is required: name the BullMQ queue to consume"),
+		cfgerr.If(c.LockDuration < 20*time.Millisecond, "Config.LockDuration is %v: it must be at least 20ms", c.LockDuration),
+		cfgerr.AtLeast("Config.Concurrency", c.Concurrency, 1),
+	)
 }
 
-func (c Config) validate() error {
-	switch {
-	case c.Redis == nil:
-		return cfgerr.New("bullmq", "Config.Redis is nil: pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
-	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return cfgerr.New("bullmq", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
-	case c.Queue == "":
-		return cfgerr.New("bullmq", "Config.Queue is required: name the BullMQ queue to consume")
-	case c.Decode == nil:
-		return cfgerr.New("bullmq", "Config.Decode is required: map a job to an inbox.Message")
-	case c.DeliveryLimit < 1:
-		return cfgerr.New("bullmq", "Config.DeliveryLimit is %d: it must be at least 1", c.DeliveryLimit)
-	case c.LockDuration < 20*time.Millisecond:
-		return cfgerr.New("bullmq", "Config.LockDuration is %v: it must be at least 20ms", c.LockDuration)
-	case c.Block < time.Millisecond:
-		return cfgerr.New("bullmq", "Config.Block is %v: it must be at least 1ms", c.Block)
-	case c.Concurrency < 1:
-		return cfgerr.New("bullmq", "Config.Concurrency is %d: it must be at least 1", c.Concurrency)
-	}
-	return nil
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
+	c.Worker = cmp.Or(c.Worker, redisbase.Worker())
+	c.DeliveryLimit = cmp.Or(c.DeliveryLimit, DefaultDeliveryLimit)
+	c.LockDuration = cmp.Or(c.LockDuration, DefaultLockDuration)
+	c.Block = cmp.Or(c.Block, DefaultBlock)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	return c
 }

@@ -15,120 +15,94 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/internal/service"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
+	"github.com/pginbox/pginbox/transport/internal/redisbase"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Consumer moves jobs from a BullMQ queue into the inbox. Create it with
 // NewConsumer and run it with Run.
 type Consumer struct {
-	runner settle.Runner // lets Close end Run
-	rdb    redis.UniversalClient
-	acc    Accepter
-	cfg    Config
-	keys   keys
-	log    *slog.Logger
-
-	// lastErr remembers why a job was last retried, for its failedReason
-	// when its deliveries run out.
-	lastErr settle.LastErrors[string]
+	base redisbase.Base // Close, the retry loop, accepts
+	rdb  redis.UniversalClient
+	cfg  Config
+	keys keys
+	log  *slog.Logger
 
 	queuesLost atomic.Int64
 }
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
-	if acc == nil {
-		return nil, errors.New("pginbox/bullmq: NewConsumer: accepter is nil: pass an *inbox.Client")
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Prepare("pginbox/bullmq: NewConsumer", acc, cfg, Config.withDefaults, Config.validate)
+	if err != nil {
 		return nil, err
 	}
 	return &Consumer{
+		base: redisbase.Base{Acc: acc, Pkg: "pginbox/bullmq", DeliveryLimit: cfg.DeliveryLimit,
+			// The accept and the move after it (finishTimeout) stay within the lock.
+			AcceptTimeout: cfg.LockDuration / 2,
+			Words: redisbase.Words{Ack: "completing the job", Reject: "failing the job",
+				Retry: "the job stays active and is taken again after its lock expires", Rejected: "job moved to failed"}},
 		rdb:  cfg.Redis,
-		acc:  acc,
 		cfg:  cfg,
 		keys: queueKeys(cfg.Prefix, cfg.Queue),
 		log:  cfg.Logger.With("queue", cfg.Queue, "worker", cfg.Worker),
 	}, nil
 }
 
-// Backoff after a failed Redis call.
-const (
-	backoffStart = 100 * time.Millisecond
-	backoffMax   = 5 * time.Second
-)
-
 // Close ends a Run in progress and waits for it to return (Run returns nil,
 // as after a cancel); a later Run returns at once. It returns nil.
-func (c *Consumer) Close() error { return c.runner.Close() }
+func (c *Consumer) Close() error { return c.base.Close() }
 
 // Run consumes until ctx is cancelled, then finishes the jobs it holds and
 // returns nil. Redis errors are logged and retried with backoff.
 func (c *Consumer) Run(ctx context.Context) error {
-	ctx, end := c.runner.Begin(ctx)
+	ctx, end := c.base.Begin(ctx)
 	defer end()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	slots := make(chan struct{}, c.cfg.Concurrency)
-	retry := service.Backoff{Min: backoffStart, Max: backoffMax}
 	nextStalledCheck := time.Now()
 	// Found once this Run marked the queue (its first job).
 	loss := &settle.Loss{Log: c.log, Message: "pginbox/bullmq: queue lost", OnError: c.cfg.OnError, Count: &c.queuesLost}
-	for ctx.Err() == nil {
+	return c.base.Loop(ctx, c.log, func(ctx context.Context) error {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
-		err := func() error {
-			if !time.Now().Before(nextStalledCheck) {
-				if err := c.moveStalled(ctx); err != nil {
-					return err
-				}
-				nextStalledCheck = time.Now().Add(c.cfg.LockDuration / 2)
-			}
-			job, token, err := c.take(ctx)
-			if err != nil {
+		if !time.Now().Before(nextStalledCheck) {
+			if err := c.moveStalled(ctx); err != nil {
+				<-slots
 				return err
 			}
-			if job == nil {
-				return c.checkLost(ctx, loss)
+			nextStalledCheck = time.Now().Add(c.cfg.LockDuration / 2)
+		}
+		job, token, err := c.take(ctx)
+		if err != nil || job == nil {
+			<-slots
+			if err == nil {
+				err = c.checkLost(ctx, loss)
 			}
-			if err := c.markTaken(ctx, loss); err != nil {
-				// The job is taken: it is handled, and the mark set on
-				// the next one.
-				c.log.Warn("pginbox/bullmq: marking the queue failed", "err", err)
+			if err == nil {
+				c.wait(ctx)
 			}
-			wg.Add(1)
-			go func() {
-				defer func() { <-slots; wg.Done() }()
-				c.handle(ctx, *job, token)
-			}()
-			return errTaken
+			return err
+		}
+		if err := c.markTaken(ctx, loss); err != nil {
+			// The job is taken: it is handled, and the mark set on the
+			// next one.
+			c.log.Warn("pginbox/bullmq: marking the queue failed", "err", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-slots; wg.Done() }()
+			c.handle(ctx, *job, token)
 		}()
-		if errors.Is(err, errTaken) {
-			retry.Succeeded()
-			continue
-		}
-		<-slots
-		if err == nil {
-			retry.Succeeded()
-			c.wait(ctx)
-			continue
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wait := retry.Failed()
-		c.log.Warn("pginbox/bullmq: Redis call failed; retrying", "err", err, "in", wait)
-		service.Sleep(ctx, wait)
-	}
-	return nil
+		return nil
+	}, nil)
 }
-
-// errTaken tells Run's loop that a job was taken and holds its slot.
-var errTaken = errors.New("taken")
 
 // wait blocks until a producer marks the queue (BullMQ's marker sorted set)
 // or Block passes. Redis clients block in whole seconds, so a Block under a

@@ -1,14 +1,6 @@
 package bullmq
 
-import (
-	"context"
-	"errors"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/pginbox/pginbox/transport/internal/redisaof"
-)
+import "errors"
 
 // ErrNotDurable means Redis does not persist what it acknowledges, so a job
 // the relay added, and marked published, can vanish in a Redis restart. A
@@ -18,13 +10,3 @@ import (
 // since the last snapshot. Turn AOF on (CONFIG SET appendonly yes, and in
 // redis.conf), or set PublisherConfig.AllowNotDurable.
 var ErrNotDurable = errors.New("pginbox/bullmq: Redis does not persist acknowledged writes")
-
-// durableCheckTimeout bounds the start-up CONFIG GET.
-const durableCheckTimeout = 5 * time.Second
-
-// checkDurable refuses a Redis without appendonly, or one whose setting
-// cannot be read.
-func checkDurable(ctx context.Context, rdb redis.UniversalClient) error {
-	reply, err := rdb.ConfigGet(ctx, "appendonly").Result()
-	return redisaof.Check(ErrNotDurable, reply, err)
-}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/redisbase"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -27,49 +27,29 @@ const (
 	ReasonDeliveryLimit = settle.ReasonDeliveryLimit // taken more than DeliveryLimit times without an accept
 )
 
-// acceptTimeout bounds one accept, and finishTimeout the move to completed
-// or failed after it: together they stay below LockDuration, so the lock
-// outlives both and no other worker takes the job meanwhile. The finish has
-// its own budget: a slow accept must not leave it no time.
-func (c *Consumer) acceptTimeout() time.Duration { return c.cfg.LockDuration / 2 }
+// finishTimeout bounds the move to completed or failed after an accept
+// (which gets LockDuration/2): together they stay below LockDuration, so
+// the lock outlives both and no other worker takes the job meanwhile. The
+// finish has its own budget: a slow accept must not leave it no time.
 func (c *Consumer) finishTimeout() time.Duration { return c.cfg.LockDuration / 4 }
 
 // handle accepts one job and settles it: completed, nothing (retry after the
 // lock expires), or failed.
 func (c *Consumer) handle(ctx context.Context, job Job, token string) {
-	log := c.log.With("job", job.ID, "attempts_started", job.AttemptsStarted)
 	// An accept finishes even when Run is being stopped.
-	ctx = context.WithoutCancel(ctx)
-	if job.AttemptsStarted > c.cfg.DeliveryLimit {
-		cause := fmt.Errorf("not accepted after %d deliveries (DeliveryLimit); last error: %s", job.AttemptsStarted-1, c.lastErr.Recall(job.ID))
-		c.fail(ctx, log, job, token, ReasonDeliveryLimit, cause)
-		return
-	}
-	msg, err := c.decode(job)
-	if err != nil {
-		c.fail(ctx, log, job, token, ReasonDecode, err)
-		return
-	}
-	log = log.With("message_id", msg.MessageID)
-	actx, cancel := context.WithTimeout(ctx, c.acceptTimeout())
-	res, err := c.acc.Accept(actx, msg)
-	cancel()
-	switch inbox.ActionFor(err) {
-	case inbox.ActionAck:
-		c.lastErr.Forget(job.ID)
-		rv, _ := json.Marshal(map[string]string{"outcome": string(res.Outcome), "receipt": res.ID.String()})
-		if err := c.finish(ctx, job.ID, token, "completed", "returnvalue", string(rv)); err != nil {
-			// The job goes back to wait when its lock expires, and the next accept is a Duplicate.
-			log.Warn("pginbox/bullmq: completing the job failed; it is taken again after its lock expires", "err", err)
-			return
-		}
-		log.Debug("pginbox/bullmq: accepted", "outcome", res.Outcome, "receipt", res.ID)
-	case inbox.ActionRetry:
-		c.lastErr.Remember(job.ID, err)
-		log.Warn("pginbox/bullmq: accept failed; the job stays active and is taken again after its lock expires", "err", err, "after", c.cfg.LockDuration)
-	case inbox.ActionReject:
-		c.fail(ctx, log, job, token, settle.Reason(err), err)
-	}
+	c.base.Handle(context.WithoutCancel(ctx), redisbase.Delivery{
+		ID:        job.ID,
+		Delivered: job.AttemptsStarted,
+		Log:       c.log.With("job", job.ID, "attempts_started", job.AttemptsStarted),
+		Decode:    func() (inbox.Message, error) { return c.decode(job) },
+		Ack: func(ctx context.Context, res inbox.AcceptResult) error {
+			rv, _ := json.Marshal(map[string]string{"outcome": string(res.Outcome), "receipt": res.ID.String()})
+			return c.finish(ctx, job.ID, token, "completed", "returnvalue", string(rv))
+		},
+		Reject: func(ctx context.Context, reason string, cause error) error {
+			return c.fail(ctx, job, token, reason, cause)
+		},
+	})
 }
 
 // decode runs Config.Decode and fills the message ID.
@@ -98,19 +78,12 @@ func (c *Consumer) decode(job Job) (inbox.Message, error) {
 
 // fail moves the job to failed with the reason. When that fails the job is
 // taken again after its lock expires.
-func (c *Consumer) fail(ctx context.Context, log *slog.Logger, job Job, token, reason string, cause error) {
+func (c *Consumer) fail(ctx context.Context, job Job, token, reason string, cause error) error {
 	extra := []any{FieldReason, reason}
 	if receipt := settle.Receipt(cause); receipt != "" {
 		extra = append(extra, FieldReceipt, receipt)
 	}
-	failedReason := "pginbox " + reason + ": " + cause.Error()
-	if err := c.finish(ctx, job.ID, token, "failed", "failedReason", failedReason, extra...); err != nil {
-		c.lastErr.Remember(job.ID, fmt.Errorf("failing the job failed: %w", err))
-		log.Error("pginbox/bullmq: failing the job failed; it is taken again after its lock expires", "reason", reason, "cause", cause, "err", err)
-		return
-	}
-	c.lastErr.Forget(job.ID)
-	log.Warn("pginbox/bullmq: job moved to failed", "reason", reason, "err", cause)
+	return c.finish(ctx, job.ID, token, "failed", "failedReason", "pginbox "+reason+": "+cause.Error(), extra...)
 }
 
 // finish runs finishScript for a job this consumer holds.

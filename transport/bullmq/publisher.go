@@ -1,17 +1,18 @@
 package bullmq
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/internal/cfgerr"
+	"github.com/pginbox/pginbox/transport/internal/redisbase"
 )
 
 // EventData is the data of a job a Publisher adds: the event and its
@@ -65,12 +66,8 @@ type PublisherConfig struct {
 var placing = []string{"delay", "priority", "lifo", "jobId", "parent", "repeat", "deduplication", "debounce"}
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
-	if c.Queue == nil {
-		c.Queue = func(m outbox.Message) string { return m.Destination }
-	}
-	if c.Prefix == "" {
-		c.Prefix = DefaultPrefix
-	}
+	c.Queue = cfgerr.Destination(c.Queue)
+	c.Prefix = cmp.Or(c.Prefix, DefaultPrefix)
 	if c.JobOptions == nil {
 		c.JobOptions = map[string]any{"attempts": 1}
 	}
@@ -78,8 +75,8 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 }
 
 func (c PublisherConfig) validate() error {
-	if c.Redis == nil {
-		return cfgerr.New("bullmq", "PublisherConfig.Redis is nil: pass a client, e.g. redis.NewClient(...)")
+	if err := cfgerr.First("bullmq", redisbase.ClientCheck(c.Redis)); err != nil {
+		return err
 	}
 	for _, k := range placing {
 		if _, ok := c.JobOptions[k]; ok {
@@ -104,7 +101,8 @@ func (c PublisherConfig) validate() error {
 // 1 and no retries.
 type Publisher struct {
 	cfg  PublisherConfig
-	opts string
+	w    redisbase.Writer
+	opts string // JobOptions as JSON
 }
 
 // Close returns nil: the Redis client is PublisherConfig.Redis, the
@@ -114,85 +112,45 @@ func (p *Publisher) Close() error { return nil }
 // NewPublisher returns a Publisher. Unless AllowNotDurable is set, it
 // checks that Redis persists what it acknowledges (see ErrNotDurable).
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, w, err := redisbase.Start(cfg, PublisherConfig.withDefaults, PublisherConfig.validate, PublisherConfig.writer)
+	if err != nil {
 		return nil, err
 	}
-	if !cfg.AllowNotDurable {
-		ctx, cancel := context.WithTimeout(context.Background(), durableCheckTimeout)
-		defer cancel()
-		if err := checkDurable(ctx, cfg.Redis); err != nil {
-			return nil, err
-		}
-	}
 	opts, _ := json.Marshal(cfg.JobOptions)
-	return &Publisher{cfg: cfg, opts: string(opts)}, nil
+	return &Publisher{cfg: cfg, w: w, opts: string(opts)}, nil
+}
+
+// writer is how a Publisher writes: the add script, a refusal of a queue
+// whose keys hold other types.
+func (c PublisherConfig) writer() (redisbase.Writer, bool) {
+	return redisbase.Writer{Redis: c.Redis, Pkg: "pginbox/bullmq", Op: "adding the job", NotDurable: ErrNotDurable,
+		WrongType: ErrWrongType, Fix: "use another queue name or delete the key"}, c.AllowNotDurable
 }
 
 // Publish adds msgs in one pipeline; see outbox.Publisher. It returns when
 // ctx ends even if the client is still waiting for Redis; jobs that
 // pipeline adds later are kept once by their ID.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
-	done := make(chan []error, 1)
-	go func() { done <- p.add(ctx, msgs) }()
-	select {
-	case errs := <-done:
-		return errs
-	case <-ctx.Done():
-		errs := make([]error, len(msgs))
-		for i := range errs {
-			errs[i] = fmt.Errorf("pginbox/bullmq: no reply before the publish timeout (the relay retries): %w", ctx.Err())
-		}
-		return errs
-	}
+	return p.w.Publish(ctx, msgs, p.add)
 }
 
-// add runs the pipeline and returns nil or one error per message.
-func (p *Publisher) add(ctx context.Context, msgs []outbox.Message) []error {
-	errs := make([]error, len(msgs))
-	cmds := make([]*redis.Cmd, len(msgs))
-	now := nowMillis()
-	_, _ = p.cfg.Redis.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, m := range msgs {
-			data, err := json.Marshal(EventData{
-				EventID:       m.ID.String(),
-				EventType:     m.EventType,
-				SchemaVersion: m.SchemaVersion,
-				Source:        m.Source,
-				OrderingKey:   m.OrderingKey,
-				Metadata:      m.Metadata,
-				Payload:       m.Payload,
-			})
-			if err != nil {
-				errs[i] = handler.Permanent(fmt.Errorf("pginbox/bullmq: encoding the job data: %w", err))
-				continue
-			}
-			k := queueKeys(p.cfg.Prefix, p.cfg.Queue(m))
-			// EVAL, not EVALSHA: a pipeline cannot fall back when Redis
-			// lost its script cache (a restart).
-			cmds[i] = addScript.Eval(ctx, pipe, []string{k.wait, k.paused, k.meta, k.events, k.marker},
-				k.base, m.ID.String(), m.EventType, string(data), p.opts, now)
-		}
-		return nil
+// add queues the script that adds an event's job.
+func (p *Publisher) add(ctx context.Context, pipe redis.Pipeliner, m outbox.Message) (redis.Cmder, error) {
+	data, err := json.Marshal(EventData{
+		EventID:       m.ID.String(),
+		EventType:     m.EventType,
+		SchemaVersion: m.SchemaVersion,
+		Source:        m.Source,
+		OrderingKey:   m.OrderingKey,
+		Metadata:      m.Metadata,
+		Payload:       m.Payload,
 	})
-	failed := false
-	for i, c := range cmds {
-		if c != nil && c.Err() != nil {
-			errs[i] = addError(c.Err())
-		}
-		failed = failed || errs[i] != nil
+	if err != nil {
+		return nil, handler.Permanent(fmt.Errorf("pginbox/bullmq: encoding the job data: %w", err))
 	}
-	if !failed {
-		return nil
-	}
-	return errs
-}
-
-// addError maps a failed add: a key holding another type can never take
-// the job; anything else (connection, timeout, OOM) is retried.
-func addError(err error) error {
-	if strings.Contains(err.Error(), "WRONGTYPE") {
-		return handler.Permanent(fmt.Errorf("%w: %w: use another queue name or delete the key, then requeue the event", ErrWrongType, err))
-	}
-	return fmt.Errorf("pginbox/bullmq: adding the job (the relay retries): %w", err)
+	k := queueKeys(p.cfg.Prefix, p.cfg.Queue(m))
+	// EVAL, not EVALSHA: a pipeline cannot fall back when Redis lost its
+	// script cache (a restart).
+	return addScript.Eval(ctx, pipe, []string{k.wait, k.paused, k.meta, k.events, k.marker},
+		k.base, m.ID.String(), m.EventType, string(data), p.opts, nowMillis()), nil
 }

@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -93,55 +95,27 @@ type Config struct {
 	OnError func(error)
 }
 
-func (c Config) withDefaults() Config {
-	if c.DeliveryLimit == 0 {
-		c.DeliveryLimit = DefaultDeliveryLimit
-	}
-	if c.MaxBatch == 0 {
-		c.MaxBatch = DefaultMaxBatch
-	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = DefaultRetryDelay
-	}
-	if c.MaxRetryDelay == 0 {
-		c.MaxRetryDelay = DefaultMaxRetryDelay
-	}
-	if c.AcceptTimeout == 0 {
-		c.AcceptTimeout = DefaultAcceptTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return c
+func (c Config) validate() error {
+	return cfgerr.First("kafka",
+		cfgerr.If(len(c.Brokers) == 0, "Config.Brokers is empty: list at least one host:port"),
+		cfgerr.If(len(c.Topics) == 0, "Config.Topics is empty"),
+		cfgerr.If(c.Group == "", "Config.Group is empty: offsets are committed for a consumer group"),
+		cfgerr.Scope("Config.Scope", c.Scope),
+		cfgerr.If(c.Decode == nil, "Config.Decode is nil: say how a record becomes an inbox.Message"),
+		cfgerr.If(c.DeadLetterTopic == "", "Config.DeadLetterTopic is empty: name a topic for rejected records"),
+		cfgerr.If(slices.Contains(c.Topics, c.DeadLetterTopic), "Config.DeadLetterTopic %q is also in Config.Topics: a rejected record would come back", c.DeadLetterTopic),
+		cfgerr.AtLeast("Config.DeliveryLimit", c.DeliveryLimit, 1),
+		cfgerr.AtLeast("Config.MaxBatch", c.MaxBatch, 1),
+		cfgerr.Delays(c.RetryDelay, c.MaxRetryDelay),
+		cfgerr.NotNegative("Config.AcceptTimeout", c.AcceptTimeout),
+	)
 }
 
-func (c Config) validate() error {
-	switch {
-	case len(c.Brokers) == 0:
-		return cfgerr.New("kafka", "Config.Brokers is empty: list at least one host:port")
-	case len(c.Topics) == 0:
-		return cfgerr.New("kafka", "Config.Topics is empty")
-	case c.Group == "":
-		return cfgerr.New("kafka", "Config.Group is empty: offsets are committed for a consumer group")
-	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return cfgerr.New("kafka", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
-	case c.Decode == nil:
-		return cfgerr.New("kafka", "Config.Decode is nil: say how a record becomes an inbox.Message")
-	case c.DeadLetterTopic == "":
-		return cfgerr.New("kafka", "Config.DeadLetterTopic is empty: name a topic for rejected records")
-	case c.DeliveryLimit < 1:
-		return cfgerr.New("kafka", "Config.DeliveryLimit is %d, want at least 1", c.DeliveryLimit)
-	case c.MaxBatch < 1:
-		return cfgerr.New("kafka", "Config.MaxBatch is %d, want at least 1", c.MaxBatch)
-	case c.RetryDelay < 0 || c.MaxRetryDelay < c.RetryDelay:
-		return cfgerr.New("kafka", "Config.RetryDelay %v and MaxRetryDelay %v: want 0 <= RetryDelay <= MaxRetryDelay", c.RetryDelay, c.MaxRetryDelay)
-	case c.AcceptTimeout < 0:
-		return cfgerr.New("kafka", "Config.AcceptTimeout is %v, want a positive duration", c.AcceptTimeout)
-	}
-	for _, t := range c.Topics {
-		if t == c.DeadLetterTopic {
-			return cfgerr.New("kafka", "Config.DeadLetterTopic %q is also in Config.Topics: a rejected record would come back", t)
-		}
-	}
-	return nil
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.DeliveryLimit = cmp.Or(c.DeliveryLimit, DefaultDeliveryLimit)
+	c.MaxBatch = cmp.Or(c.MaxBatch, DefaultMaxBatch)
+	c.RetryDelay, c.MaxRetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay), cmp.Or(c.MaxRetryDelay, DefaultMaxRetryDelay)
+	c.AcceptTimeout = cmp.Or(c.AcceptTimeout, DefaultAcceptTimeout)
+	return c
 }

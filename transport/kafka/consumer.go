@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/pginbox/pginbox/internal/service"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -62,11 +63,8 @@ var ErrTopicLost = errors.New("pginbox/kafka: the topic disappeared after the co
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
-	if acc == nil {
-		return nil, fmt.Errorf("pginbox/kafka: NewConsumer: accepter is nil: pass an *inbox.Client")
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Prepare("pginbox/kafka: NewConsumer", acc, cfg, Config.withDefaults, Config.validate)
+	if err != nil {
 		return nil, err
 	}
 	return &Consumer{acc: acc, cfg: cfg, pending: offsets{}, losses: map[string]*settle.Loss{}}, nil

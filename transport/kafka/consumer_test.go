@@ -132,7 +132,7 @@ func TestNewConsumerRejectsBadConfig(t *testing.T) {
 		{"no decode", func(c *kafka.Config) { c.Decode = nil }, "Config.Decode: is nil"},
 		{"no dead-letter topic", func(c *kafka.Config) { c.DeadLetterTopic = "" }, "Config.DeadLetterTopic: is empty"},
 		{"dead-letter topic consumed", func(c *kafka.Config) { c.DeadLetterTopic = "t" }, "is also in Config.Topics"},
-		{"negative delivery limit", func(c *kafka.Config) { c.DeliveryLimit = -1 }, "Config.DeliveryLimit: is -1, want at least 1"},
+		{"negative delivery limit", func(c *kafka.Config) { c.DeliveryLimit = -1 }, "Config.DeliveryLimit: is -1: it must be at least 1"},
 		{"negative batch", func(c *kafka.Config) { c.MaxBatch = -1 }, "Config.MaxBatch"},
 		{"retry delay above max", func(c *kafka.Config) { c.RetryDelay, c.MaxRetryDelay = time.Minute, time.Second }, "Config.RetryDelay"},
 		{"negative accept timeout", func(c *kafka.Config) { c.AcceptTimeout = -1 }, "Config.AcceptTimeout"},

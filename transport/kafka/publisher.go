@@ -12,6 +12,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Publisher produces outbox events to Kafka for an outbox.Relay with the
@@ -26,8 +27,8 @@ type Publisher struct {
 
 // NewPublisher returns a Publisher with its own franz-go client.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Ready(cfg, PublisherConfig.withDefaults, PublisherConfig.validate)
+	if err != nil {
 		return nil, err
 	}
 	opts := append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, cfg.ClientOptions...)

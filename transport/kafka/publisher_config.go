@@ -42,9 +42,7 @@ type PublisherConfig struct {
 }
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
-	if c.Topic == nil {
-		c.Topic = func(m outbox.Message) string { return m.Destination }
-	}
+	c.Topic = cfgerr.Destination(c.Topic)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/url"
@@ -96,55 +97,43 @@ type Config struct {
 	OnError func(error)
 }
 
+func (c Config) validate() error {
+	return cfgerr.First("mqtt",
+		serverCheck("Config.ServerURL", c.ServerURL),
+		cfgerr.Scope("Config.Scope", c.Scope),
+		cfgerr.If(c.ClientID == "", "Config.ClientID is required: a stable name for the broker session"),
+		cfgerr.If(len(c.Topics) == 0, "Config.Topics is required: the topic filters to subscribe to"),
+		cfgerr.If(c.Decode == nil, "Config.Decode is required: map a message to an inbox.Message"),
+		cfgerr.If(c.DeadLetterTopic == "", "Config.DeadLetterTopic is required: the topic for rejected messages"),
+		cfgerr.AtLeast("Config.DeliveryLimit", c.DeliveryLimit, 1),
+		cfgerr.If(c.SessionExpiry < time.Second, "Config.SessionExpiry is %v: it must be at least 1s, or the broker forgets unacknowledged messages on every reconnect", c.SessionExpiry),
+		cfgerr.NotNegative("Config.RetryDelay", c.RetryDelay),
+		cfgerr.NotNegative("Config.AcceptTimeout", c.AcceptTimeout),
+	)
+}
+
 func (c Config) withDefaults() Config {
-	if c.IDProperty == "" {
-		c.IDProperty = DefaultIDProperty
-	}
-	if c.DeliveryLimit == 0 {
-		c.DeliveryLimit = DefaultDeliveryLimit
-	}
-	if c.SessionExpiry == 0 {
-		c.SessionExpiry = DefaultSessionExpiry
-	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = DefaultRetryDelay
-	}
-	if c.AcceptTimeout == 0 {
-		c.AcceptTimeout = DefaultAcceptTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.IDProperty = cmp.Or(c.IDProperty, DefaultIDProperty)
+	c.DeliveryLimit = cmp.Or(c.DeliveryLimit, DefaultDeliveryLimit)
+	c.SessionExpiry = cmp.Or(c.SessionExpiry, DefaultSessionExpiry)
+	c.RetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay)
+	c.AcceptTimeout = cmp.Or(c.AcceptTimeout, DefaultAcceptTimeout)
 	return c
 }
 
-func (c Config) validate() (*url.URL, error) {
-	u, err := url.Parse(c.ServerURL)
-	switch {
-	case c.ServerURL == "":
-		return nil, cfgerr.New("mqtt", "Config.ServerURL is required, e.g. mqtt://127.0.0.1:1883")
-	case err != nil:
-		return nil, cfgerr.New("mqtt", "Config.ServerURL: %v", err)
-	case u.Scheme != "mqtt" && u.Scheme != "tcp" || u.Port() == "":
-		return nil, cfgerr.New("mqtt", "Config.ServerURL %q: want mqtt://host:port", c.ServerURL)
-	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return nil, cfgerr.New("mqtt", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
-	case c.ClientID == "":
-		return nil, cfgerr.New("mqtt", "Config.ClientID is required: a stable name for the broker session")
-	case len(c.Topics) == 0:
-		return nil, cfgerr.New("mqtt", "Config.Topics is required: the topic filters to subscribe to")
-	case c.Decode == nil:
-		return nil, cfgerr.New("mqtt", "Config.Decode is required: map a message to an inbox.Message")
-	case c.DeadLetterTopic == "":
-		return nil, cfgerr.New("mqtt", "Config.DeadLetterTopic is required: the topic for rejected messages")
-	case c.DeliveryLimit < 1:
-		return nil, cfgerr.New("mqtt", "Config.DeliveryLimit is %d: it must be at least 1", c.DeliveryLimit)
-	case c.SessionExpiry < time.Second:
-		return nil, cfgerr.New("mqtt", "Config.SessionExpiry is %v: it must be at least 1s, or the broker forgets unacknowledged messages on every reconnect", c.SessionExpiry)
-	case c.RetryDelay < 0:
-		return nil, cfgerr.New("mqtt", "Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
-	case c.AcceptTimeout < 0:
-		return nil, cfgerr.New("mqtt", "Config.AcceptTimeout is %v: it must not be negative", c.AcceptTimeout)
-	}
-	return u, nil
+// serverCheck refuses a broker URL that is not mqtt://host:port (or tcp://).
+func serverCheck(field, server string) cfgerr.Check {
+	u, err := url.Parse(server)
+	return cfgerr.All(
+		cfgerr.If(server == "", "%s is required, e.g. mqtt://127.0.0.1:1883", field),
+		cfgerr.If(err != nil, "%s: %v", field, err),
+		cfgerr.If(err == nil && (u.Scheme != "mqtt" && u.Scheme != "tcp" || u.Port() == ""), "%s %q: want mqtt://host:port", field, server),
+	)
+}
+
+// serverURL is a URL serverCheck accepted.
+func serverURL(server string) *url.URL {
+	u, _ := url.Parse(server)
+	return u
 }

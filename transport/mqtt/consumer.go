@@ -15,6 +15,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -73,18 +74,14 @@ func (c *Consumer) Stats() Stats {
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 // It connects in Run.
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
-	if acc == nil {
-		return nil, errors.New("pginbox/mqtt: NewConsumer: accepter is nil: pass an *inbox.Client")
-	}
-	cfg = cfg.withDefaults()
-	server, err := cfg.validate()
+	cfg, err := cfgerr.Prepare("pginbox/mqtt: NewConsumer", acc, cfg, Config.withDefaults, Config.validate)
 	if err != nil {
 		return nil, err
 	}
 	c := &Consumer{
 		acc:        acc,
 		cfg:        cfg,
-		server:     server,
+		server:     serverURL(cfg.ServerURL),
 		log:        cfg.Logger.With("client_id", cfg.ClientID),
 		deliveries: make(chan delivery),
 	}

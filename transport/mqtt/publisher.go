@@ -20,6 +20,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // dialTimeout bounds opening a connection and waiting for the CONNACK.
@@ -52,12 +53,11 @@ type Publisher struct {
 
 // NewPublisher returns a Publisher; it does not connect yet.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
-	cfg = cfg.withDefaults()
-	server, err := cfg.validate()
+	cfg, err := cfgerr.Ready(cfg, PublisherConfig.withDefaults, PublisherConfig.validate)
 	if err != nil {
 		return nil, err
 	}
-	return &Publisher{cfg: cfg, server: server, log: cfg.Logger.With("client_id", cfg.ClientID)}, nil
+	return &Publisher{cfg: cfg, server: serverURL(cfg.ServerURL), log: cfg.Logger.With("client_id", cfg.ClientID)}, nil
 }
 
 // Connects is how many connections the Publisher opened, the first included.

@@ -1,11 +1,11 @@
 package mqtt
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"net/url"
 
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/internal/cfgerr"
@@ -68,27 +68,13 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 	if c.ClientID == "" {
 		c.ClientID = "pginbox-relay-" + randomSuffix()
 	}
-	if c.Topic == nil {
-		c.Topic = func(m outbox.Message) string { return m.Destination }
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Topic = cfgerr.Destination(c.Topic)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
-func (c PublisherConfig) validate() (*url.URL, error) {
-	if c.ServerURL == "" {
-		return nil, cfgerr.New("mqtt", "PublisherConfig.ServerURL is required, e.g. mqtt://127.0.0.1:1883")
-	}
-	u, err := url.Parse(c.ServerURL)
-	if err != nil {
-		return nil, cfgerr.New("mqtt", "PublisherConfig.ServerURL: %v", err)
-	}
-	if u.Scheme != "mqtt" && u.Scheme != "tcp" || u.Port() == "" {
-		return nil, cfgerr.New("mqtt", "PublisherConfig.ServerURL %q: want mqtt://host:port", c.ServerURL)
-	}
-	return u, nil
+func (c PublisherConfig) validate() error {
+	return cfgerr.First("mqtt", serverCheck("PublisherConfig.ServerURL", c.ServerURL))
 }
 
 // randomSuffix is 12 hex digits.

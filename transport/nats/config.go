@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -100,54 +101,29 @@ type Config struct {
 	OnError func(error)
 }
 
-func (c Config) withDefaults() Config {
-	if c.DeliveryLimit == 0 {
-		c.DeliveryLimit = DefaultDeliveryLimit
-	}
-	if c.AckWait == 0 {
-		c.AckWait = DefaultAckWait
-	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = DefaultRetryDelay
-	}
-	if c.MaxRetryDelay == 0 {
-		c.MaxRetryDelay = DefaultMaxRetryDelay
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return c
+func (c Config) validate() error {
+	return cfgerr.First("nats",
+		cfgerr.If(c.URL == "", "Config.URL is required, e.g. nats://127.0.0.1:4222"),
+		cfgerr.Scope("Config.Scope", c.Scope),
+		cfgerr.If(c.Stream == "", "Config.Stream is required: name the JetStream stream to consume"),
+		cfgerr.If(c.Durable == "", "Config.Durable is required: name the durable consumer"),
+		cfgerr.If(c.Decode == nil, "Config.Decode is required: map a message to an inbox.Message"),
+		cfgerr.If(c.DeadLetterSubject == "", "Config.DeadLetterSubject is required: name a subject a stream captures"),
+		cfgerr.If(c.DeliveryLimit < 2, "Config.DeliveryLimit is %d: it must be at least 2 so that a retry is possible", c.DeliveryLimit),
+		cfgerr.If(c.AckWait < time.Second, "Config.AckWait is %v: it must be at least 1s", c.AckWait),
+		cfgerr.NotNegative("Config.RetryDelay", c.RetryDelay),
+		cfgerr.If(c.MaxRetryDelay < c.RetryDelay, "Config.MaxRetryDelay (%v) is below RetryDelay (%v)", c.MaxRetryDelay, c.RetryDelay),
+		cfgerr.AtLeast("Config.Concurrency", c.Concurrency, 1),
+	)
 }
 
-func (c Config) validate() error {
-	switch {
-	case c.URL == "":
-		return cfgerr.New("nats", "Config.URL is required, e.g. nats://127.0.0.1:4222")
-	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return cfgerr.New("nats", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
-	case c.Stream == "":
-		return cfgerr.New("nats", "Config.Stream is required: name the JetStream stream to consume")
-	case c.Durable == "":
-		return cfgerr.New("nats", "Config.Durable is required: name the durable consumer")
-	case c.Decode == nil:
-		return cfgerr.New("nats", "Config.Decode is required: map a message to an inbox.Message")
-	case c.DeadLetterSubject == "":
-		return cfgerr.New("nats", "Config.DeadLetterSubject is required: name a subject a stream captures")
-	case c.DeliveryLimit < 2:
-		return cfgerr.New("nats", "Config.DeliveryLimit is %d: it must be at least 2 so that a retry is possible", c.DeliveryLimit)
-	case c.AckWait < time.Second:
-		return cfgerr.New("nats", "Config.AckWait is %v: it must be at least 1s", c.AckWait)
-	case c.RetryDelay < 0:
-		return cfgerr.New("nats", "Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
-	case c.MaxRetryDelay < c.RetryDelay:
-		return cfgerr.New("nats", "Config.MaxRetryDelay (%v) is below RetryDelay (%v)", c.MaxRetryDelay, c.RetryDelay)
-	case c.Concurrency < 1:
-		return cfgerr.New("nats", "Config.Concurrency is %d: it must be at least 1", c.Concurrency)
-	}
-	return nil
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.DeliveryLimit = cmp.Or(c.DeliveryLimit, DefaultDeliveryLimit)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
+	c.RetryDelay, c.MaxRetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay), cmp.Or(c.MaxRetryDelay, DefaultMaxRetryDelay)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	return c
 }
 
 // retryDelay is the NakWithDelay delay after a message's delivered-th

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pginbox/pginbox/internal/service"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -51,11 +52,8 @@ func (c *Consumer) Stats() Stats { return Stats{StreamsLost: c.streamsLost.Load(
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 // It connects in Run.
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
-	if acc == nil {
-		return nil, errors.New("pginbox/nats: NewConsumer: accepter is nil: pass an *inbox.Client")
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Prepare("pginbox/nats: NewConsumer", acc, cfg, Config.withDefaults, Config.validate)
+	if err != nil {
 		return nil, err
 	}
 	c := &Consumer{

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // ackTimeout drops a publish whose PubAck never came (its reply was lost in
@@ -39,8 +40,8 @@ type Publisher struct {
 // NewPublisher connects (in the background when the server is not up yet)
 // and returns a Publisher.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Ready(cfg, PublisherConfig.withDefaults, PublisherConfig.validate)
+	if err != nil {
 		return nil, err
 	}
 	opts := append([]nats.Option{nats.Name("pginbox-relay")}, cfg.ConnectOptions...)

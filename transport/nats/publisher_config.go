@@ -48,9 +48,7 @@ type PublisherConfig struct {
 }
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
-	if c.Subject == nil {
-		c.Subject = func(m outbox.Message) string { return m.Destination }
-	}
+	c.Subject = cfgerr.Destination(c.Subject)
 	return c
 }
 

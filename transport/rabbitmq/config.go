@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -92,57 +93,29 @@ type Config struct {
 	OnError func(error)
 }
 
-func (c Config) withDefaults() Config {
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Prefetch == 0 {
-		c.Prefetch = 2 * c.Concurrency
-	}
-	if c.DeliveryLimit == 0 {
-		c.DeliveryLimit = DefaultDeliveryLimit
-	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = DefaultRetryDelay
-	}
-	if c.MaxRetryDelay == 0 {
-		c.MaxRetryDelay = DefaultMaxRetryDelay
-	}
-	if c.AcceptTimeout == 0 {
-		c.AcceptTimeout = DefaultAcceptTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return c
+func (c Config) validate() error {
+	_, urlErr := amqp.ParseURI(c.URL)
+	return cfgerr.First("rabbitmq",
+		cfgerr.If(c.URL == "", "Config.URL is empty: set it to amqp://user:password@host:5672/vhost"),
+		cfgerr.If(urlErr != nil, "Config.URL: %v", urlErr),
+		cfgerr.If(c.Queue == "", "Config.Queue is empty"),
+		cfgerr.Scope("Config.Scope", c.Scope),
+		cfgerr.If(c.Decode == nil, "Config.Decode is nil: say how a delivery becomes an inbox.Message"),
+		cfgerr.If(c.DeadLetterExchange == "", "Config.DeadLetterExchange is empty: name an exchange with a queue bound to it for rejected messages"),
+		cfgerr.AtLeast("Config.Concurrency", c.Concurrency, 1),
+		cfgerr.If(c.Prefetch < c.Concurrency, "Config.Prefetch is %d, want at least Concurrency (%d)", c.Prefetch, c.Concurrency),
+		cfgerr.AtLeast("Config.DeliveryLimit", c.DeliveryLimit, 1),
+		cfgerr.Delays(c.RetryDelay, c.MaxRetryDelay),
+		cfgerr.NotNegative("Config.AcceptTimeout", c.AcceptTimeout),
+	)
 }
 
-func (c Config) validate() error {
-	if c.URL == "" {
-		return cfgerr.New("rabbitmq", "Config.URL is empty: set it to amqp://user:password@host:5672/vhost")
-	}
-	if _, err := amqp.ParseURI(c.URL); err != nil {
-		return cfgerr.New("rabbitmq", "Config.URL: %v", err)
-	}
-	switch {
-	case c.Queue == "":
-		return cfgerr.New("rabbitmq", "Config.Queue is empty")
-	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return cfgerr.New("rabbitmq", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
-	case c.Decode == nil:
-		return cfgerr.New("rabbitmq", "Config.Decode is nil: say how a delivery becomes an inbox.Message")
-	case c.DeadLetterExchange == "":
-		return cfgerr.New("rabbitmq", "Config.DeadLetterExchange is empty: name an exchange with a queue bound to it for rejected messages")
-	case c.Concurrency < 0:
-		return cfgerr.New("rabbitmq", "Config.Concurrency is %d, want at least 1", c.Concurrency)
-	case c.Prefetch < c.Concurrency:
-		return cfgerr.New("rabbitmq", "Config.Prefetch is %d, want at least Concurrency (%d)", c.Prefetch, c.Concurrency)
-	case c.DeliveryLimit < 1:
-		return cfgerr.New("rabbitmq", "Config.DeliveryLimit is %d, want at least 1", c.DeliveryLimit)
-	case c.RetryDelay < 0 || c.MaxRetryDelay < c.RetryDelay:
-		return cfgerr.New("rabbitmq", "Config.RetryDelay %v and MaxRetryDelay %v: want 0 <= RetryDelay <= MaxRetryDelay", c.RetryDelay, c.MaxRetryDelay)
-	case c.AcceptTimeout < 0:
-		return cfgerr.New("rabbitmq", "Config.AcceptTimeout is %v, want a positive duration", c.AcceptTimeout)
-	}
-	return nil
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Prefetch = cmp.Or(c.Prefetch, 2*c.Concurrency)
+	c.DeliveryLimit = cmp.Or(c.DeliveryLimit, DefaultDeliveryLimit)
+	c.RetryDelay, c.MaxRetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay), cmp.Or(c.MaxRetryDelay, DefaultMaxRetryDelay)
+	c.AcceptTimeout = cmp.Or(c.AcceptTimeout, DefaultAcceptTimeout)
+	return c
 }

@@ -47,9 +47,10 @@ func amqpURL(addr string) string { return "amqp://guest:guest@" + addr + "/" }
 
 // PrivateBroker is a rabbitmq-server node of the test's own (its own node
 // name, ports and database directory); quorum queues store a message on
-// disk before the broker confirms it.
+// disk before the broker confirms it. It is ready when an AMQP connection
+// opens, however long the node takes to boot (see answersAMQP).
 func (driver) PrivateBroker(t *testing.T) conformance.Broker {
-	b := conformance.StartProcessEnv(t, "/usr/lib/rabbitmq/bin/rabbitmq-server", "INBOX_TEST_RABBITMQ_SERVER", "/usr/lib/rabbitmq/bin/rabbitmq-server", nil,
+	b := conformance.StartProcessReady(t, "/usr/lib/rabbitmq/bin/rabbitmq-server", "INBOX_TEST_RABBITMQ_SERVER", "/usr/lib/rabbitmq/bin/rabbitmq-server", nil,
 		func(port int, dir string) []string {
 			return []string{
 				"RUNNING_UNDER_SYSTEMD=true", // run in the foreground: the kill reaches the broker itself
@@ -64,9 +65,20 @@ func (driver) PrivateBroker(t *testing.T) conformance.Broker {
 				"RABBITMQ_CONFIG_FILE=" + dir + "/none",
 				"RABBITMQ_ADVANCED_CONFIG_FILE=" + dir + "/none.config",
 			}
-		})
+		}, answersAMQP)
 	private.Store(b.Addr(), true)
 	return b
+}
+
+// answersAMQP reports whether the node at addr opens an AMQP connection:
+// a node booting on a loaded machine may take minutes, and the cases talk
+// AMQP to it.
+func answersAMQP(addr string) error {
+	conn, err := amqp.Dial(amqpURL(addr))
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // distPort is the node's Erlang distribution port: the AMQP port's

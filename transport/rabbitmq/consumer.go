@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/pginbox/pginbox/internal/service"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -57,11 +58,8 @@ type Stats struct {
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
-	if acc == nil {
-		return nil, fmt.Errorf("pginbox/rabbitmq: NewConsumer: accepter is nil: pass an *inbox.Client")
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Prepare("pginbox/rabbitmq: NewConsumer", acc, cfg, Config.withDefaults, Config.validate)
+	if err != nil {
 		return nil, err
 	}
 	c := &Consumer{acc: acc, cfg: cfg}

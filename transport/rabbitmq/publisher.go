@@ -12,6 +12,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // confirmChunk is how many messages are in flight before the Publisher waits
@@ -41,8 +42,8 @@ type Publisher struct {
 
 // NewPublisher returns a Publisher; it does not connect yet.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Ready(cfg, PublisherConfig.withDefaults, PublisherConfig.validate)
+	if err != nil {
 		return nil, err
 	}
 	return &Publisher{cfg: cfg, sem: make(chan struct{}, 1)}, nil

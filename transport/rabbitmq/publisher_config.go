@@ -1,6 +1,7 @@
 package rabbitmq
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 
@@ -76,27 +77,17 @@ func (c PublisherConfig) withDefaults() PublisherConfig {
 	if c.Exchange == nil {
 		c.Exchange = func(outbox.Message) string { return "" }
 	}
-	if c.RoutingKey == nil {
-		c.RoutingKey = func(m outbox.Message) string { return m.Destination }
-	}
-	if c.MaxMessageSize == 0 {
-		c.MaxMessageSize = DefaultMaxMessageSize
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.RoutingKey = cfgerr.Destination(c.RoutingKey)
+	c.MaxMessageSize = cmp.Or(c.MaxMessageSize, DefaultMaxMessageSize)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
 func (c PublisherConfig) validate() error {
-	if c.URL == "" {
-		return cfgerr.New("rabbitmq", "PublisherConfig.URL is empty: set it to amqp://user:password@host:5672/vhost")
-	}
-	if _, err := amqp.ParseURI(c.URL); err != nil {
-		return cfgerr.New("rabbitmq", "PublisherConfig.URL: %v", err)
-	}
-	if c.MaxMessageSize < 0 {
-		return cfgerr.New("rabbitmq", "PublisherConfig.MaxMessageSize is %d, want a positive size (0 means %d)", c.MaxMessageSize, DefaultMaxMessageSize)
-	}
-	return nil
+	_, urlErr := amqp.ParseURI(c.URL)
+	return cfgerr.First("rabbitmq",
+		cfgerr.If(c.URL == "", "PublisherConfig.URL is empty: set it to amqp://user:password@host:5672/vhost"),
+		cfgerr.If(urlErr != nil, "PublisherConfig.URL: %v", urlErr),
+		cfgerr.If(c.MaxMessageSize < 0, "PublisherConfig.MaxMessageSize is %d, want a positive size (0 means %d)", c.MaxMessageSize, DefaultMaxMessageSize),
+	)
 }

@@ -1,16 +1,16 @@
 package redisstream
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/cfgerr"
+	"github.com/pginbox/pginbox/transport/internal/redisbase"
 )
 
 // Defaults for Config fields left at their zero value.
@@ -96,56 +96,25 @@ type Config struct {
 	OnError func(error)
 }
 
-func (c Config) withDefaults() Config {
-	if c.Consumer == "" {
-		host, _ := os.Hostname()
-		c.Consumer = host + "-" + strconv.Itoa(os.Getpid())
-	}
-	if c.IDField == "" {
-		c.IDField = DefaultIDField
-	}
-	if c.DeliveryLimit == 0 {
-		c.DeliveryLimit = DefaultDeliveryLimit
-	}
-	if c.ClaimIdle == 0 {
-		c.ClaimIdle = DefaultClaimIdle
-	}
-	if c.Block == 0 {
-		c.Block = DefaultBlock
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return c
+func (c Config) validate() error {
+	return cfgerr.First("redisstream",
+		redisbase.Check(c.Redis, c.Scope, c.Decode != nil, "an entry", c.DeliveryLimit, c.Block),
+		cfgerr.If(c.Stream == "", "Config.Stream is required: name the stream to consume"),
+		cfgerr.If(c.Group == "", "Config.Group is required: name the consumer group"),
+		cfgerr.If(c.DeadLetterStream == "", "Config.DeadLetterStream is required: name the stream for rejected entries"),
+		cfgerr.If(c.DeadLetterStream == c.Stream, "Config.DeadLetterStream must differ from Stream"),
+		cfgerr.If(c.ClaimIdle < 10*time.Millisecond, "Config.ClaimIdle is %v: it must be at least 10ms", c.ClaimIdle),
+		cfgerr.AtLeast("Config.BatchSize", c.BatchSize, 1),
+	)
 }
 
-func (c Config) validate() error {
-	switch {
-	case c.Redis == nil:
-		return cfgerr.New("redisstream", "Config.Redis is nil: pass a client, e.g. redis.NewClient(&redis.Options{Addr: \"127.0.0.1:6379\"})")
-	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return cfgerr.New("redisstream", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
-	case c.Stream == "":
-		return cfgerr.New("redisstream", "Config.Stream is required: name the stream to consume")
-	case c.Group == "":
-		return cfgerr.New("redisstream", "Config.Group is required: name the consumer group")
-	case c.Decode == nil:
-		return cfgerr.New("redisstream", "Config.Decode is required: map an entry to an inbox.Message")
-	case c.DeadLetterStream == "":
-		return cfgerr.New("redisstream", "Config.DeadLetterStream is required: name the stream for rejected entries")
-	case c.DeadLetterStream == c.Stream:
-		return cfgerr.New("redisstream", "Config.DeadLetterStream must differ from Stream")
-	case c.DeliveryLimit < 1:
-		return cfgerr.New("redisstream", "Config.DeliveryLimit is %d: it must be at least 1", c.DeliveryLimit)
-	case c.ClaimIdle < 10*time.Millisecond:
-		return cfgerr.New("redisstream", "Config.ClaimIdle is %v: it must be at least 10ms", c.ClaimIdle)
-	case c.Block < time.Millisecond:
-		return cfgerr.New("redisstream", "Config.Block is %v: it must be at least 1ms", c.Block)
-	case c.BatchSize < 1:
-		return cfgerr.New("redisstream", "Config.BatchSize is %d: it must be at least 1", c.BatchSize)
-	}
-	return nil
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Consumer = cmp.Or(c.Consumer, redisbase.Worker())
+	c.IDField = cmp.Or(c.IDField, DefaultIDField)
+	c.DeliveryLimit = cmp.Or(c.DeliveryLimit, DefaultDeliveryLimit)
+	c.ClaimIdle = cmp.Or(c.ClaimIdle, DefaultClaimIdle)
+	c.Block = cmp.Or(c.Block, DefaultBlock)
+	c.BatchSize = cmp.Or(c.BatchSize, DefaultBatchSize)
+	return c
 }

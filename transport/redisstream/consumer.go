@@ -12,22 +12,18 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/pginbox/pginbox/internal/service"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
+	"github.com/pginbox/pginbox/transport/internal/redisbase"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
 // Consumer moves entries from a Redis stream's consumer group into the
 // inbox. Create it with New and run it with Run.
 type Consumer struct {
-	runner settle.Runner // lets Close end Run
-	rdb    redis.UniversalClient
-	acc    Accepter
-	cfg    Config
-	log    *slog.Logger
-
-	// lastErr remembers why an entry was last retried, for its dead letter
-	// when its deliveries run out.
-	lastErr settle.LastErrors[string]
+	base redisbase.Base // Close, the retry loop, accepts
+	rdb  redis.UniversalClient
+	cfg  Config
+	log  *slog.Logger
 
 	groupLoss  settle.Loss // found each time Run creates the group or finds it there
 	groupsLost atomic.Int64
@@ -53,16 +49,15 @@ func (c *Consumer) Stats() Stats { return Stats{GroupsLost: c.groupsLost.Load()}
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
-	if acc == nil {
-		return nil, errors.New("pginbox/redisstream: NewConsumer: accepter is nil: pass an *inbox.Client")
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Prepare("pginbox/redisstream: NewConsumer", acc, cfg, Config.withDefaults, Config.validate)
+	if err != nil {
 		return nil, err
 	}
 	c := &Consumer{
+		base: redisbase.Base{Acc: acc, Pkg: "pginbox/redisstream", DeliveryLimit: cfg.DeliveryLimit, Words: redisbase.Words{
+			Ack: "XACK", Reject: "dead-lettering", Retry: "the entry stays pending and is claimed again",
+			Rejected: "moved to the dead-letter stream " + cfg.DeadLetterStream}},
 		rdb: cfg.Redis,
-		acc: acc,
 		cfg: cfg,
 		log: cfg.Logger.With("stream", cfg.Stream, "group", cfg.Group, "consumer", cfg.Consumer),
 	}
@@ -70,58 +65,39 @@ func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
 	return c, nil
 }
 
-// Backoff after a failed Redis call.
-const (
-	backoffStart = 100 * time.Millisecond
-	backoffMax   = 5 * time.Second
-)
-
 // Close ends a Run in progress and waits for it to return (Run returns nil,
 // as after a cancel); a later Run returns at once. It returns nil.
-func (c *Consumer) Close() error { return c.runner.Close() }
+func (c *Consumer) Close() error { return c.base.Close() }
 
 // Run consumes until ctx is cancelled, then finishes the entries it holds
 // and returns nil. Redis errors (a lost connection, a server restart, a
 // deleted group) are logged and retried with backoff.
 func (c *Consumer) Run(ctx context.Context) error {
-	ctx, end := c.runner.Begin(ctx)
+	ctx, end := c.base.Begin(ctx)
 	defer end()
-	retry := service.Backoff{Min: backoffStart, Max: backoffMax}
 	groupReady := false
 	nextClaim := time.Now()
-	for ctx.Err() == nil {
-		err := func() error {
-			if !groupReady {
-				if err := c.createGroup(ctx); err != nil {
-					return err
-				}
-				groupReady = true
-				c.groupLoss.Found()
+	return c.base.Loop(ctx, c.log, func(ctx context.Context) error {
+		if !groupReady {
+			if err := c.createGroup(ctx); err != nil {
+				return err
 			}
-			if !time.Now().Before(nextClaim) {
-				if err := c.reclaim(ctx); err != nil {
-					return err
-				}
-				nextClaim = time.Now().Add(c.cfg.ClaimIdle / 2)
+			groupReady = true
+			c.groupLoss.Found()
+		}
+		if !time.Now().Before(nextClaim) {
+			if err := c.reclaim(ctx); err != nil {
+				return err
 			}
-			return c.read(ctx)
-		}()
-		if err == nil {
-			retry.Succeeded()
-			continue
+			nextClaim = time.Now().Add(c.cfg.ClaimIdle / 2)
 		}
-		if ctx.Err() != nil {
-			break
-		}
+		return c.read(ctx)
+	}, func(err error) {
 		if isNoGroup(err) {
 			c.groupLoss.Report(ctx, fmt.Errorf("%w: %q in stream %q: entries it held and had not delivered are gone; Run recreates it: %w", ErrGroupLost, c.cfg.Group, c.cfg.Stream, err))
 			groupReady = false
 		}
-		wait := retry.Failed()
-		c.log.Warn("pginbox/redisstream: Redis call failed; retrying", "err", err, "in", wait)
-		service.Sleep(ctx, wait)
-	}
-	return nil
+	})
 }
 
 // createGroup creates the group at the start of the stream (and the stream)

@@ -2,8 +2,6 @@ package redisstream
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -32,7 +30,7 @@ const (
 // deadLetter adds m to the dead-letter stream with the reason and
 // acknowledges it, in one MULTI: both happen or neither. When it fails the
 // entry stays pending and is claimed again later.
-func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m redis.XMessage, delivered int64, reason string, cause error) {
+func (c *Consumer) deadLetter(ctx context.Context, m redis.XMessage, delivered int64, reason string, cause error) error {
 	values := make([]any, 0, 2*len(m.Values)+12)
 	for k, v := range m.Values {
 		values = append(values, k, v)
@@ -51,11 +49,5 @@ func (c *Consumer) deadLetter(ctx context.Context, log *slog.Logger, m redis.XMe
 		p.XAck(ctx, c.cfg.Stream, c.cfg.Group, m.ID)
 		return nil
 	})
-	if err != nil {
-		c.lastErr.Remember(m.ID, fmt.Errorf("dead-lettering failed: %w", err))
-		log.Error("pginbox/redisstream: dead-lettering failed; the entry stays pending and is claimed again", "reason", reason, "cause", cause, "err", err)
-		return
-	}
-	c.lastErr.Forget(m.ID)
-	log.Warn("pginbox/redisstream: moved to the dead-letter stream", "dead_letter_stream", c.cfg.DeadLetterStream, "reason", reason, "err", cause)
+	return err
 }

@@ -1,14 +1,6 @@
 package redisstream
 
-import (
-	"context"
-	"errors"
-	"time"
-
-	"github.com/redis/go-redis/v9"
-
-	"github.com/pginbox/pginbox/transport/internal/redisaof"
-)
+import "errors"
 
 // ErrNotDurable means Redis does not persist what it acknowledges, so an
 // event the relay marked published can vanish in a Redis restart. An entry
@@ -18,13 +10,3 @@ import (
 // everything since the last snapshot. Turn AOF on (CONFIG SET appendonly
 // yes, and in redis.conf), or set PublisherConfig.AllowNotDurable.
 var ErrNotDurable = errors.New("pginbox/redisstream: Redis does not persist acknowledged entries")
-
-// durableCheckTimeout bounds the start-up CONFIG GET.
-const durableCheckTimeout = 5 * time.Second
-
-// checkDurable refuses a Redis without appendonly, or one whose setting
-// cannot be read.
-func checkDurable(ctx context.Context, rdb redis.UniversalClient) error {
-	reply, err := rdb.ConfigGet(ctx, "appendonly").Result()
-	return redisaof.Check(ErrNotDurable, reply, err)
-}

@@ -15,6 +15,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
+	github.com/pginbox/pginbox/transport/internal/redisbase v0.0.0
 	github.com/pressly/goose/v3 v3.30.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
@@ -25,3 +26,5 @@ require (
 )
 
 replace github.com/pginbox/pginbox => ../..
+
+replace github.com/pginbox/pginbox/transport/internal/redisbase => ../internal/redisbase

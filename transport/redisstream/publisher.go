@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/internal/cfgerr"
+	"github.com/pginbox/pginbox/transport/internal/redisbase"
 )
 
 // Entry fields the Publisher writes. The event ID goes into DefaultIDField,
@@ -55,20 +55,15 @@ type PublisherConfig struct {
 }
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
-	if c.Stream == nil {
-		c.Stream = func(m outbox.Message) string { return m.Destination }
-	}
+	c.Stream = cfgerr.Destination(c.Stream)
 	return c
 }
 
 func (c PublisherConfig) validate() error {
-	switch {
-	case c.Redis == nil:
-		return cfgerr.New("redisstream", "PublisherConfig.Redis is nil: pass a client, e.g. redis.NewClient(...)")
-	case c.MaxLen < 0:
-		return cfgerr.New("redisstream", "PublisherConfig.MaxLen is %d, want 0 (no trimming) or more", c.MaxLen)
-	}
-	return nil
+	return cfgerr.First("redisstream",
+		redisbase.ClientCheck(c.Redis),
+		cfgerr.If(c.MaxLen < 0, "PublisherConfig.MaxLen is %d, want 0 (no trimming) or more", c.MaxLen),
+	)
 }
 
 // Publisher adds outbox events to Redis streams for an outbox.Relay, one
@@ -79,6 +74,7 @@ func (c PublisherConfig) validate() error {
 // it as a Duplicate.
 type Publisher struct {
 	cfg PublisherConfig
+	w   redisbase.Writer
 }
 
 // Close returns nil: the Redis client is PublisherConfig.Redis, the
@@ -88,69 +84,29 @@ func (p *Publisher) Close() error { return nil }
 // NewPublisher returns a Publisher. Unless AllowNotDurable is set, it
 // checks that Redis persists what it acknowledges (see ErrNotDurable).
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, w, err := redisbase.Start(cfg, PublisherConfig.withDefaults, PublisherConfig.validate, PublisherConfig.writer)
+	if err != nil {
 		return nil, err
 	}
-	if !cfg.AllowNotDurable {
-		ctx, cancel := context.WithTimeout(context.Background(), durableCheckTimeout)
-		defer cancel()
-		if err := checkDurable(ctx, cfg.Redis); err != nil {
-			return nil, err
-		}
-	}
-	return &Publisher{cfg: cfg}, nil
+	return &Publisher{cfg: cfg, w: w}, nil
+}
+
+// writer is how a Publisher writes: XADD, a refusal of a key that is not a
+// stream.
+func (c PublisherConfig) writer() (redisbase.Writer, bool) {
+	return redisbase.Writer{Redis: c.Redis, Pkg: "pginbox/redisstream", Op: "XADD", NotDurable: ErrNotDurable,
+		WrongType: ErrNotAStream, Fix: "use another Stream name or delete the key"}, c.AllowNotDurable
 }
 
 // Publish adds msgs in one pipeline; see outbox.Publisher. It returns when
-// ctx ends even if the client is still waiting for Redis (go-redis applies
-// context deadlines to sockets only with ContextTimeoutEnabled); entries
-// that pipeline adds later are copies the receiving inbox drops.
+// ctx ends even if the client is still waiting for Redis; entries that
+// pipeline adds later are copies the receiving inbox drops.
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
-	done := make(chan []error, 1)
-	go func() { done <- p.add(ctx, msgs) }()
-	select {
-	case errs := <-done:
-		return errs
-	case <-ctx.Done():
-		errs := make([]error, len(msgs))
-		for i := range errs {
-			errs[i] = fmt.Errorf("pginbox/redisstream: no XADD reply before the publish timeout (the relay retries): %w", ctx.Err())
-		}
-		return errs
-	}
+	return p.w.Publish(ctx, msgs, p.add)
 }
 
-// add runs the pipeline and returns nil or one error per message.
-func (p *Publisher) add(ctx context.Context, msgs []outbox.Message) []error {
-	errs := make([]error, len(msgs))
-	cmds := make([]*redis.StringCmd, len(msgs))
-	_, _ = p.cfg.Redis.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, m := range msgs {
-			args, err := p.args(m)
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			cmds[i] = pipe.XAdd(ctx, args)
-		}
-		return nil
-	})
-	failed := false
-	for i, c := range cmds {
-		if c != nil && c.Err() != nil {
-			errs[i] = addError(c.Err())
-		}
-		failed = failed || errs[i] != nil
-	}
-	if !failed {
-		return nil
-	}
-	return errs
-}
-
-// args maps an event to its XADD.
-func (p *Publisher) args(m outbox.Message) (*redis.XAddArgs, error) {
+// add queues an event's XADD.
+func (p *Publisher) add(ctx context.Context, pipe redis.Pipeliner, m outbox.Message) (redis.Cmder, error) {
 	v := []any{
 		DefaultIDField, m.ID.String(),
 		FieldEventType, m.EventType,
@@ -172,14 +128,5 @@ func (p *Publisher) args(m outbox.Message) (*redis.XAddArgs, error) {
 	if p.cfg.MaxLen > 0 {
 		a.MaxLen, a.Approx = p.cfg.MaxLen, true
 	}
-	return a, nil
-}
-
-// addError maps a failed XADD: a key holding another type can never take
-// the entry; anything else (connection, timeout, OOM) is retried.
-func addError(err error) error {
-	if strings.HasPrefix(err.Error(), "WRONGTYPE") {
-		return handler.Permanent(fmt.Errorf("%w: XADD: %w: use another Stream name or delete the key, then requeue the event", ErrNotAStream, err))
-	}
-	return fmt.Errorf("pginbox/redisstream: XADD (the relay retries): %w", err)
+	return pipe.XAdd(ctx, a), nil
 }

@@ -1,6 +1,7 @@
 package sqs
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -110,60 +111,36 @@ type Config struct {
 	OnError func(error)
 }
 
-func (c Config) withDefaults() Config {
-	if c.VisibilityTimeout == 0 {
-		c.VisibilityTimeout = DefaultVisibilityTimeout
-	}
-	if c.WaitTime == 0 {
-		c.WaitTime = DefaultWaitTime
-	}
-	if c.RetryDelay == 0 {
-		c.RetryDelay = DefaultRetryDelay
-	}
-	if c.MaxRetryDelay == 0 {
-		c.MaxRetryDelay = DefaultMaxRetryDelay
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.AcceptTimeout == 0 {
-		c.AcceptTimeout = DefaultAcceptTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return c
-}
-
 // maxVisibility is SQS's limit on a visibility timeout.
 const maxVisibility = 12 * time.Hour
 
 func (c Config) validate() error {
-	switch {
-	case c.Client == nil:
-		return cfgerr.New("sqs", "Config.Client is required: pass sqs.NewFromConfig(cfg)")
-	case c.QueueURL == "":
-		return cfgerr.New("sqs", "Config.QueueURL is required: the URL GetQueueUrl returns")
-	case c.Scope.Kind != inbox.ScopeTenant && c.Scope.Kind != inbox.ScopeGlobal:
-		return cfgerr.New("sqs", "Config.Scope is unset: use inbox.Tenant(id) or inbox.Global()")
-	case c.Decode == nil:
-		return cfgerr.New("sqs", "Config.Decode is required: map a message to an inbox.Message (DecodeEvent for a Publisher's messages)")
-	case c.DeadLetterQueueURL == c.QueueURL:
-		return cfgerr.New("sqs", "Config.DeadLetterQueueURL is the consumed queue: name another queue, or leave it empty to rely on the redrive policy")
-	case c.VisibilityTimeout < 2*time.Second || c.VisibilityTimeout > maxVisibility || c.VisibilityTimeout%time.Second != 0:
-		return cfgerr.New("sqs", "Config.VisibilityTimeout is %v: it must be whole seconds from 2s to 12h", c.VisibilityTimeout)
-	case c.WaitTime < time.Second || c.WaitTime > 20*time.Second || c.WaitTime%time.Second != 0:
-		return cfgerr.New("sqs", "Config.WaitTime is %v: it must be whole seconds from 1s to 20s", c.WaitTime)
-	case c.RetryDelay < 0:
-		return cfgerr.New("sqs", "Config.RetryDelay is %v: it must not be negative", c.RetryDelay)
-	case c.MaxRetryDelay < c.RetryDelay || c.MaxRetryDelay > maxVisibility:
-		return cfgerr.New("sqs", "Config.MaxRetryDelay is %v: it must be from RetryDelay (%v) to 12h", c.MaxRetryDelay, c.RetryDelay)
-	case c.Concurrency < 1:
-		return cfgerr.New("sqs", "Config.Concurrency is %d: it must be at least 1", c.Concurrency)
-	case c.AcceptTimeout < 0:
-		return cfgerr.New("sqs", "Config.AcceptTimeout is %v: it must not be negative", c.AcceptTimeout)
-	}
-	return nil
+	return cfgerr.First("sqs",
+		cfgerr.If(c.Client == nil, "Config.Client is required: pass sqs.NewFromConfig(cfg)"),
+		cfgerr.If(c.QueueURL == "", "Config.QueueURL is required: the URL GetQueueUrl returns"),
+		cfgerr.Scope("Config.Scope", c.Scope),
+		cfgerr.If(c.Decode == nil, "Config.Decode is required: map a message to an inbox.Message (DecodeEvent for a Publisher's messages)"),
+		cfgerr.If(c.DeadLetterQueueURL == c.QueueURL, "Config.DeadLetterQueueURL is the consumed queue: name another queue, or leave it empty to rely on the redrive policy"),
+		cfgerr.If(c.VisibilityTimeout < 2*time.Second || c.VisibilityTimeout > maxVisibility || c.VisibilityTimeout%time.Second != 0,
+			"Config.VisibilityTimeout is %v: it must be whole seconds from 2s to 12h", c.VisibilityTimeout),
+		cfgerr.If(c.WaitTime < time.Second || c.WaitTime > 20*time.Second || c.WaitTime%time.Second != 0,
+			"Config.WaitTime is %v: it must be whole seconds from 1s to 20s", c.WaitTime),
+		cfgerr.NotNegative("Config.RetryDelay", c.RetryDelay),
+		cfgerr.If(c.MaxRetryDelay < c.RetryDelay || c.MaxRetryDelay > maxVisibility,
+			"Config.MaxRetryDelay is %v: it must be from RetryDelay (%v) to 12h", c.MaxRetryDelay, c.RetryDelay),
+		cfgerr.AtLeast("Config.Concurrency", c.Concurrency, 1),
+		cfgerr.NotNegative("Config.AcceptTimeout", c.AcceptTimeout),
+	)
+}
+
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.VisibilityTimeout = cmp.Or(c.VisibilityTimeout, DefaultVisibilityTimeout)
+	c.WaitTime = cmp.Or(c.WaitTime, DefaultWaitTime)
+	c.RetryDelay, c.MaxRetryDelay = cmp.Or(c.RetryDelay, DefaultRetryDelay), cmp.Or(c.MaxRetryDelay, DefaultMaxRetryDelay)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.AcceptTimeout = cmp.Or(c.AcceptTimeout, DefaultAcceptTimeout)
+	return c
 }
 
 // retryDelay is how long a message stays hidden after its receives-th

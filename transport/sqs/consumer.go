@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/pginbox/pginbox/internal/service"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 	"github.com/pginbox/pginbox/transport/internal/settle"
 )
 
@@ -43,11 +44,8 @@ func (c *Consumer) Stats() Stats {
 
 // NewConsumer returns a consumer that accepts through acc (an *inbox.Client).
 func NewConsumer(acc Accepter, cfg Config) (*Consumer, error) {
-	if acc == nil {
-		return nil, errors.New("pginbox/sqs: NewConsumer: accepter is nil: pass an *inbox.Client")
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Prepare("pginbox/sqs: NewConsumer", acc, cfg, Config.withDefaults, Config.validate)
+	if err != nil {
 		return nil, err
 	}
 	return &Consumer{acc: acc, cfg: cfg, log: cfg.Logger.With("queue", cfg.QueueURL)}, nil

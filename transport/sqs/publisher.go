@@ -14,6 +14,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/outbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Publisher sends outbox events to SQS queues for an outbox.Relay, one
@@ -32,8 +33,8 @@ type Publisher struct {
 
 // NewPublisher returns a Publisher.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Ready(cfg, PublisherConfig.withDefaults, PublisherConfig.validate)
+	if err != nil {
 		return nil, err
 	}
 	return &Publisher{cfg: cfg}, nil

@@ -1,6 +1,7 @@
 package sqs
 
 import (
+	"cmp"
 	"errors"
 	"strings"
 
@@ -37,23 +38,16 @@ type PublisherConfig struct {
 }
 
 func (c PublisherConfig) withDefaults() PublisherConfig {
-	if c.QueueURL == nil {
-		c.QueueURL = func(m outbox.Message) string { return m.Destination }
-	}
-	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
-	}
+	c.QueueURL = cfgerr.Destination(c.QueueURL)
+	c.MaxMessageBytes = cmp.Or(c.MaxMessageBytes, DefaultMaxMessageBytes)
 	return c
 }
 
 func (c PublisherConfig) validate() error {
-	switch {
-	case c.Client == nil:
-		return cfgerr.New("sqs", "PublisherConfig.Client is required: pass sqs.NewFromConfig(cfg)")
-	case c.MaxMessageBytes < 1:
-		return cfgerr.New("sqs", "PublisherConfig.MaxMessageBytes is %d: it must be positive", c.MaxMessageBytes)
-	}
-	return nil
+	return cfgerr.First("sqs",
+		cfgerr.If(c.Client == nil, "PublisherConfig.Client is required: pass sqs.NewFromConfig(cfg)"),
+		cfgerr.If(c.MaxMessageBytes < 1, "PublisherConfig.MaxMessageBytes is %d: it must be positive", c.MaxMessageBytes),
+	)
 }
 
 // isFIFO says whether url names a FIFO queue (SQS requires the suffix).

@@ -1,7 +1,9 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -78,39 +80,21 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c Config) withDefaults() Config {
-	if c.Tolerance == 0 {
-		c.Tolerance = DefaultTolerance
-	}
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = DefaultRetryAfter
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	return c
-}
-
 func (c Config) validate() error {
 	if len(c.Keys) == 0 {
 		return cfgerr.New("webhook", "Config.Keys is empty: add at least one signing key")
 	}
 	seen := make(map[string]bool, len(c.Keys))
 	for i, k := range c.Keys {
-		switch {
-		case k.ID == "":
-			return cfgerr.New("webhook", "Config.Keys[%d].ID is empty", i)
-		case seen[k.ID]:
-			return cfgerr.New("webhook", "Config.Keys[%d].ID %q is used twice", i, k.ID)
-		case len(k.Secret) < MinSecretBytes:
-			return cfgerr.New("webhook", "Config.Keys[%d].Secret has %d bytes, want at least %d (use 32 random bytes)", i, len(k.Secret), MinSecretBytes)
-		case k.Scope.Kind != inbox.ScopeTenant && k.Scope.Kind != inbox.ScopeGlobal:
-			return cfgerr.New("webhook", "Config.Keys[%d].Scope is unset: use inbox.Tenant(id) or inbox.Global()", i)
-		case k.Scope.Kind == inbox.ScopeTenant && k.Scope.ID == "":
-			return cfgerr.New("webhook", "Config.Keys[%d].Scope has an empty tenant ID", i)
+		field := fmt.Sprintf("Config.Keys[%d]", i)
+		if err := cfgerr.First("webhook",
+			cfgerr.If(k.ID == "", "%s.ID is empty", field),
+			cfgerr.If(seen[k.ID], "%s.ID %q is used twice", field, k.ID),
+			cfgerr.If(len(k.Secret) < MinSecretBytes, "%s.Secret has %d bytes, want at least %d (use 32 random bytes)", field, len(k.Secret), MinSecretBytes),
+			cfgerr.Scope(field+".Scope", k.Scope),
+			cfgerr.If(k.Scope.Kind == inbox.ScopeTenant && k.Scope.ID == "", "%s.Scope has an empty tenant ID", field),
+		); err != nil {
+			return err
 		}
 		seen[k.ID] = true
 	}
@@ -119,17 +103,20 @@ func (c Config) validate() error {
 			return cfgerr.New("webhook", "Config.MetadataHeaders[%d] %q is not a header name (letters, digits and !#$%%&'*+-.^_`|~)", i, h)
 		}
 	}
-	switch {
-	case c.Decode == nil:
-		return cfgerr.New("webhook", "Config.Decode is nil: say how a body becomes an inbox.Message")
-	case c.Tolerance < 0:
-		return cfgerr.New("webhook", "Config.Tolerance is %v, want a positive duration", c.Tolerance)
-	case c.MaxBodyBytes < 0:
-		return cfgerr.New("webhook", "Config.MaxBodyBytes is %d, want a positive size", c.MaxBodyBytes)
-	case c.RetryAfter < 0:
-		return cfgerr.New("webhook", "Config.RetryAfter is %v, want a positive duration", c.RetryAfter)
-	}
-	return nil
+	return cfgerr.First("webhook",
+		cfgerr.If(c.Decode == nil, "Config.Decode is nil: say how a body becomes an inbox.Message"),
+		cfgerr.NotNegative("Config.Tolerance", c.Tolerance),
+		cfgerr.If(c.MaxBodyBytes < 0, "Config.MaxBodyBytes is %d, want a positive size", c.MaxBodyBytes),
+		cfgerr.NotNegative("Config.RetryAfter", c.RetryAfter),
+	)
+}
+
+func (c Config) withDefaults() Config {
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.Tolerance = cmp.Or(c.Tolerance, DefaultTolerance)
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.RetryAfter = cmp.Or(c.RetryAfter, DefaultRetryAfter)
+	return c
 }
 
 // validHeaderName reports whether h is an HTTP header name (an RFC 9110

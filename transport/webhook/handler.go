@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/transport/internal/cfgerr"
 )
 
 // Handler is an http.Handler that verifies signed webhooks and accepts them
@@ -37,11 +38,8 @@ func (h *Handler) Stats() Stats {
 
 // NewHandler returns a Handler that accepts through acc (an *inbox.Client).
 func NewHandler(acc Accepter, cfg Config) (*Handler, error) {
-	if acc == nil {
-		return nil, fmt.Errorf("pginbox/webhook: NewHandler: accepter is nil: pass an *inbox.Client")
-	}
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg, err := cfgerr.Prepare("pginbox/webhook: NewHandler", acc, cfg, Config.withDefaults, Config.validate)
+	if err != nil {
 		return nil, err
 	}
 	h := &Handler{acc: acc, cfg: cfg, keys: make(map[string]Key, len(cfg.Keys))}

@@ -1,24 +1,19 @@
-// Package brokercmd is what every transport program (kafka-inbox,
-// mqtt-inbox, nats-inbox, rabbitmq-inbox, redis-inbox, sqs-inbox, webhook-inbox)
-// shares: the inbox flags (database, scope, identity), the start-up checks
-// (the schema is migrated), shutdown on SIGINT/SIGTERM and exit codes.
+// Package brokercmd is what every transport program (bullmq-inbox,
+// kafka-inbox, mqtt-inbox, nats-inbox, rabbitmq-inbox, redis-inbox,
+// sqs-inbox, webhook-inbox) shares: a Program declares only its broker's
+// flags (a table of Flag) and how it consumes; the kit adds the inbox flags
+// (database, scope, identity), the start-up checks (the schema is
+// migrated), shutdown on SIGINT/SIGTERM and exit codes.
 package brokercmd
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/schema"
 )
 
 // Exit codes.
@@ -40,12 +35,12 @@ type Inbox struct {
 	SchemaVersion int
 }
 
-// Register adds the inbox flags to fs. DATABASE_URL comes from getenv
+// register adds the inbox flags to fs. DATABASE_URL comes from getenv
 // unless -database-url is given; eventTypeDefault says where the event type
 // comes from when -event-type is not set. With an empty eventTypeDefault the
 // messages say their type and version themselves: -event-type and
 // -schema-version are not offered.
-func (in *Inbox) Register(fs *flag.FlagSet, getenv func(string) string, eventTypeDefault string) {
+func (in *Inbox) register(fs *flag.FlagSet, getenv func(string) string, eventTypeDefault string) {
 	fs.StringVar(&in.DatabaseURL, "database-url", getenv("DATABASE_URL"), "PostgreSQL connection string (env DATABASE_URL)")
 	fs.StringVar(&in.Tenant, "tenant", "", "tenant ID every message belongs to (this or -global is required)")
 	fs.BoolVar(&in.Global, "global", false, "messages belong to the global scope (this or -tenant is required)")
@@ -58,8 +53,8 @@ func (in *Inbox) Register(fs *flag.FlagSet, getenv func(string) string, eventTyp
 	}
 }
 
-// Check reports the first missing or contradictory inbox flag.
-func (in *Inbox) Check() error {
+// check reports the first missing or contradictory inbox flag.
+func (in *Inbox) check() error {
 	switch {
 	case in.DatabaseURL == "":
 		return errors.New("-database-url (or DATABASE_URL) is required")
@@ -97,27 +92,8 @@ func (in *Inbox) Message(eventType string, payload []byte) inbox.Message {
 	}
 }
 
-// Open connects to the database, checks that the pginbox schema is there
-// and returns an inbox client for -consumer. Close the pool when done.
-func (in *Inbox) Open(ctx context.Context, log *slog.Logger) (*pgxpool.Pool, *inbox.Client, error) {
-	pool, err := pgxpool.New(ctx, in.DatabaseURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("-database-url: %w", err)
-	}
-	if err := schema.Check(ctx, pool); err != nil {
-		pool.Close()
-		return nil, nil, err // says to run `inbox migrate up` when that is the problem
-	}
-	client, err := inbox.NewClient(pool, inbox.Config{Consumers: []string{in.Consumer}, Logger: log})
-	if err != nil {
-		pool.Close()
-		return nil, nil, err
-	}
-	return pool, client, nil
-}
-
-// Parse parses args into fs and refuses arguments after the flags.
-func Parse(fs *flag.FlagSet, args []string) error {
+// parse parses args into fs and refuses arguments after the flags.
+func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -127,28 +103,10 @@ func Parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// Main runs a program's run with the command line, the environment and
-// stderr, and a context ended by SIGINT or SIGTERM, then exits with run's
-// exit code.
-func Main(run func(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int) {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
-	stop()
-	os.Exit(code)
-}
-
-// Or is v, or def when v is empty.
-func Or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
-}
-
-// Run runs a program: parse reads the flags, serve runs until its context
+// run runs a program: parse reads the flags, serve runs until its context
 // ends. Errors are printed to stderr as "name: error"; the result is the
 // exit code.
-func Run(name string, stderr io.Writer, parse func() error, serve func(*slog.Logger) error) int {
+func run(name string, stderr io.Writer, parse func() error, serve func(*slog.Logger) error) int {
 	err := parse()
 	if errors.Is(err, flag.ErrHelp) {
 		return ExitOK

@@ -1,6 +1,9 @@
-// Package cfgerr builds the *inbox.ConfigError every transport's validate
-// returns, so that errors.Is(err, inbox.ErrInvalidConfig) holds for all of
-// them and each names the field the same way ("nats.Config.Stream").
+// Package cfgerr checks the configs of the transports: the
+// *inbox.ConfigError every validate returns, so that
+// errors.Is(err, inbox.ErrInvalidConfig) holds for all of them and each names
+// the field the same way ("nats.Config.Stream"); the rules their validates
+// share (check.go); and the defaults-then-validate step of their
+// constructors (prepare.go).
 package cfgerr
 
 import (

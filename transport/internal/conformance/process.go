@@ -18,6 +18,7 @@ type Process struct {
 	bin    string
 	args   []string
 	env    []string
+	ready  func(addr string) error
 	port   int
 	dir    string
 	cmd    *exec.Cmd
@@ -36,6 +37,15 @@ func StartProcess(t testing.TB, name, env, fallback string, args func(port int, 
 // StartProcessEnv is StartProcess with environment variables (from
 // environ, which may be nil) added to the test's.
 func StartProcessEnv(t testing.TB, name, env, fallback string, args, environ func(port int, dir string) []string) *Process {
+	t.Helper()
+	return StartProcessReady(t, name, env, fallback, args, environ, nil)
+}
+
+// StartProcessReady is StartProcessEnv with the check that the process is
+// ready: ready(addr) returns nil once it answers (a broker that listens
+// before it serves, such as a RabbitMQ node, says so in its own protocol).
+// Nil ready waits for a TCP connection to be accepted.
+func StartProcessReady(t testing.TB, name, env, fallback string, args, environ func(port int, dir string) []string, ready func(addr string) error) *Process {
 	t.Helper()
 	bin := os.Getenv(env)
 	if bin == "" {
@@ -56,7 +66,10 @@ func StartProcessEnv(t testing.TB, name, env, fallback string, args, environ fun
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	p := &Process{name: name, bin: bin, port: port, dir: t.TempDir()}
+	p := &Process{name: name, bin: bin, port: port, dir: t.TempDir(), ready: ready}
+	if p.ready == nil {
+		p.ready = accepts
+	}
 	if args != nil {
 		p.args = args(port, p.dir)
 	}
@@ -108,23 +121,63 @@ func (p *Process) start(t testing.TB) {
 	}
 	p.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, exited chan struct{}) { _ = cmd.Wait(); close(exited) }(p.cmd, p.exited)
-	deadline := time.Now().Add(2 * time.Minute) // a RabbitMQ node on a loaded machine takes its time
+	p.waitReady(t)
+}
+
+// waitReady polls until the process answers, for as long as the test may
+// run: a broker on a loaded machine takes its time (a RabbitMQ node, minutes),
+// and a fixed bound fails a test that would pass. It fails the test when the
+// process exits first, or shortly before the test's deadline (-timeout), so
+// that the failure names the process rather than a panic naming every test.
+func (p *Process) waitReady(t testing.TB) {
+	t.Helper()
+	start := time.Now()
+	deadline, bounded := testDeadline(t)
 	for {
-		c, err := net.DialTimeout("tcp", p.Addr(), time.Second)
+		err := p.ready(p.Addr())
 		if err == nil {
-			c.Close()
+			if took := time.Since(start); took > 10*time.Second {
+				t.Logf("%s answered on %d after %v", p.name, p.port, took.Round(time.Second))
+			}
 			return
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("%s exited before it listened on %d", p.name, p.port)
+			t.Fatalf("%s exited before it answered on %d: %v", p.name, p.port, err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not listen on %d: %v", p.name, p.port, err)
+		if bounded && time.Now().After(deadline) {
+			t.Fatalf("%s did not answer on %d in %v, and the test's deadline is near: %v", p.name, p.port, time.Since(start).Round(time.Second), err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// deadlineMargin is the time left, at a failed wait, for the test to report
+// and clean up (stop its processes) before the test binary's deadline.
+const deadlineMargin = 30 * time.Second
+
+// testDeadline is when a wait of t's must give up: deadlineMargin before
+// the test binary's deadline. bounded is false when it has none
+// (-timeout 0).
+func testDeadline(t testing.TB) (deadline time.Time, bounded bool) {
+	d, ok := t.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return time.Time{}, false
+	}
+	if deadline, bounded = d.Deadline(); bounded {
+		deadline = deadline.Add(-deadlineMargin)
+	}
+	return deadline, bounded
+}
+
+// accepts is the default readiness: a TCP connection to addr is accepted.
+func accepts(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	return c.Close()
 }
 
 func (p *Process) stop(t testing.TB, sig syscall.Signal) {

@@ -14,92 +14,40 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
-	"fmt"
-	"io"
-	"log/slog"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/bullmq"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
+	"github.com/pginbox/pginbox/transport/internal/redisbase/rediscmd"
 )
 
-func main() { brokercmd.Main(run) }
+func main() { program.Main() }
 
-type options struct {
-	inbox                                  brokercmd.Inbox
-	redisURL, queue, prefix, name, idField string
-	deliveryLimit                          int64
-	lockDuration                           time.Duration
-	concurrency                            int
+var program = brokercmd.Program[bullmq.Config]{Name: "bullmq-inbox", EventType: "the job's name", Flags: flags, Serve: serve}
+
+// flags are the program's own flags; brokercmd adds the inbox's.
+func flags(c *bullmq.Config) []brokercmd.Flag {
+	return []brokercmd.Flag{
+		rediscmd.ClientFlag(&c.Redis),
+		brokercmd.Var(&c.Queue, "queue", "", "BullMQ queue to consume").Required().Logged(),
+		brokercmd.Var(&c.Prefix, "prefix", bullmq.DefaultPrefix, "the queue's key prefix (BullMQ's prefix option)"),
+		brokercmd.Var(&c.Worker, "name", "", "this worker's name, recorded in the jobs it takes (default: hostname-pid)"),
+		brokercmd.Var(&c.IDField, "id-field", "", "field of the job's data holding the message ID (default: the job ID)"),
+		brokercmd.Var(&c.DeliveryLimit, "delivery-limit", bullmq.DefaultDeliveryLimit, "takes before a job is failed"),
+		brokercmd.Var(&c.LockDuration, "lock-duration", bullmq.DefaultLockDuration, "lock of a taken job: a job not completed within it is taken again"),
+		brokercmd.Var(&c.Concurrency, "concurrency", bullmq.DefaultConcurrency, "jobs accepted at once"),
+	}
 }
 
-func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("bullmq-inbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.redisURL, "redis-url", brokercmd.Or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"), "Redis URL (env REDIS_URL)")
-	fs.StringVar(&o.queue, "queue", "", "BullMQ queue to consume (required)")
-	fs.StringVar(&o.prefix, "prefix", bullmq.DefaultPrefix, "the queue's key prefix (BullMQ's prefix option)")
-	fs.StringVar(&o.name, "name", "", "this worker's name, recorded in the jobs it takes (default: hostname-pid)")
-	fs.StringVar(&o.idField, "id-field", "", "field of the job's data holding the message ID (default: the job ID)")
-	fs.Int64Var(&o.deliveryLimit, "delivery-limit", bullmq.DefaultDeliveryLimit, "takes before a job is failed")
-	fs.DurationVar(&o.lockDuration, "lock-duration", bullmq.DefaultLockDuration, "lock of a taken job: a job not completed within it is taken again")
-	fs.IntVar(&o.concurrency, "concurrency", bullmq.DefaultConcurrency, "jobs accepted at once")
-	o.inbox.Register(fs, getenv, "the job's name")
-	if err := brokercmd.Parse(fs, args); err != nil {
-		return err
+// serve makes the consumer of the configuration the flags set.
+func serve(c *bullmq.Config, s *brokercmd.Session) (brokercmd.Runner, error) {
+	c.Scope, c.Logger = s.Scope(), s.Log
+	c.Decode = func(j bullmq.Job) (inbox.Message, error) {
+		if j.Name == "" && s.EventType == "" {
+			return inbox.Message{}, errors.New("no event type: give the job a name, or run with -event-type")
+		}
+		return s.Message(j.Name, j.Data), nil
 	}
-	if o.queue == "" {
-		return errors.New("-queue is required")
-	}
-	return o.inbox.Check()
-}
-
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	var o options
-	return brokercmd.Run("bullmq-inbox", stderr,
-		func() error { return o.parse(args, getenv, stderr) },
-		func(log *slog.Logger) error { return serve(ctx, &o, log) })
-}
-
-func serve(ctx context.Context, o *options, log *slog.Logger) error {
-	ropts, err := redis.ParseURL(o.redisURL)
-	if err != nil {
-		return fmt.Errorf("-redis-url: %w", err)
-	}
-	pool, client, err := o.inbox.Open(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	rdb := redis.NewClient(ropts)
-	defer rdb.Close()
-	c, err := bullmq.NewConsumer(client, bullmq.Config{
-		Redis:         rdb,
-		Queue:         o.queue,
-		Prefix:        o.prefix,
-		Scope:         o.inbox.Scope(),
-		Worker:        o.name,
-		IDField:       o.idField,
-		DeliveryLimit: o.deliveryLimit,
-		LockDuration:  o.lockDuration,
-		Concurrency:   o.concurrency,
-		Logger:        log,
-		Decode: func(j bullmq.Job) (inbox.Message, error) {
-			if j.Name == "" && o.inbox.EventType == "" {
-				return inbox.Message{}, errors.New("no event type: give the job a name, or run with -event-type")
-			}
-			return o.inbox.Message(j.Name, j.Data), nil
-		},
-	})
-	if err != nil {
-		return err
-	}
-	log.Info("bullmq-inbox: consuming", "queue", o.queue, "consumer", o.inbox.Consumer)
-	return c.Run(ctx)
+	return bullmq.NewConsumer(s.Client, *c)
 }

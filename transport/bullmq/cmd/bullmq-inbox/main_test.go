@@ -45,12 +45,12 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+		if code := program.Run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), brokercmd.ExitUsage, tc.want)
 		}
 	}
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-id-field") {
+	if code := program.Run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-id-field") {
 		t.Errorf("-help: exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -88,7 +88,7 @@ func TestRunAccepts(t *testing.T) {
 	var stderr testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(runCtx, []string{"-redis-url", "redis://" + addr + "/0", "-queue", queue,
+		done <- program.Run(runCtx, []string{"-redis-url", "redis://" + addr + "/0", "-queue", queue,
 			"-tenant", "acme", "-source", "shop", "-consumer", "orders.projection.v1"},
 			env(map[string]string{"DATABASE_URL": dsn}), &stderr)
 	}()

@@ -12,12 +12,8 @@
 package main
 
 import (
-	"context"
+	"cmp"
 	"errors"
-	"flag"
-	"io"
-	"log/slog"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -26,82 +22,51 @@ import (
 	"github.com/pginbox/pginbox/transport/kafka"
 )
 
-func main() { brokercmd.Main(run) }
+func main() { program.Main() }
 
 type options struct {
-	inbox                     brokercmd.Inbox
-	brokers, topic, group, dl string
-	deliveryLimit             int
+	kafka.Config
+	topic string
 }
 
-func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("kafka-inbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.brokers, "brokers", getenv("KAFKA_BROKERS"), "seed brokers, comma separated (env KAFKA_BROKERS, required)")
-	fs.StringVar(&o.topic, "topic", "", "topic to consume (required)")
-	fs.StringVar(&o.group, "group", "", "consumer group (required)")
-	fs.StringVar(&o.dl, "dlq", "", "dead-letter topic (default: TOPIC.dead)")
-	fs.IntVar(&o.deliveryLimit, "delivery-limit", kafka.DefaultDeliveryLimit, "failed accepts before a record is dead-lettered")
-	o.inbox.Register(fs, getenv, "the event-type header")
-	if err := brokercmd.Parse(fs, args); err != nil {
-		return err
+var program = brokercmd.Program[options]{Name: "kafka-inbox", EventType: "the event-type header", Flags: flags, Check: check, Serve: serve}
+
+// flags are the program's own flags; brokercmd adds the inbox's.
+func flags(o *options) []brokercmd.Flag {
+	return []brokercmd.Flag{
+		brokercmd.List(&o.Brokers, "brokers", "seed brokers, comma separated").Env("KAFKA_BROKERS").Required(),
+		brokercmd.Var(&o.topic, "topic", "", "topic to consume").Required().Logged(),
+		brokercmd.Var(&o.Group, "group", "", "consumer group").Required().Logged(),
+		brokercmd.Var(&o.DeadLetterTopic, "dlq", "", "dead-letter topic (default: TOPIC.dead)"),
+		brokercmd.Var(&o.DeliveryLimit, "delivery-limit", kafka.DefaultDeliveryLimit, "failed accepts before a record is dead-lettered"),
 	}
-	switch {
-	case o.brokers == "":
-		return errors.New("-brokers (or KAFKA_BROKERS) is required")
-	case o.topic == "":
-		return errors.New("-topic is required")
-	case o.group == "":
-		return errors.New("-group is required")
-	}
-	if o.dl == "" {
-		o.dl = o.topic + ".dead"
-	}
-	return o.inbox.Check()
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	var o options
-	return brokercmd.Run("kafka-inbox", stderr,
-		func() error { return o.parse(args, getenv, stderr) },
-		func(log *slog.Logger) error { return serve(ctx, &o, log) })
+// check derives the defaults that depend on other flags.
+func check(o *options) error {
+	o.Topics, o.DeadLetterTopic = []string{o.topic}, cmp.Or(o.DeadLetterTopic, o.topic+".dead")
+	return nil
 }
 
-func serve(ctx context.Context, o *options, log *slog.Logger) error {
-	pool, client, err := o.inbox.Open(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	c, err := kafka.NewConsumer(client, kafka.Config{
-		Brokers:         strings.Split(o.brokers, ","),
-		Topics:          []string{o.topic},
-		Group:           o.group,
-		Scope:           o.inbox.Scope(),
-		DeadLetterTopic: o.dl,
-		DeliveryLimit:   o.deliveryLimit,
-		Logger:          log,
-		Decode: func(r *kgo.Record) (inbox.Message, error) {
-			id, typ := string(r.Key), ""
-			for _, h := range r.Headers {
-				switch h.Key {
-				case "message-id":
-					id = string(h.Value)
-				case "event-type":
-					typ = string(h.Value)
-				}
+// serve makes the consumer of the configuration the flags set.
+func serve(o *options, s *brokercmd.Session) (brokercmd.Runner, error) {
+	o.Scope, o.Logger = s.Scope(), s.Log
+	o.Decode = func(r *kgo.Record) (inbox.Message, error) {
+		id, typ := string(r.Key), ""
+		for _, h := range r.Headers {
+			switch h.Key {
+			case "message-id":
+				id = string(h.Value)
+			case "event-type":
+				typ = string(h.Value)
 			}
-			if id == "" {
-				return inbox.Message{}, errors.New("no message-id header and no key: the producer must send its event ID")
-			}
-			m := o.inbox.Message(typ, r.Value)
-			m.MessageID = id
-			return m, nil
-		},
-	})
-	if err != nil {
-		return err
+		}
+		if id == "" {
+			return inbox.Message{}, errors.New("no message-id header and no key: the producer must send its event ID")
+		}
+		m := s.Message(typ, r.Value)
+		m.MessageID = id
+		return m, nil
 	}
-	log.Info("kafka-inbox: consuming", "topic", o.topic, "group", o.group, "consumer", o.inbox.Consumer)
-	return c.Run(ctx)
+	return kafka.NewConsumer(s.Client, o.Config)
 }

@@ -14,13 +14,6 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
-	"io"
-	"log/slog"
-	"strings"
-
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/pginbox/pginbox/inbox"
@@ -28,73 +21,28 @@ import (
 	"github.com/pginbox/pginbox/transport/mqtt"
 )
 
-func main() { brokercmd.Main(run) }
+func main() { program.Main() }
 
-type options struct {
-	inbox                        brokercmd.Inbox
-	mqttURL, username, password  string
-	clientID, topics, deadLetter string
-	deliveryLimit                int
+var program = brokercmd.Program[mqtt.Config]{Name: "mqtt-inbox", EventType: "the topic", Flags: flags, Serve: serve}
+
+// flags are the program's own flags; brokercmd adds the inbox's.
+func flags(c *mqtt.Config) []brokercmd.Flag {
+	return []brokercmd.Flag{
+		brokercmd.Var(&c.ServerURL, "mqtt-url", "mqtt://127.0.0.1:1883", "broker URL").Env("MQTT_URL"),
+		brokercmd.Var(&c.Username, "username", "", "broker user name").Env("MQTT_USERNAME"),
+		brokercmd.Secret(&c.Password, "MQTT_PASSWORD", "the broker password"),
+		brokercmd.Var(&c.ClientID, "client-id", "", "stable client ID: the broker keeps unacknowledged messages in its session").Required().Logged(),
+		brokercmd.List(&c.Topics, "topic", "topic filter(s) to subscribe to, comma-separated").Required().Logged(),
+		brokercmd.Var(&c.DeadLetterTopic, "dead-letter-topic", "", "topic for rejected messages; keep a persistent session subscribed to it").Required(),
+		brokercmd.Var(&c.DeliveryLimit, "delivery-limit", mqtt.DefaultDeliveryLimit, "failed accepts before a message is dead-lettered"),
+	}
 }
 
-func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("mqtt-inbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.mqttURL, "mqtt-url", brokercmd.Or(getenv("MQTT_URL"), "mqtt://127.0.0.1:1883"), "broker URL (env MQTT_URL)")
-	fs.StringVar(&o.username, "username", getenv("MQTT_USERNAME"), "broker user name (env MQTT_USERNAME)")
-	o.password = getenv("MQTT_PASSWORD") // from the environment only, never the command line
-	fs.StringVar(&o.clientID, "client-id", "", "stable client ID: the broker keeps unacknowledged messages in its session (required)")
-	fs.StringVar(&o.topics, "topic", "", "topic filter(s) to subscribe to, comma-separated (required)")
-	fs.StringVar(&o.deadLetter, "dead-letter-topic", "", "topic for rejected messages; keep a persistent session subscribed to it (required)")
-	fs.IntVar(&o.deliveryLimit, "delivery-limit", mqtt.DefaultDeliveryLimit, "failed accepts before a message is dead-lettered")
-	o.inbox.Register(fs, getenv, "the topic")
-	if err := brokercmd.Parse(fs, args); err != nil {
-		return err
+// serve makes the consumer of the configuration the flags set.
+func serve(c *mqtt.Config, s *brokercmd.Session) (brokercmd.Runner, error) {
+	c.Scope, c.Logger = s.Scope(), s.Log
+	c.Decode = func(p *paho.Publish) (inbox.Message, error) {
+		return s.Message(p.Topic, p.Payload), nil
 	}
-	switch {
-	case o.clientID == "":
-		return errors.New("-client-id is required")
-	case o.topics == "":
-		return errors.New("-topic is required")
-	case o.deadLetter == "":
-		return errors.New("-dead-letter-topic is required")
-	}
-	return o.inbox.Check()
-}
-
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	var o options
-	return brokercmd.Run("mqtt-inbox", stderr,
-		func() error { return o.parse(args, getenv, stderr) },
-		func(log *slog.Logger) error { return serve(ctx, &o, log) })
-}
-
-func serve(ctx context.Context, o *options, log *slog.Logger) error {
-	pool, client, err := o.inbox.Open(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	cfg := mqtt.Config{
-		ServerURL:       o.mqttURL,
-		Scope:           o.inbox.Scope(),
-		ClientID:        o.clientID,
-		Topics:          strings.Split(o.topics, ","),
-		DeadLetterTopic: o.deadLetter,
-		DeliveryLimit:   o.deliveryLimit,
-		Username:        o.username,
-		Logger:          log,
-		Decode: func(p *paho.Publish) (inbox.Message, error) {
-			return o.inbox.Message(p.Topic, p.Payload), nil
-		},
-	}
-	if o.password != "" {
-		cfg.Password = []byte(o.password)
-	}
-	c, err := mqtt.NewConsumer(client, cfg)
-	if err != nil {
-		return err
-	}
-	log.Info("mqtt-inbox: consuming", "topics", cfg.Topics, "client_id", o.clientID, "consumer", o.inbox.Consumer)
-	return c.Run(ctx)
+	return mqtt.NewConsumer(s.Client, *c)
 }

@@ -56,12 +56,12 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+		if code := program.Run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), brokercmd.ExitUsage, tc.want)
 		}
 	}
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-dead-letter-topic") {
+	if code := program.Run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-dead-letter-topic") {
 		t.Errorf("-help: exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -80,7 +80,7 @@ func TestStartErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), append(args, tc.extra...), env(nil), &stderr); code != brokercmd.ExitError || !strings.Contains(stderr.String(), tc.want) {
+		if code := program.Run(context.Background(), append(args, tc.extra...), env(nil), &stderr); code != brokercmd.ExitError || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.extra, code, stderr.String(), brokercmd.ExitError, tc.want)
 		}
 	}
@@ -102,7 +102,7 @@ func TestRunAccepts(t *testing.T) {
 	var stderr testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(runCtx, []string{"-mqtt-url", brokerURL, "-client-id", clientID, "-topic", topic, "-dead-letter-topic", "pgi/cmd/" + id + "/dead",
+		done <- program.Run(runCtx, []string{"-mqtt-url", brokerURL, "-client-id", clientID, "-topic", topic, "-dead-letter-topic", "pgi/cmd/" + id + "/dead",
 			"-tenant", "acme", "-source", "shop", "-consumer", "orders.projection.v1"},
 			env(map[string]string{"DATABASE_URL": dsn}), &stderr)
 	}()

@@ -13,12 +13,6 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
-	"io"
-	"log/slog"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -27,71 +21,37 @@ import (
 	pgnats "github.com/pginbox/pginbox/transport/nats"
 )
 
-func main() { brokercmd.Main(run) }
+func main() { program.Main() }
 
 type options struct {
-	inbox                                 brokercmd.Inbox
-	natsURL, stream, durable, subject, dl string
-	deliveryLimit, concurrency            int
+	pgnats.Config
+	subject string
 }
 
-func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("nats-inbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.natsURL, "nats-url", brokercmd.Or(getenv("NATS_URL"), nats.DefaultURL), "NATS server URL (env NATS_URL)")
-	fs.StringVar(&o.stream, "stream", "", "JetStream stream to consume (required)")
-	fs.StringVar(&o.durable, "durable", "pginbox", "durable consumer name")
-	fs.StringVar(&o.subject, "subject", "", "consume only this subject (default: the whole stream)")
-	fs.StringVar(&o.dl, "dead-letter-subject", "", "subject for rejected and exhausted messages; a stream must capture it (required)")
-	fs.IntVar(&o.deliveryLimit, "delivery-limit", pgnats.DefaultDeliveryLimit, "deliveries before a message is dead-lettered")
-	fs.IntVar(&o.concurrency, "concurrency", pgnats.DefaultConcurrency, "messages accepted at once")
-	o.inbox.Register(fs, getenv, "the message subject")
-	if err := brokercmd.Parse(fs, args); err != nil {
-		return err
+var program = brokercmd.Program[options]{Name: "nats-inbox", EventType: "the message subject", Flags: flags, Serve: serve}
+
+// flags are the program's own flags; brokercmd adds the inbox's.
+func flags(o *options) []brokercmd.Flag {
+	return []brokercmd.Flag{
+		brokercmd.Var(&o.URL, "nats-url", nats.DefaultURL, "NATS server URL").Env("NATS_URL"),
+		brokercmd.Var(&o.Stream, "stream", "", "JetStream stream to consume").Required().Logged(),
+		brokercmd.Var(&o.Durable, "durable", "pginbox", "durable consumer name").Logged(),
+		brokercmd.Var(&o.subject, "subject", "", "consume only this subject (default: the whole stream)"),
+		brokercmd.Var(&o.DeadLetterSubject, "dead-letter-subject", "", "subject for rejected and exhausted messages; a stream must capture it").Required(),
+		brokercmd.Var(&o.DeliveryLimit, "delivery-limit", pgnats.DefaultDeliveryLimit, "deliveries before a message is dead-lettered"),
+		brokercmd.Var(&o.Concurrency, "concurrency", pgnats.DefaultConcurrency, "messages accepted at once"),
 	}
-	switch {
-	case o.stream == "":
-		return errors.New("-stream is required")
-	case o.dl == "":
-		return errors.New("-dead-letter-subject is required")
-	}
-	return o.inbox.Check()
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	var o options
-	return brokercmd.Run("nats-inbox", stderr,
-		func() error { return o.parse(args, getenv, stderr) },
-		func(log *slog.Logger) error { return serve(ctx, &o, log) })
-}
-
-func serve(ctx context.Context, o *options, log *slog.Logger) error {
-	pool, client, err := o.inbox.Open(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	cfg := pgnats.Config{
-		URL:               o.natsURL,
-		ConnectOptions:    []nats.Option{nats.Name("nats-inbox")},
-		Scope:             o.inbox.Scope(),
-		Stream:            o.stream,
-		Durable:           o.durable,
-		DeadLetterSubject: o.dl,
-		DeliveryLimit:     o.deliveryLimit,
-		Concurrency:       o.concurrency,
-		Logger:            log,
-		Decode: func(m jetstream.Msg) (inbox.Message, error) {
-			return o.inbox.Message(m.Subject(), m.Data()), nil
-		},
-	}
+// serve makes the consumer of the configuration the flags set.
+func serve(o *options, s *brokercmd.Session) (brokercmd.Runner, error) {
+	o.Scope, o.Logger = s.Scope(), s.Log
+	o.ConnectOptions = []nats.Option{nats.Name("nats-inbox")}
 	if o.subject != "" {
-		cfg.FilterSubjects = []string{o.subject}
+		o.FilterSubjects = []string{o.subject}
 	}
-	c, err := pgnats.NewConsumer(client, cfg)
-	if err != nil {
-		return err
+	o.Decode = func(m jetstream.Msg) (inbox.Message, error) {
+		return s.Message(m.Subject(), m.Data()), nil
 	}
-	log.Info("nats-inbox: consuming", "stream", o.stream, "durable", o.durable, "consumer", o.inbox.Consumer)
-	return c.Run(ctx)
+	return pgnats.NewConsumer(s.Client, o.Config)
 }

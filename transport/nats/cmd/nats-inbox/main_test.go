@@ -46,12 +46,12 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+		if code := program.Run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), brokercmd.ExitUsage, tc.want)
 		}
 	}
 	var stderr bytes.Buffer
-	if code := run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-dead-letter-subject") {
+	if code := program.Run(context.Background(), []string{"-help"}, env(nil), &stderr); code != brokercmd.ExitOK || !strings.Contains(stderr.String(), "-dead-letter-subject") {
 		t.Errorf("-help: exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -61,7 +61,7 @@ func TestSchemaNotMigrated(t *testing.T) {
 	dsn := inboxtest.Database(t) + " search_path=no_pginbox_here" // the tables are in public: invisible here
 	var stderr bytes.Buffer
 	args := []string{"-database-url", dsn, "-stream", "S", "-dead-letter-subject", "d", "-tenant", "t", "-source", "s", "-consumer", "c"}
-	if code := run(context.Background(), args, env(nil), &stderr); code != brokercmd.ExitError || !strings.Contains(stderr.String(), "run `inbox migrate up`") {
+	if code := program.Run(context.Background(), args, env(nil), &stderr); code != brokercmd.ExitError || !strings.Contains(stderr.String(), "run `inbox migrate up`") {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 }
@@ -95,7 +95,7 @@ func TestRunAccepts(t *testing.T) {
 	var stderr testlog.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- run(runCtx, []string{"-nats-url", url, "-stream", stream, "-dead-letter-subject", subject + ".dead",
+		done <- program.Run(runCtx, []string{"-nats-url", url, "-stream", stream, "-dead-letter-subject", subject + ".dead",
 			"-tenant", "acme", "-source", "shop", "-consumer", "orders.projection.v1"},
 			env(map[string]string{"DATABASE_URL": dsn}), &stderr)
 	}()

@@ -11,11 +11,8 @@
 package main
 
 import (
-	"context"
+	"cmp"
 	"errors"
-	"flag"
-	"io"
-	"log/slog"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
@@ -24,84 +21,63 @@ import (
 	"github.com/pginbox/pginbox/transport/rabbitmq"
 )
 
-func main() { brokercmd.Main(run) }
+func main() { program.Main() }
 
 type options struct {
-	inbox          brokercmd.Inbox
-	url, queue, dl string
-	declare        bool
+	rabbitmq.Config
+	declare bool
 }
 
-func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("rabbitmq-inbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.url, "url", brokercmd.Or(getenv("AMQP_URL"), "amqp://guest:guest@127.0.0.1:5672/"), "broker URL (env AMQP_URL)")
-	fs.StringVar(&o.queue, "queue", "", "queue to consume (required)")
-	fs.StringVar(&o.dl, "dlx", "", "dead-letter exchange (default: QUEUE.dlx)")
-	fs.BoolVar(&o.declare, "declare", false, "declare QUEUE as a quorum queue, the dead-letter exchange (fanout) and a QUEUE.dead queue bound to it")
-	o.inbox.Register(fs, getenv, "the type property")
-	if err := brokercmd.Parse(fs, args); err != nil {
-		return err
+var program = brokercmd.Program[options]{Name: "rabbitmq-inbox", EventType: "the type property", Flags: flags, Check: check, Serve: serve}
+
+// flags are the program's own flags; brokercmd adds the inbox's.
+func flags(o *options) []brokercmd.Flag {
+	return []brokercmd.Flag{
+		brokercmd.Var(&o.URL, "url", "amqp://guest:guest@127.0.0.1:5672/", "broker URL").Env("AMQP_URL"),
+		brokercmd.Var(&o.Queue, "queue", "", "queue to consume").Required().Logged(),
+		brokercmd.Var(&o.DeadLetterExchange, "dlx", "", "dead-letter exchange (default: QUEUE.dlx)"),
+		brokercmd.Var(&o.declare, "declare", false, "declare QUEUE as a quorum queue, the dead-letter exchange (fanout) and a QUEUE.dead queue bound to it"),
 	}
-	if o.queue == "" {
-		return errors.New("-queue is required")
-	}
-	if o.dl == "" {
-		o.dl = o.queue + ".dlx"
-	}
-	return o.inbox.Check()
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	var o options
-	return brokercmd.Run("rabbitmq-inbox", stderr,
-		func() error { return o.parse(args, getenv, stderr) },
-		func(log *slog.Logger) error { return serve(ctx, &o, log) })
+// check derives the defaults that depend on other flags.
+func check(o *options) error {
+	o.DeadLetterExchange = cmp.Or(o.DeadLetterExchange, o.Queue+".dlx")
+	return nil
 }
 
-func serve(ctx context.Context, o *options, log *slog.Logger) error {
-	pool, client, err := o.inbox.Open(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	cfg := rabbitmq.Config{
-		URL:                o.url,
-		Queue:              o.queue,
-		Scope:              o.inbox.Scope(),
-		DeadLetterExchange: o.dl,
-		Logger:             log,
-		Decode: func(d amqp.Delivery) (inbox.Message, error) {
-			if d.MessageId == "" {
-				return inbox.Message{}, errors.New("no message-id property: the producer must set its event ID there")
-			}
-			m := o.inbox.Message(d.Type, d.Body)
-			m.MessageID = d.MessageId
-			if v, ok := d.Headers["schema-version"].(int32); ok {
-				m.SchemaVersion = int(v)
-			}
-			return m, nil
-		},
+// serve makes the consumer of the configuration the flags set.
+func serve(o *options, s *brokercmd.Session) (brokercmd.Runner, error) {
+	o.Scope, o.Logger = s.Scope(), s.Log
+	o.Decode = func(d amqp.Delivery) (inbox.Message, error) {
+		if d.MessageId == "" {
+			return inbox.Message{}, errors.New("no message-id property: the producer must set its event ID there")
+		}
+		m := s.Message(d.Type, d.Body)
+		m.MessageID = d.MessageId
+		if v, ok := d.Headers["schema-version"].(int32); ok {
+			m.SchemaVersion = int(v)
+		}
+		return m, nil
 	}
 	if o.declare {
-		cfg.Setup = func(ch *amqp.Channel) error {
-			if err := ch.ExchangeDeclare(o.dl, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
-				return err
-			}
-			if _, err := ch.QueueDeclare(o.queue+".dead", true, false, false, false, nil); err != nil {
-				return err
-			}
-			if err := ch.QueueBind(o.queue+".dead", "", o.dl, false, nil); err != nil {
-				return err
-			}
-			_, err := ch.QueueDeclare(o.queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
-			return err
-		}
+		o.Setup = o.declareAll
 	}
-	c, err := rabbitmq.NewConsumer(client, cfg)
-	if err != nil {
+	return rabbitmq.NewConsumer(s.Client, o.Config)
+}
+
+// declareAll declares the queue (quorum), the dead-letter exchange (fanout)
+// and QUEUE.dead bound to it.
+func (o *options) declareAll(ch *amqp.Channel) error {
+	if err := ch.ExchangeDeclare(o.DeadLetterExchange, amqp.ExchangeFanout, true, false, false, false, nil); err != nil {
 		return err
 	}
-	log.Info("rabbitmq-inbox: consuming", "queue", o.queue, "consumer", o.inbox.Consumer)
-	return c.Run(ctx)
+	if _, err := ch.QueueDeclare(o.Queue+".dead", true, false, false, false, nil); err != nil {
+		return err
+	}
+	if err := ch.QueueBind(o.Queue+".dead", "", o.DeadLetterExchange, false, nil); err != nil {
+		return err
+	}
+	_, err := ch.QueueDeclare(o.Queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+	return err
 }

@@ -13,97 +13,46 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
-	"fmt"
-	"io"
-	"log/slog"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
+	"github.com/pginbox/pginbox/transport/internal/redisbase/rediscmd"
 	"github.com/pginbox/pginbox/transport/redisstream"
 )
 
-func main() { brokercmd.Main(run) }
+func main() { program.Main() }
 
-type options struct {
-	inbox                             brokercmd.Inbox
-	redisURL, stream, group, name, dl string
-	deliveryLimit                     int64
-	claimIdle                         time.Duration
+var program = brokercmd.Program[redisstream.Config]{Name: "redis-inbox", EventType: "the entry's type field", Flags: flags, Serve: serve}
+
+// flags are the program's own flags; brokercmd adds the inbox's.
+func flags(c *redisstream.Config) []brokercmd.Flag {
+	return []brokercmd.Flag{
+		rediscmd.ClientFlag(&c.Redis),
+		brokercmd.Var(&c.Stream, "stream", "", "stream to consume").Required().Logged(),
+		brokercmd.Var(&c.Group, "group", "pginbox", "consumer group").Logged(),
+		brokercmd.Var(&c.Consumer, "name", "", "this instance's name in the group (default: hostname-pid)"),
+		brokercmd.Var(&c.DeadLetterStream, "dead-letter-stream", "", "stream for rejected and exhausted entries").Required(),
+		brokercmd.Var(&c.DeliveryLimit, "delivery-limit", redisstream.DefaultDeliveryLimit, "deliveries before an entry is dead-lettered"),
+		brokercmd.Var(&c.ClaimIdle, "claim-idle", redisstream.DefaultClaimIdle, "how long an entry stays pending before it is claimed again"),
+	}
 }
 
-func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("redis-inbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.redisURL, "redis-url", brokercmd.Or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"), "Redis URL (env REDIS_URL)")
-	fs.StringVar(&o.stream, "stream", "", "stream to consume (required)")
-	fs.StringVar(&o.group, "group", "pginbox", "consumer group")
-	fs.StringVar(&o.name, "name", "", "this instance's name in the group (default: hostname-pid)")
-	fs.StringVar(&o.dl, "dead-letter-stream", "", "stream for rejected and exhausted entries (required)")
-	fs.Int64Var(&o.deliveryLimit, "delivery-limit", redisstream.DefaultDeliveryLimit, "deliveries before an entry is dead-lettered")
-	fs.DurationVar(&o.claimIdle, "claim-idle", redisstream.DefaultClaimIdle, "how long an entry stays pending before it is claimed again")
-	o.inbox.Register(fs, getenv, "the entry's type field")
-	if err := brokercmd.Parse(fs, args); err != nil {
-		return err
+// serve makes the consumer of the configuration the flags set.
+func serve(c *redisstream.Config, s *brokercmd.Session) (brokercmd.Runner, error) {
+	c.Scope, c.Logger = s.Scope(), s.Log
+	c.Decode = func(m redis.XMessage) (inbox.Message, error) {
+		eventType, _ := m.Values["type"].(string)
+		if eventType == "" && s.EventType == "" {
+			return inbox.Message{}, errors.New(`no event type: add a "type" field, or run with -event-type`)
+		}
+		payload, _ := m.Values["payload"].(string)
+		if payload == "" {
+			return inbox.Message{}, errors.New(`no "payload" field`)
+		}
+		return s.Message(eventType, []byte(payload)), nil
 	}
-	switch {
-	case o.stream == "":
-		return errors.New("-stream is required")
-	case o.dl == "":
-		return errors.New("-dead-letter-stream is required")
-	}
-	return o.inbox.Check()
-}
-
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	var o options
-	return brokercmd.Run("redis-inbox", stderr,
-		func() error { return o.parse(args, getenv, stderr) },
-		func(log *slog.Logger) error { return serve(ctx, &o, log) })
-}
-
-func serve(ctx context.Context, o *options, log *slog.Logger) error {
-	ropts, err := redis.ParseURL(o.redisURL)
-	if err != nil {
-		return fmt.Errorf("-redis-url: %w", err)
-	}
-	pool, client, err := o.inbox.Open(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	rdb := redis.NewClient(ropts)
-	defer rdb.Close()
-	c, err := redisstream.NewConsumer(client, redisstream.Config{
-		Redis:            rdb,
-		Scope:            o.inbox.Scope(),
-		Stream:           o.stream,
-		Group:            o.group,
-		Consumer:         o.name,
-		DeadLetterStream: o.dl,
-		DeliveryLimit:    o.deliveryLimit,
-		ClaimIdle:        o.claimIdle,
-		Logger:           log,
-		Decode: func(m redis.XMessage) (inbox.Message, error) {
-			eventType, _ := m.Values["type"].(string)
-			if eventType == "" && o.inbox.EventType == "" {
-				return inbox.Message{}, errors.New(`no event type: add a "type" field, or run with -event-type`)
-			}
-			payload, _ := m.Values["payload"].(string)
-			if payload == "" {
-				return inbox.Message{}, errors.New(`no "payload" field`)
-			}
-			return o.inbox.Message(eventType, []byte(payload)), nil
-		},
-	})
-	if err != nil {
-		return err
-	}
-	log.Info("redis-inbox: consuming", "stream", o.stream, "group", o.group, "consumer", o.inbox.Consumer)
-	return c.Run(ctx)
+	return redisstream.NewConsumer(s.Client, *c)
 }

@@ -20,12 +20,7 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"log/slog"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -37,68 +32,37 @@ import (
 	pgsqs "github.com/pginbox/pginbox/transport/sqs"
 )
 
-func main() { brokercmd.Main(run) }
+func main() { program.Main() }
 
-type options struct {
-	inbox             brokercmd.Inbox
-	queueURL, dlq     string
-	visibilityTimeout time.Duration
-	concurrency       int
+var program = brokercmd.Program[pgsqs.Config]{Name: "sqs-inbox", EventType: "the pginbox.event_type message attribute", Flags: flags, Serve: serve}
+
+// flags are the program's own flags; brokercmd adds the inbox's.
+func flags(c *pgsqs.Config) []brokercmd.Flag {
+	return []brokercmd.Flag{
+		brokercmd.Var(&c.QueueURL, "queue-url", "", "URL of the queue to consume").Required().Logged().
+			Dial(func(ctx context.Context, _ *brokercmd.Session) error {
+				awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+				if err != nil {
+					return fmt.Errorf("loading the AWS configuration (region, credentials): %w", err)
+				}
+				c.Client = sqs.NewFromConfig(awsCfg)
+				return nil
+			}),
+		brokercmd.Var(&c.DeadLetterQueueURL, "dead-letter-queue-url", "", "queue for rejected messages (default: none; the queue's redrive policy moves them)"),
+		brokercmd.Var(&c.VisibilityTimeout, "visibility-timeout", pgsqs.DefaultVisibilityTimeout, "visibility timeout of received messages, extended while an accept is slow"),
+		brokercmd.Var(&c.Concurrency, "concurrency", pgsqs.DefaultConcurrency, "messages accepted at once"),
+	}
 }
 
-func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sqs-inbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.queueURL, "queue-url", "", "URL of the queue to consume (required)")
-	fs.StringVar(&o.dlq, "dead-letter-queue-url", "", "queue for rejected messages (default: none; the queue's redrive policy moves them)")
-	fs.DurationVar(&o.visibilityTimeout, "visibility-timeout", pgsqs.DefaultVisibilityTimeout, "visibility timeout of received messages, extended while an accept is slow")
-	fs.IntVar(&o.concurrency, "concurrency", pgsqs.DefaultConcurrency, "messages accepted at once")
-	o.inbox.Register(fs, getenv, "the pginbox.event_type message attribute")
-	if err := brokercmd.Parse(fs, args); err != nil {
-		return err
+// serve makes the consumer of the configuration the flags set.
+func serve(c *pgsqs.Config, s *brokercmd.Session) (brokercmd.Runner, error) {
+	c.Scope, c.Logger = s.Scope(), s.Log
+	c.Decode = func(m types.Message) (inbox.Message, error) {
+		typ := ""
+		if a, ok := m.MessageAttributes[pgsqs.AttrEventType]; ok {
+			typ = aws.ToString(a.StringValue)
+		}
+		return s.Message(typ, []byte(aws.ToString(m.Body))), nil
 	}
-	if o.queueURL == "" {
-		return errors.New("-queue-url is required")
-	}
-	return o.inbox.Check()
-}
-
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	var o options
-	return brokercmd.Run("sqs-inbox", stderr,
-		func() error { return o.parse(args, getenv, stderr) },
-		func(log *slog.Logger) error { return serve(ctx, &o, log) })
-}
-
-func serve(ctx context.Context, o *options, log *slog.Logger) error {
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("loading the AWS configuration (region, credentials): %w", err)
-	}
-	pool, client, err := o.inbox.Open(ctx, log)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	c, err := pgsqs.NewConsumer(client, pgsqs.Config{
-		Client:             sqs.NewFromConfig(awsCfg),
-		QueueURL:           o.queueURL,
-		DeadLetterQueueURL: o.dlq,
-		Scope:              o.inbox.Scope(),
-		VisibilityTimeout:  o.visibilityTimeout,
-		Concurrency:        o.concurrency,
-		Logger:             log,
-		Decode: func(m types.Message) (inbox.Message, error) {
-			typ := ""
-			if a, ok := m.MessageAttributes[pgsqs.AttrEventType]; ok {
-				typ = aws.ToString(a.StringValue)
-			}
-			return o.inbox.Message(typ, []byte(aws.ToString(m.Body))), nil
-		},
-	})
-	if err != nil {
-		return err
-	}
-	log.Info("sqs-inbox: consuming", "queue", o.queueURL, "consumer", o.inbox.Consumer)
-	return c.Run(ctx)
+	return pgsqs.NewConsumer(s.Client, *c)
 }

@@ -44,7 +44,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		var stderr bytes.Buffer
-		if code := run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
+		if code := program.Run(context.Background(), tc.args, env(tc.env), &stderr); code != brokercmd.ExitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), brokercmd.ExitUsage, tc.want)
 		}
 	}
@@ -80,7 +80,7 @@ func TestAcceptsFromQueue(t *testing.T) {
 	done := make(chan int, 1)
 	var stderr bytes.Buffer
 	go func() {
-		done <- run(ctx, []string{"-queue-url", aws.ToString(q.QueueUrl), "-tenant", "acme", "-source", "shop", "-consumer", "orders.v1"},
+		done <- program.Run(ctx, []string{"-queue-url", aws.ToString(q.QueueUrl), "-tenant", "acme", "-source", "shop", "-consumer", "orders.v1"},
 			env(map[string]string{"DATABASE_URL": dsn}), &stderr)
 	}()
 	drill.Eventually(t, 30*time.Second, "the receipt", func() bool { return count(t, pool, "order.created") == 1 })

@@ -16,9 +16,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
-	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -26,72 +23,56 @@ import (
 	"github.com/pginbox/pginbox/transport/webhook"
 )
 
-func main() { brokercmd.Main(run) }
+func main() { program.Main() }
 
 type options struct {
-	inbox                    brokercmd.Inbox
-	addr, path, keyID        string
-	secret                   string
-	idempotency, traceHeader bool
+	webhook.Config
+	addr, path, keyID string
+	secret            []byte
+	traceHeaders      bool
 }
 
-func (o *options) parse(args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("webhook-inbox", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "listen address")
-	fs.StringVar(&o.path, "path", "/webhook", "URL path of the endpoint")
-	fs.StringVar(&o.keyID, "key-id", "", "the sender's key ID (Webhook-Key-Id header); its secret is $WEBHOOK_SECRET (required)")
-	fs.BoolVar(&o.idempotency, "idempotency", false, "require an Idempotency-Key header and use it as the message ID")
-	fs.BoolVar(&o.traceHeader, "trace-headers", false, "store the traceparent and tracestate headers in the message's metadata")
-	o.inbox.Register(fs, getenv, "")
-	if err := brokercmd.Parse(fs, args); err != nil {
-		return err
+var program = brokercmd.Program[options]{Name: "webhook-inbox", Flags: flags, Serve: serve}
+
+// flags are the program's own flags; brokercmd adds the inbox's.
+func flags(o *options) []brokercmd.Flag {
+	return []brokercmd.Flag{
+		brokercmd.Var(&o.addr, "addr", "127.0.0.1:8080", "listen address").Logged(),
+		brokercmd.Var(&o.path, "path", "/webhook", "URL path of the endpoint").Logged(),
+		brokercmd.Var(&o.keyID, "key-id", "", "the sender's key ID (Webhook-Key-Id header); its secret is $WEBHOOK_SECRET").Required().Logged(),
+		brokercmd.Secret(&o.secret, "WEBHOOK_SECRET", "the shared secret of -key-id").Required(),
+		brokercmd.Var(&o.IdempotencyKey, "idempotency", false, "require an Idempotency-Key header and use it as the message ID"),
+		brokercmd.Var(&o.traceHeaders, "trace-headers", false, "store the traceparent and tracestate headers in the message's metadata"),
 	}
-	o.secret = getenv("WEBHOOK_SECRET")
-	switch {
-	case o.keyID == "":
-		return errors.New("-key-id is required")
-	case o.secret == "":
-		return errors.New("WEBHOOK_SECRET is not set: export the shared secret of -key-id")
+}
+
+// serve makes the handler of the configuration the flags set, and the
+// server that runs it.
+func serve(o *options, s *brokercmd.Session) (brokercmd.Runner, error) {
+	o.Keys = []webhook.Key{{ID: o.keyID, Secret: o.secret, Scope: s.Scope()}}
+	o.Decode = webhook.Envelope(s.Source, s.Consumer)
+	if o.traceHeaders {
+		o.MetadataHeaders = webhook.TraceHeaders
 	}
-	return o.inbox.Check()
-}
-
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) int {
-	var o options
-	return brokercmd.Run("webhook-inbox", stderr,
-		func() error { return o.parse(args, getenv, stderr) },
-		func(log *slog.Logger) error { return serve(ctx, &o, log) })
-}
-
-func serve(ctx context.Context, o *options, log *slog.Logger) error {
-	pool, client, err := o.inbox.Open(ctx, log)
+	h, err := webhook.NewHandler(s.Client, o.Config)
 	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	cfg := webhook.Config{
-		Keys:           []webhook.Key{{ID: o.keyID, Secret: []byte(o.secret), Scope: o.inbox.Scope()}},
-		Decode:         webhook.Envelope(o.inbox.Source, o.inbox.Consumer),
-		IdempotencyKey: o.idempotency,
-	}
-	if o.traceHeader {
-		cfg.MetadataHeaders = webhook.TraceHeaders
-	}
-	h, err := webhook.NewHandler(client, cfg)
-	if err != nil {
-		return err
+		return nil, err
 	}
 	mux := http.NewServeMux()
 	mux.Handle("POST "+o.path, h)
-	srv := &http.Server{Addr: o.addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return brokercmd.RunFunc(func(ctx context.Context) error { return listen(ctx, o.addr, mux) }), nil
+}
+
+// listen serves h on addr until ctx ends, then lets the accepts in flight
+// answer.
+func listen(ctx context.Context, addr string, h http.Handler) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(shutdown) // lets in-flight accepts answer
+		_ = srv.Shutdown(shutdown)
 	}()
-	log.Info("webhook-inbox: listening", "addr", o.addr, "path", o.path, "key", o.keyID, "scope", o.inbox.Scope())
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
