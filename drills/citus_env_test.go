@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/handler"
+	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/drillkit"
 	"github.com/pginbox/pginbox/internal/pgcluster"
 	"github.com/pginbox/pginbox/schema"
@@ -27,6 +28,9 @@ type citusEnv struct {
 	c     *pgcluster.Citus
 	admin *pgxpool.Pool
 	app   *app
+	// onNodes: the client and the worker run their sessions on the worker
+	// nodes (inbox.Nodes), not through the coordinator.
+	onNodes bool
 	// tenants holds each worker node's tenants, in the order of c.Workers.
 	tenants [][]string
 	loads   []*drillkit.Running
@@ -36,9 +40,14 @@ type citusEnv struct {
 // citusDB is the drill's database on every node.
 const citusDB = "drill"
 
+// sessionModes are where a Citus drill's client and worker run their
+// sessions: through the coordinator, or on the worker nodes (inbox.Nodes).
+var sessionModes = []string{"coordinator", "nodes"}
+
 // startCitusEnv starts the cluster and the app, with tenants spread over
-// the two workers (at least two on each).
-func startCitusEnv(t *testing.T, tenants int) *citusEnv {
+// the two workers (at least two on each), the app's sessions as mode says
+// (sessionModes).
+func startCitusEnv(t *testing.T, tenants int, mode string) *citusEnv {
 	t.Helper()
 	ctx := t.Context()
 	c, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{Node: pgcluster.Options{Settings: drillSettings(nil)}})
@@ -83,7 +92,19 @@ func startCitusEnv(t *testing.T, tenants int) *citusEnv {
 		e.applied.add(m.Scope.ID)
 		return nil
 	}
-	e.app = startApp(t, dsn, appConfig{registry: drillkit.CitusRegistry(apply)})
+	cfg := appConfig{registry: drillkit.CitusRegistry(apply)}
+	if mode == "nodes" {
+		// Placements read every second, so the shard move drill's tenant
+		// goes to its new node soon after the move.
+		nodes, err := inbox.ConnectNodes(ctx, e.admin, inbox.NodesConfig{Refresh: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nodes.Close) // after the app's clean-ups: they run first
+		cfg.client.Nodes, cfg.worker.Nodes = nodes, nodes
+		e.onNodes = true
+	}
+	e.app = startApp(t, dsn, cfg)
 	eventually(t, 10*time.Second, "the worker to LISTEN", func() bool { return listening(t, e.admin) })
 	return e
 }
