@@ -62,9 +62,6 @@ func ConnectNodes(ctx context.Context, pool *pgxpool.Pool, cfg NodesConfig) (*No
 		Addrs: cfg.Addrs, MaxConnsPerNode: cfg.MaxConnsPerNode, Refresh: cfg.Refresh,
 	})
 	if err != nil {
-		if errors.Is(err, driver.ErrNotDistributed) {
-			return nil, err
-		}
 		return nil, dbError("connecting to the Citus nodes", err)
 	}
 	return &Nodes{n: n}, nil
