@@ -20,6 +20,7 @@ var acceptCases = []testCase{
 	{"SeveralScopes", acceptSeveralScopes},
 	{"CallerTx", acceptCallerTx},
 	{"Keyed", acceptKeyed},
+	{"KeyLock", acceptKeyLock},
 	{"CommitError", acceptCommitError},
 }
 

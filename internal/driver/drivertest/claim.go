@@ -310,7 +310,26 @@ func claimOpening(e *env) {
 	h.commit(false)
 	e.wantStatus(d.ID, "COMPLETED")
 
+	// With the session's plans made again first, and without the PID.
+	d2 := draft(global, consumer, "d2")
+	e.accept(d2)
+	row = e.claimOne(d2.ID)
 	conn, done := e.conn(e.pool)
+	open := e.drv.Opening(conn, global, driver.Open{TimeoutMs: 45_000, DiscardPlans: true})
+	rows, err := db.New(open).ReceiptStart(e.ctx, db.ReceiptStartParams{ScopeID: "", Ids: []string{row.ID.UUIDString()}, Tokens: []string{row.ClaimToken.UUIDString()}})
+	e.must(err, "ReceiptStart")
+	if len(rows) != 1 || rows[0].Payload == nil || *rows[0].Payload != d2.Payload {
+		e.Fatalf("ReceiptStart after DISCARD PLANS returned %+v", rows)
+	}
+	var backend int32
+	e.must(conn.QueryRow(e.ctx, "SELECT pg_backend_pid()").Scan(&backend), "pg_backend_pid")
+	e.checkHandlerTx(conn, uint32(backend), "", "45s")
+	_, err = conn.Exec(e.ctx, "COMMIT")
+	e.must(err, "COMMIT")
+	done()
+	e.wantStatus(d2.ID, "COMPLETED")
+
+	conn, done = e.conn(e.pool)
 	defer done()
 	pid, err := e.drv.OpenTx(e.ctx, conn, tenantB, 30_000)
 	e.must(err, "OpenTx")

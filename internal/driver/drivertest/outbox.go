@@ -17,6 +17,7 @@ import (
 // release (Settle), recover (Recover), purge (Purge).
 var outboxCases = []testCase{
 	{"Insert", outboxInsert},
+	{"KeyLock", outboxKeyLock},
 	{"ClaimKeyOrder", outboxClaimKeyOrder},
 	{"ClaimScopes", outboxClaimScopes},
 	{"Settle", outboxSettle},

@@ -201,6 +201,26 @@ func scopeWrites(e *env) {
 		}
 	}
 
+	// A plan of several scopes leaves the caller's transaction without a
+	// scope, on every node: it sees nothing more.
+	ends := []*driver.Draft{draft(tenantA, "c.end", "1"), draft(tenantB, "c.end", "2"), draft(global, "c.end", "3")}
+	groups := plan(ends...)
+	endTx := e.begin(t.app)
+	if _, applied, err := e.drv.EnsureScope(e.ctx, endTx, groups[0].Scope); err != nil || !applied {
+		e.Fatalf("EnsureScope on a new transaction: applied %v, %v", applied, err)
+	}
+	_, err := e.drv.Accept(e.ctx, &driver.AcceptPlan{Tx: endTx, Groups: groups})
+	e.must(err, "a plan of several scopes in the caller's transaction")
+	for _, table := range []string{"pginbox_receipts", "pginbox_work"} {
+		if n := e.visible(endTx, table); n != 0 {
+			e.Fatalf("after a plan of several scopes the caller's transaction sees %d rows of %s, want none", n, table)
+		}
+	}
+	e.must(endTx.Commit(e.ctx), "commit")
+	for _, d := range ends {
+		e.state(d.ID)
+	}
+
 	// A transaction of tenant-a cannot write into tenant-b, nor a
 	// statement Scoped to it. (A plan in a caller's transaction has the
 	// transaction's scope for its first group: AcceptTx refuses a
@@ -221,7 +241,7 @@ func scopeWrites(e *env) {
 	if err := insert(e.drv.Scoped(t.app, tenantA)); sqlState(err) != "42501" {
 		e.Fatalf("an insert of tenant-b Scoped to tenant-a: err = %v, want SQLSTATE 42501", err)
 	}
-	_, err := db.New(e.drv.Scoped(t.app, tenantA)).ReceiptAccept(e.ctx, db.ReceiptAcceptParams{
+	_, err = db.New(e.drv.Scoped(t.app, tenantA)).ReceiptAccept(e.ctx, db.ReceiptAcceptParams{
 		ID: d.ID, ScopeKind: "tenant", ScopeID: "tenant-b", Source: "drivertest", Consumer: "c.x", MessageID: "own",
 		EventType: d.EventType, SchemaVersion: 1, Fingerprint: d.Fingerprint[:], Payload: &d.Payload, Metadata: d.Metadata, MaxAttempts: 3,
 	})
