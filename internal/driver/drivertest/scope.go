@@ -162,18 +162,22 @@ func scopeReads(e *env) {
 // write into another.
 func scopeWrites(e *env) {
 	t := e.enableTenancy()
-	shapes := map[string]func(c string) []*driver.Draft{
-		"one":   func(c string) []*driver.Draft { return []*driver.Draft{draft(tenantA, c, "1")} },
-		"batch": func(c string) []*driver.Draft { return []*driver.Draft{draft(tenantA, c, "1"), draft(tenantA, c, "2")} },
-		"keyed": func(c string) []*driver.Draft {
+	shapes := []struct {
+		name   string
+		drafts func(c string) []*driver.Draft
+	}{
+		{"one", func(c string) []*driver.Draft { return []*driver.Draft{draft(tenantA, c, "1")} }},
+		{"batch", func(c string) []*driver.Draft { return []*driver.Draft{draft(tenantA, c, "1"), draft(tenantA, c, "2")} }},
+		{"keyed", func(c string) []*driver.Draft {
 			return []*driver.Draft{keyed(draft(tenantA, c, "1"), "k"), keyed(draft(tenantA, c, "2"), "k")}
-		},
-		"scopes": func(c string) []*driver.Draft {
+		}},
+		{"scopes", func(c string) []*driver.Draft {
 			return []*driver.Draft{draft(tenantA, c, "1"), draft(tenantB, c, "2"), draft(global, c, "3")}
-		},
-		"global": func(c string) []*driver.Draft { return []*driver.Draft{draft(global, c, "1")} },
+		}},
+		{"global", func(c string) []*driver.Draft { return []*driver.Draft{draft(global, c, "1")} }},
 	}
-	for name, shape := range shapes {
+	for _, sh := range shapes {
+		name, shape := sh.name, sh.drafts
 		c := "c." + name
 		drafts := shape(c)
 		res, err := e.acceptOn(t.app, ownWay, plan(drafts...), func() bool { return true })
@@ -252,8 +256,8 @@ func scopeWrites(e *env) {
 		e.Fatalf("%d receipts written into another scope", n)
 	}
 
-	// The outbox: an event takes its transaction's scope; without one, or
-	// as another scope's, it is refused.
+	// The outbox: an event takes its transaction's scope; without one it
+	// is refused.
 	ev := func(tx pgx.Tx) error {
 		return e.drv.Outbox().Insert(e.ctx, db.New(tx), eventParams(""))
 	}
