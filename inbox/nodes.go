@@ -70,6 +70,21 @@ func ConnectNodes(ctx context.Context, pool *pgxpool.Pool, cfg NodesConfig) (*No
 // Count is the number of nodes holding pginbox's shards.
 func (n *Nodes) Count() int { return n.n.Count() }
 
+// Pools returns base's copy on every node, in node order, opening those not
+// opened yet: same settings, the node's address. n owns them: Close closes
+// them.
+func (n *Nodes) Pools(base *pgxpool.Pool) ([]*pgxpool.Pool, error) {
+	out := make([]*pgxpool.Pool, n.n.Count())
+	for i := range out {
+		p, err := n.n.Pool(base, i)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
 // Close closes the node pools. Close the Clients and stop the Workers that
 // use n first.
 func (n *Nodes) Close() { n.n.Close() }

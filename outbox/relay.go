@@ -107,13 +107,20 @@ func (r *Relay) Start(ctx context.Context) error {
 		} else if restricted {
 			return errRelayRestricted
 		}
+		var listeners []*service.Listener
+		if !r.cfg.PollOnly {
+			var err error
+			if listeners, err = r.listeners(); err != nil {
+				return dbError("listening on the Citus nodes", err)
+			}
+		}
 		pubCtx, stopPublish := context.WithCancelCause(context.Background())
 		run := &relayRun{loops: service.NewLoops(), stopPublish: stopPublish}
 		r.run = run
 		run.loops.Go(func(ctx context.Context) { r.batchLoop(ctx, pubCtx) })
 		run.loops.Go(r.maintenance().Run)
-		if !r.cfg.PollOnly {
-			run.loops.Go(r.listener().Run)
+		for _, l := range listeners {
+			run.loops.Go(l.Run)
 		}
 		r.log.Info("pginbox relay started", "batch_size", r.cfg.BatchSize, "lease", r.cfg.Lease, "poll_only", r.cfg.PollOnly)
 		return nil

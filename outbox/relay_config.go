@@ -77,6 +77,13 @@ type RelayConfig struct {
 
 	// Logger receives the relay's logs. Defaults to slog.Default().
 	Logger *slog.Logger
+
+	// Nodes, on Citus, has the relay listen for Emit's wake-ups on every
+	// worker node too (inbox.ConnectNodes): a handler transaction that runs
+	// on a node (WorkerConfig.Nodes) wakes the relays listening there. The
+	// relay claims and publishes through its pool as before. Defaults to
+	// nil: it listens on its pool's server only.
+	Nodes *inbox.Nodes
 }
 
 func (c RelayConfig) validate() error {

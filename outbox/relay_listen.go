@@ -4,17 +4,31 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/internal/service"
 )
 
-// listener keeps a LISTEN session open and wakes the batch loop on every
-// notification. Without it (PollOnly, or while the session is down) the
+// listeners keep a LISTEN session open on the relay's pool's server and,
+// with Nodes, on every Citus worker node, and wake the batch loop on every
+// notification. Without them (PollOnly, or while a session is down) the
 // batch loop still polls.
-func (r *Relay) listener() *service.Listener {
-	return &service.Listener{Base: r.base, Pool: r.pool, Subscribe: outboxListen,
-		Wake: r.wake, Retry: r.cfg.PollInterval, Subscribed: r.listening}
+func (r *Relay) listeners() ([]*service.Listener, error) {
+	pools := []*pgxpool.Pool{r.pool}
+	if r.cfg.Nodes != nil {
+		on, err := r.cfg.Nodes.Pools(r.pool)
+		if err != nil {
+			return nil, err
+		}
+		pools = append(pools, on...)
+	}
+	out := make([]*service.Listener, len(pools))
+	for i, p := range pools {
+		out[i] = &service.Listener{Base: r.base, Pool: p, Subscribe: outboxListen,
+			Wake: r.wake, Retry: r.cfg.PollInterval, Subscribed: r.listening}
+	}
+	return out, nil
 }
 
 // outboxListen subscribes a session to Emit's wake-up notifications.
