@@ -12,6 +12,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/citustest"
 )
 
 // commits reads the transactions committed in pool's database on its server.
@@ -143,5 +144,61 @@ func TestCitusNodesRunSessionsOnTheWorkerNodes(t *testing.T) {
 	// and nothing of pginbox's: well under one commit per message.
 	if d := commits(t, coord) - before; d > int64(want)/4 {
 		t.Errorf("the coordinator committed %d transactions for %d messages: sessions still go through it", d, want)
+	}
+}
+
+// With Nodes, group commit sends each flush's calls per node, so a flush
+// over tenants of both nodes commits on each node alone: no two-phase
+// commit, no command sent from one node to another.
+func TestCitusNodesGroupCommitCommitsOnEachNode(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	coord, rc := citustest.Pool(t, inboxtest.CitusDatabase(t))
+	nodes, err := inbox.ConnectNodes(ctx, coord, inbox.NodesConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nodes.Close)
+	client, err := inbox.NewClient(coord, inbox.Config{Nodes: nodes, GroupCommit: true, GroupCommitMaxWait: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	// One warm-up accept per tenant finds its node.
+	const tenants = 8
+	accept := func(i int, id string) error {
+		_, err := client.Accept(ctx, inbox.Message{
+			Identity:  inbox.Identity{Scope: inbox.Tenant(fmt.Sprint("gc-", i)), Source: "shop", Consumer: "orders", MessageID: id},
+			EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{},
+		})
+		return err
+	}
+	for i := range tenants {
+		if err := accept(i, "warm"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc.Reset()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*tenants)
+	for i := range 4 * tenants {
+		wg.Go(func() { errs <- accept(i%tenants, fmt.Sprint("m-", i)) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := rc.Matching("PREPARE TRANSACTION"); len(l) > 0 {
+		t.Errorf("group commit committed across nodes in two phases: %s", l[0])
+	}
+	if l := rc.Lines(); len(l) > 0 {
+		t.Errorf("the node sessions sent %d commands to other nodes, e.g. %s", len(l), l[0])
+	}
+	var n int
+	if err := coord.QueryRow(ctx, `SELECT count(*) FROM pginbox_receipts`).Scan(&n); err != nil || n != 5*tenants {
+		t.Fatalf("%d receipts (%v), want %d", n, err, 5*tenants)
 	}
 }

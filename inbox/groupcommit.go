@@ -155,11 +155,7 @@ func (g *groupCommitter) take() []*groupCall {
 func (g *groupCommitter) flush(batch []*groupCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), bookkeepingTimeout) // it serves many callers
 	defer cancel()
-	entries := make([]batchEntry, len(batch))
-	for i, call := range batch {
-		entries[i] = batchEntry{pos: i, d: call.d}
-	}
-	err := g.send(ctx, entries, func(pos int, it BatchItem) {
+	set := func(pos int, it BatchItem) {
 		call := batch[pos]
 		switch it.Outcome {
 		case Accepted, Duplicate:
@@ -167,13 +163,49 @@ func (g *groupCommitter) flush(batch []*groupCall) {
 		default:
 			call.err = it.Err
 		}
-	})
-	for _, call := range batch {
-		if err != nil {
-			call.res, call.err = AcceptResult{}, err
+	}
+	for _, part := range g.c.byNode(ctx, batch) {
+		if err := g.send(ctx, part, set); err != nil {
+			for _, e := range part {
+				batch[e.pos].res, batch[e.pos].err = AcceptResult{}, err
+			}
 		}
+	}
+	for _, call := range batch {
 		close(call.done)
 	}
+}
+
+// byNode splits a flush's calls into the batches it sends: one, or with
+// Nodes one per Citus worker node, so that each commits on its node alone
+// instead of across nodes in two phases (the callers' outcomes are
+// independent). The calls whose node cannot be found go together, and
+// fail with that error.
+func (c *Client) byNode(ctx context.Context, batch []*groupCall) [][]batchEntry {
+	entries := make([]batchEntry, len(batch))
+	for i, call := range batch {
+		entries[i] = batchEntry{pos: i, d: call.d}
+	}
+	if c.nodes == nil {
+		return [][]batchEntry{entries}
+	}
+	var order []int
+	parts := map[int][]batchEntry{}
+	for _, e := range entries {
+		i, err := c.nodes.n.Of(ctx, e.d.Identity.Scope)
+		if err != nil {
+			i = -1
+		}
+		if _, ok := parts[i]; !ok {
+			order = append(order, i)
+		}
+		parts[i] = append(parts[i], e)
+	}
+	out := make([][]batchEntry, len(order))
+	for k, i := range order {
+		out[k] = parts[i]
+	}
+	return out
 }
 
 func (g *groupCommitter) send(ctx context.Context, entries []batchEntry, set func(int, BatchItem)) error {
