@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,5 +201,104 @@ func TestCitusNodesGroupCommitCommitsOnEachNode(t *testing.T) {
 	var n int
 	if err := coord.QueryRow(ctx, `SELECT count(*) FROM pginbox_receipts`).Scan(&n); err != nil || n != 5*tenants {
 		t.Fatalf("%d receipts (%v), want %d", n, err, 5*tenants)
+	}
+}
+
+// A node with nothing due is not read again at every claim: after a claim
+// found nothing there, the claim loop asks it again only after a wake-up
+// from it or a poll interval. With every tenant on one node and the poll a
+// minute, the other node's discovery reads stay a handful while the busy
+// node's messages are claimed in dozens of rounds.
+func TestCitusNodesIdleNodeIsNotReadEveryClaim(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	coord, err := pgxpool.New(ctx, inboxtest.CitusDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(coord.Close)
+	nodes, err := inbox.ConnectNodes(ctx, coord, inbox.NodesConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nodes.Close)
+	// Tenants whose shards are all on one node.
+	var tenants []string
+	var busy int
+	for i := 0; len(tenants) < 4; i++ {
+		tenant := fmt.Sprint("idle-", i)
+		var port int
+		if err := coord.QueryRow(ctx, `SELECT nodeport FROM citus_shards
+			WHERE shardid = get_shard_id_for_distribution_column('pginbox_receipts', $1::text)`, tenant).Scan(&port); err != nil {
+			t.Fatal(err)
+		}
+		if busy == 0 {
+			busy = port
+		}
+		if port == busy {
+			tenants = append(tenants, tenant)
+		}
+	}
+	client, err := inbox.NewClient(coord, inbox.Config{Nodes: nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(client.Close)
+	var mu sync.Mutex
+	handled := 0
+	reg := handler.NewRegistry()
+	if err := reg.Register(handler.Key{Consumer: "orders", EventType: "order.created", SchemaVersion: 1},
+		func(context.Context, *handler.Msg) error {
+			mu.Lock()
+			defer mu.Unlock()
+			handled++
+			return nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := inbox.NewWorker(coord, reg, inbox.WorkerConfig{
+		Consumers: []string{"orders"}, Nodes: nodes, PollInterval: time.Minute, Concurrency: 2, ClaimBatch: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var empty, full atomic.Int64
+	inbox.SetListedHook(w, func(scopes int) {
+		if scopes == 0 {
+			empty.Add(1)
+		} else {
+			full.Add(1)
+		}
+	})
+	wctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	const messages = 200
+	for i := range messages {
+		if _, err := client.Accept(ctx, inbox.Message{
+			Identity:  inbox.Identity{Scope: inbox.Tenant(tenants[i%len(tenants)]), Source: "shop", Consumer: "orders", MessageID: fmt.Sprint("m-", i)},
+			EventType: "order.created", SchemaVersion: 1, Payload: map[string]any{},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := handled
+		mu.Unlock()
+		if n == messages {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d handled after 30s", n, messages)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The idle node: a read at start, and one after each wake-up the
+	// worker cannot place (none here); the busy node's reads found work.
+	if e := empty.Load(); e > 5 {
+		t.Errorf("%d discovery reads found nothing (the idle node read at every claim?) while %d found work", e, full.Load())
 	}
 }

@@ -38,7 +38,7 @@ func (w *Worker) claimLoop(ctx context.Context) {
 		if free > 0 && (queued <= w.cfg.ClaimBatch/2 || w.notified.Load()) {
 			w.notified.Store(false)
 			n := min(free, w.cfg.ClaimBatch)
-			leases, more, err := w.claim(ctx, n)
+			leases, more, err := w.claim(ctx, n, true)
 			if err != nil && ctx.Err() == nil {
 				// A round the database answered in part (Citus, a node down)
 				// is not a database refusing work: notifications go on
@@ -95,8 +95,10 @@ func (w *Worker) claimLoop(ctx context.Context) {
 // due (a share of the claim came back full, or it served as many scopes as
 // it may). Once sent, it is not interrupted by ctx: a
 // claim that committed unseen would leave receipts PROCESSING until their
-// leases expire.
-func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
+// leases expire. skipIdle lets it pass over Citus worker nodes that had
+// nothing due and sent no wake-up since (the claim loop; Drain asks every
+// node).
+func (w *Worker) claim(ctx context.Context, n int, skipIdle bool) ([]*lease, bool, error) {
 	if ctx.Err() != nil {
 		return nil, false, nil
 	}
@@ -104,7 +106,7 @@ func (w *Worker) claim(ctx context.Context, n int) ([]*lease, bool, error) {
 	var more bool
 	var err error
 	if w.nodes != nil {
-		batch, more, err = w.claimNodes(ctx, n)
+		batch, more, err = w.claimNodes(ctx, n, skipIdle)
 	} else {
 		batch, more, err = w.claimOn(ctx, w.sys, -1, n)
 	}
@@ -182,28 +184,34 @@ func (w *Worker) claimerOf(drv driver.Driver, node int) driver.Claimer {
 // claim, and each node is asked for its share of what the nodes before it
 // left of n. A node that fails is skipped: the others' rows come back with
 // a *driver.PartialClaimError.
-func (w *Worker) claimNodes(ctx context.Context, n int) ([]claimed, bool, error) {
+func (w *Worker) claimNodes(ctx context.Context, n int, skipIdle bool) ([]claimed, bool, error) {
 	count := w.nodes.Count()
 	start := w.nextNode % count
 	w.nextNode = start + 1
+	var asked []int
+	for k := range count {
+		if i := (start + k) % count; !skipIdle || !w.idle.skip(i, w.cfg.PollInterval) {
+			asked = append(asked, i)
+		}
+	}
 	var out []claimed
 	more := false
 	var errs []error
 	answered := 0
-	for k := range count {
+	for k, i := range asked {
 		left := n - len(out)
 		if left <= 0 {
 			more = true
 			break
 		}
-		i := (start + k) % count
 		pool, err := w.nodes.n.Pool(w.sys, i)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		share := (left + count - k - 1) / (count - k)
+		share := (left + len(asked) - k - 1) / (len(asked) - k)
 		rows, m, err := w.claimOn(ctx, pool, i, share)
+		w.idle.claimed(i, err == nil && len(rows) == 0)
 		out = append(out, rows...)
 		more = more || m
 		if err != nil {

@@ -302,6 +302,7 @@ func (w *Worker) commit(tx *connTx, jobs []*job) error {
 	switch {
 	case err == nil:
 		if b != nil {
+			w.idle.wakeAll()
 			service.Signal(w.wake) // a key's next receipt may be due now
 		}
 		if w.hooks.afterCommit != nil {

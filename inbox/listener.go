@@ -14,7 +14,7 @@ import (
 // server and, with Nodes, one on every worker node, where the accepts of
 // clients with Nodes send their wake-ups.
 func (w *Worker) listeners() ([]*service.Listener, error) {
-	out := []*service.Listener{w.listener(w.sys)}
+	out := []*service.Listener{w.listener(w.sys, w.idle.wakeAll)}
 	if w.nodes == nil {
 		return out, nil
 	}
@@ -23,17 +23,18 @@ func (w *Worker) listeners() ([]*service.Listener, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, w.listener(pool))
+		out = append(out, w.listener(pool, func() { w.idle.wake(i) }))
 	}
 	return out, nil
 }
 
 // listener keeps a LISTEN session open on pool and wakes the claimer on
-// every notification for an owned consumer (its payload is the consumer).
-// Without it (PollOnly, or while the session is down) the claimer still
-// polls.
-func (w *Worker) listener(pool *pgxpool.Pool) *service.Listener {
+// every notification for an owned consumer (its payload is the consumer),
+// after woke (which marks where the work is). Without it (PollOnly, or
+// while the session is down) the claimer still polls.
+func (w *Worker) listener(pool *pgxpool.Pool, woke func()) *service.Listener {
 	notify := func() {
+		woke()
 		w.notified.Store(true)
 		service.Signal(w.wake)
 	}

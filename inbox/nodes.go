@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -139,4 +140,56 @@ func (n *Nodes) notify(ctx context.Context, base *pgxpool.Pool, consumers []stri
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// nodeIdle remembers which Citus worker nodes had nothing due at their
+// last claim, so the claim loop asks them again only after a wake-up from
+// them (or one it cannot place) or a poll interval: every claim round
+// would otherwise run a discovery read on every idle node. Its zero value
+// is ready.
+type nodeIdle struct {
+	mu    sync.Mutex
+	since map[int]time.Time // idle nodes, and since when
+	woken map[int]bool      // woken since they went idle
+}
+
+// skip reports whether the claim loop passes over node i now.
+func (n *nodeIdle) skip(i int, poll time.Duration) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	at, idle := n.since[i]
+	return idle && !n.woken[i] && time.Since(at) < poll
+}
+
+// claimed records node i's claim: it found nothing due (idle), or it did.
+func (n *nodeIdle) claimed(i int, idle bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.since == nil {
+		n.since, n.woken = map[int]time.Time{}, map[int]bool{}
+	}
+	delete(n.woken, i)
+	if idle {
+		n.since[i] = time.Now()
+	} else {
+		delete(n.since, i)
+	}
+}
+
+// wake records a wake-up from node i.
+func (n *nodeIdle) wake(i int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.woken == nil {
+		n.since, n.woken = map[int]time.Time{}, map[int]bool{}
+	}
+	n.woken[i] = true
+}
+
+// wakeAll records a wake-up whose node is unknown (sent through the
+// coordinator, or a recovery, a promotion): every node may have work.
+func (n *nodeIdle) wakeAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	clear(n.since)
 }

@@ -57,6 +57,10 @@ type Worker struct {
 	claims   []driver.Claimer
 	nodes    *Nodes
 	nextNode int // the node a claim asks first (claimNodes)
+	// idle is, per node, whether and since when its last claim found
+	// nothing due; woken, whether a wake-up came from it since. The claim
+	// loop skips an idle node until either or its poll interval.
+	idle  nodeIdle
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).
@@ -282,7 +286,7 @@ func (w *Worker) Drain(ctx context.Context) (int, error) {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		leases, _, err := w.claim(ctx, w.cfg.Concurrency)
+		leases, _, err := w.claim(ctx, w.cfg.Concurrency, false)
 		if err != nil {
 			return total, err
 		}

@@ -17,7 +17,8 @@
 --     holds, oldest due first: a worker's discovery on that node. Per shard
 --     it walks the due index one scope at a time (one descent each), so its
 --     cost grows with the scopes that have work, not with the due rows, and
---     one node down hides no other node's scopes.
+--     one node down hides no other node's scopes. Each session prepares
+--     the walk once per shard (planning it cost ten times running it).
 --   - pginbox_local_expired_scopes lists the scopes of the node's shards
 --     holding expired leases, for lease recovery on that node.
 --
@@ -71,9 +72,11 @@ CREATE FUNCTION pginbox_local_due_scopes(p_consumers text[], p_max integer)
 RETURNS TABLE (scope_kind text, scope_id text, oldest_due timestamptz)
 LANGUAGE plpgsql
 SET search_path FROM CURRENT
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     shard text;
+    stmt text;
 BEGIN
     FOR shard IN
         SELECT shard_name('pginbox_work'::regclass, s.shardid)
@@ -82,14 +85,17 @@ BEGIN
         WHERE s.logicalrelid = 'pginbox_work'::regclass
           AND p.groupid = (SELECT groupid FROM pg_dist_local_group)
     LOOP
-        BEGIN
-            RETURN QUERY EXECUTE format($q$
+        -- Planning the walk cost ten times running it: each session
+        -- prepares it once per shard and reuses that plan.
+        stmt := 'pginbox_due_' || shard;
+        IF NOT EXISTS (SELECT 1 FROM pg_prepared_statements WHERE name = stmt) THEN
+            EXECUTE format($q$PREPARE %I (text[], integer) AS
                 WITH RECURSIVE walk AS (
                     SELECT c.name AS consumer, f.scope_kind, f.scope_id, f.available_at, 1 AS depth
-                    FROM unnest($1::text[]) AS c (name)
+                    FROM unnest($1) AS c (name)
                     CROSS JOIN LATERAL (
                         SELECT w.scope_kind, w.scope_id, w.available_at
-                        FROM %1$s w
+                        FROM %2$s w
                         WHERE w.consumer = c.name AND w.status IN ('PENDING', 'RETRYABLE')
                         ORDER BY w.scope_kind, w.scope_id, w.available_at
                         LIMIT 1
@@ -99,7 +105,7 @@ BEGIN
                     FROM walk s
                     CROSS JOIN LATERAL (
                         SELECT w.scope_kind, w.scope_id, w.available_at
-                        FROM %1$s w
+                        FROM %2$s w
                         WHERE w.consumer = s.consumer AND w.status IN ('PENDING', 'RETRYABLE')
                           AND (w.scope_kind, w.scope_id) > (s.scope_kind, s.scope_id)
                         ORDER BY w.scope_kind, w.scope_id, w.available_at
@@ -112,10 +118,13 @@ BEGIN
                 WHERE w.available_at <= now()
                 GROUP BY w.scope_kind, w.scope_id
                 ORDER BY 3, 2
-                LIMIT $2
-            $q$, shard) USING p_consumers, p_max;
+                LIMIT $2$q$, stmt, shard);
+        END IF;
+        BEGIN
+            RETURN QUERY EXECUTE format('EXECUTE %I(%L, %s)', stmt, p_consumers, p_max);
         EXCEPTION WHEN undefined_table THEN
-            NULL; -- moved away since the catalog was read, and dropped
+            -- Moved away since the catalog was read, and dropped.
+            EXECUTE format('DEALLOCATE %I', stmt);
         END;
     END LOOP;
 END
