@@ -269,6 +269,9 @@ type Result struct {
 
 	// Extra holds scenario-specific figures (retained-1m: empty vs retained).
 	Extra map[string]float64 `json:"extra,omitempty"`
+	// Notes lay some of Extra out for reading (citus: a table of the cost
+	// per message by side and node); the table report prints them as they are.
+	Notes []string `json:"notes,omitempty"`
 
 	Verified string   `json:"verified"` // what the database confirmed, in words
 	OK       bool     `json:"ok"`       // every correctness check passed

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -388,10 +389,12 @@ func TestBenchRLS(t *testing.T) {
 	is.True(!rls)
 }
 
-// The citus scenario runs accept and batched drain on a Citus cluster
-// beside a single node, checks the counts on both, and reports Citus's
-// rate with the single node's as the comparison, and a raw loop's beside
-// it.
+// The citus scenario runs accept, accept-batch, batched drain and no-op
+// drain on a single node, on a Citus cluster through its coordinator and on
+// the same cluster with the sessions on its worker nodes (inbox.Nodes),
+// checks the counts on every side, reports per side and node the cost per
+// message (CPU, statements, plans, round trips), and adds up the cost per
+// accepted and completed message.
 func TestBenchCitus(t *testing.T) {
 	is := is.New(t)
 	// No wait for pg_stat_database: the checks below read statement counts,
@@ -399,52 +402,132 @@ func TestBenchCitus(t *testing.T) {
 	bench.SetCitusStatsSettle(t, 0)
 	var stdout, stderr bytes.Buffer
 	code := bench.Command(context.Background(), []string{"--quiet", "--json", "--fsync=false", "--scenarios", "citus",
-		"--rounds", "2", "--calls", "40", "--drain-messages", "60", "--drain-batched-concurrency", "3", "--drain-batch", "5",
+		"--rounds", "2", "--calls", "40", "--batches", "6", "--batch-size", "10",
+		"--drain-messages", "100", "--drain-batched-concurrency", "3", "--drain-batch", "5",
 		// One tenant: with many, a tenant quiet for 25 ms gets its own
 		// wake-up statement after its accept, which this account leaves out.
 		"--citus-tenants", "1"}, &stdout, &stderr)
 	if code != 0 && strings.Contains(stdout.String(), "Citus is not installed") && os.Getenv("CI") != "true" {
 		t.Skipf("bench: skipping: this test needs Citus installed in the PostgreSQL server")
 	}
-	if code != 0 {
-		t.Log(stdout.String(), stderr.String())
-	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(stdout.String(), stderr.String())
+		}
+	})
 	is.Equal(code, 0)
 	var got []string
 	for line := range strings.SplitSeq(strings.TrimSpace(stdout.String()), "\n") {
 		var r map[string]any
 		is.NoErr(json.Unmarshal([]byte(line), &r))
-		got = append(got, r["scenario"].(string))
+		scenario := r["scenario"].(string)
+		got = append(got, scenario)
 		is.Equal(r["ok"], true)
 		is.True(strings.Contains(r["description"].(string), "overhead, not its scaling"))
 		extra := r["extra"].(map[string]any)
-		is.True(extra["citus_per_sec"].(float64) > 0)
-		is.True(extra["single_per_sec"].(float64) > 0)
+		x := func(k string) float64 {
+			t.Helper()
+			v, ok := extra[k].(float64)
+			if !ok {
+				t.Fatalf("%s: no %s in %v", scenario, k, extra)
+			}
+			return v
+		}
+		// Every side's cost account, in every result.
+		for _, side := range []string{"single", "citus", "nodes"} {
+			is.True(x(side+"_round_trips_per_msg") > 0)
+			is.True(x(side+"_all_stmts_per_msg") > 0)
+			is.True(x(side+"_all_plans_per_msg") > 0)
+			x(side + "_all_cpu_us_per_msg")
+		}
+		for _, node := range []string{"coordinator", "worker1", "worker2"} {
+			x("citus_" + node + "_cpu_us_per_msg")
+			x("nodes_" + node + "_cpu_us_per_msg")
+			x("nodes_" + node + "_plans_per_msg")
+		}
+		if scenario == "citus-accepted-completed-c3" {
+			// accept-batch + drain-noop: CPU on every side, Citus's over one
+			// node's, and with the sessions on the worker nodes the
+			// coordinator's share far below its share through it.
+			is.True(x("single_all_cpu_us_per_msg") > 0)
+			is.True(x("citus_cpu_ratio_to_single") > 0)
+			is.True(x("nodes_cpu_ratio_to_single") > 0)
+			is.True(x("nodes_coordinator_cpu_share") < x("citus_coordinator_cpu_share"))
+			is.True(math.Abs(r["ratio"].(float64)-x("nodes_cpu_ratio_to_single")) < 0.01)
+			is.True(strings.Contains(strings.Join(notes(r), "\n"), "coordinator share"))
+			continue
+		}
+		is.True(x("citus_per_sec") > 0)
+		is.True(x("single_per_sec") > 0)
+		is.True(x("nodes_per_sec") > 0)
 		is.True(r["ratio"].(float64) > 0)
-		// The raw loop beside each phase, on both sides.
-		is.True(extra["raw_single_per_sec"].(float64) > 0)
-		is.True(extra["raw_citus_per_sec"].(float64) > 0)
-		is.True(extra["ratio_over_raw_ratio"].(float64) > 0)
-		if r["scenario"] == "citus-accept" {
-			is.True(strings.Contains(r["verified"].(string), "citus: 80 receipts, 0 COMPLETED, 0 business rows, 80 raw rows")) // 2 x 40, one row a call
-			// The cost account: an accept is one call of pginbox_accept on
-			// the coordinator (and a wake-up when one is due), which Citus
-			// hands whole to the scope's node: one statement there (the
-			// function's inserts are not top-level statements); one
-			// statement on the single node.
-			coordinator := extra["citus_coordinator_stmts_per_msg"].(float64)
-			workers := extra["citus_worker1_stmts_per_msg"].(float64) + extra["citus_worker2_stmts_per_msg"].(float64)
+		is.True(x("nodes_ratio") > 0)
+		// The raw loop beside each phase, on every side.
+		is.True(x("raw_single_per_sec") > 0)
+		is.True(x("raw_citus_per_sec") > 0)
+		is.True(x("raw_nodes_per_sec") > 0)
+		is.True(x("ratio_over_raw_ratio") > 0)
+		is.True(x("nodes_ratio_over_raw_ratio") > 0)
+		// With the sessions on the worker nodes, the coordinator runs none
+		// of pginbox's statements but a worker's start (its checks and
+		// LISTEN, 4 statements for 100 messages) and Citus's deadlock
+		// detector.
+		is.True(x("nodes_coordinator_stmts_per_msg") < 0.1)
+		verified := r["verified"].(string)
+		switch scenario {
+		case "citus-accept":
+			// 8 accepts to warm up, 2 x 40; the raw loop one row a call.
+			for _, side := range []string{"single", "citus", "nodes"} {
+				is.True(strings.Contains(verified, side+": 88 receipts, 0 COMPLETED, 0 business rows, 0 no-op COMPLETED, 80 raw rows"))
+			}
+			// An accept is one call of pginbox_accept on the coordinator
+			// (and a wake-up when one is due), which Citus hands whole to
+			// the scope's node: one statement there (the function's inserts
+			// are not top-level statements); one statement on the single
+			// node; on the worker nodes, one statement there.
+			coordinator := x("citus_coordinator_stmts_per_msg")
+			workers := x("citus_worker1_stmts_per_msg") + x("citus_worker2_stmts_per_msg")
 			is.True(coordinator >= 1 && coordinator < 2.5) // 3.1 before the call was delegated
 			is.True(workers >= 1 && workers < 2)           // 6 before
-			is.True(extra["single_node_stmts_per_msg"].(float64) >= 1)
-			is.True(extra["single_node_stmts_per_msg"].(float64) < 2)
-		}
-		if r["scenario"] == "citus-drain-batched-c3" {
-			is.True(strings.Contains(r["verified"].(string), "citus: 200 receipts, 120 COMPLETED, 120 business rows, 200 raw rows")) // 2 x 40 accepted + 2 x 60 drained; the raw loops' rows likewise
-			is.True(extra["citus_coordinator_stmts_per_msg"].(float64) >= 1)                                                         // at least the business insert
+			is.True(x("single_node_stmts_per_msg") >= 1)
+			is.True(x("single_node_stmts_per_msg") < 2)
+			onNodes := x("nodes_worker1_stmts_per_msg") + x("nodes_worker2_stmts_per_msg")
+			is.True(onNodes >= 1 && onNodes < 2)
+			// A round trip per accept, and the wake-ups.
+			for _, side := range []string{"single", "citus", "nodes"} {
+				is.True(x(side+"_round_trips_per_msg") >= 1 && x(side+"_round_trips_per_msg") < 2)
+			}
+		case "citus-accept-batch":
+			// + 2 x 6 batches of 10.
+			for _, side := range []string{"single", "citus", "nodes"} {
+				is.True(strings.Contains(verified, side+": 208 receipts, 0 COMPLETED, 0 business rows, 0 no-op COMPLETED, 200 raw rows"))
+				// A call per batch of 10, and the wake-ups.
+				is.True(x(side+"_round_trips_per_msg") >= 0.1 && x(side+"_round_trips_per_msg") < 0.3)
+			}
+		case "citus-drain-batched-c3":
+			// + 2 x (30 to warm up + 100) drained, a business row each; the
+			// raw loops 2 x 100.
+			for _, side := range []string{"single", "citus", "nodes"} {
+				is.True(strings.Contains(verified, side+": 468 receipts, 260 COMPLETED, 260 business rows, 0 no-op COMPLETED, 400 raw rows"))
+			}
+			is.True(x("citus_coordinator_stmts_per_msg") >= 1) // at least the business insert
+		case "citus-drain-noop-c3":
+			for _, side := range []string{"single", "citus", "nodes"} {
+				is.True(strings.Contains(verified, side+": 728 receipts, 260 COMPLETED, 260 business rows, 260 no-op COMPLETED, 600 raw rows"))
+			}
 		}
 	}
-	is.Equal(got, []string{"citus-accept", "citus-drain-batched-c3"})
+	is.Equal(got, []string{"citus-accept", "citus-accept-batch", "citus-drain-batched-c3", "citus-drain-noop-c3", "citus-accepted-completed-c3"})
+}
+
+// notes are a result's notes lines.
+func notes(r map[string]any) []string {
+	var out []string
+	lines, _ := r["notes"].([]any)
+	for _, l := range lines {
+		out = append(out, l.(string))
+	}
+	return out
 }
 
 // The fairness scenario handles every cold message exactly once in every

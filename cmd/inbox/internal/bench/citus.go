@@ -3,45 +3,84 @@ package bench
 import (
 	"context"
 	"fmt"
-	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/internal/pgcluster"
-	"github.com/pginbox/pginbox/schema"
 )
 
 // ScenarioCitus runs accept and batched drain on a three-node loopback
 // Citus cluster (a coordinator and two workers) beside a single node, in
 // the same run, and reports Citus's rate over the single node's. Every node
 // shares this machine's CPUs, so the ratio is Citus's overhead, not its
-// scaling. Beside each phase a raw SQL loop writes the same number of rows
-// of a plain table, colocated on Citus, on both sides: its ratio is what
-// Citus allows any client on this machine. Each phase also reports, per
-// node, transactions, statements, rows written and CPU time per message
-// (citus_costs.go). It starts both clusters itself (DatabaseURL does not
-// apply) and needs Citus installed in the PostgreSQL server.
+// scaling. The cluster is measured twice: with every session through the
+// coordinator (side "citus") and with the sessions on the worker nodes
+// (side "nodes": inbox.Nodes for the Client and the Workers). Beside each
+// phase a raw SQL loop writes the same number of rows of a plain table,
+// colocated on Citus, on every side (on the nodes side, each row sent to
+// its tenant's node): its ratio is what Citus allows any client on this
+// machine. Each phase also reports, per node, transactions, statements,
+// plans, rows written and CPU time per message, and the side's round trips
+// (citus_costs.go), and the accept-batch and no-op drain phases add up to
+// the cost per accepted and completed message (citus_model.go). It starts
+// both clusters itself (DatabaseURL does not apply) and needs Citus
+// installed in the PostgreSQL server.
 const ScenarioCitus = "citus"
+
+// The citus scenario's consumers.
+const (
+	citusAcceptConsumer = "bench.citus.accept" // no worker handles it: the accept phases' messages stay
+	citusDrainConsumer  = "bench.citus"        // a business row per message
+	citusNoopConsumer   = "bench.citus.noop"   // a handler that does nothing
+)
+
+// citusShared ends every citus description.
+const citusShared = "All three Citus nodes and the single node run on this machine and share its CPUs: the ratio is Citus's overhead, not its scaling."
 
 // citusSide is one side of the citus scenario: a cluster, its pool and a
 // client.
 type citusSide struct {
-	name    string
-	pool    *pgxpool.Pool
+	name    string        // single, citus or nodes: the prefix of its figures
+	tag     string        // its message IDs' prefix: the two Citus sides share a database
+	pool    *pgxpool.Pool // on the side's server (the coordinator on Citus)
 	client  *inbox.Client
+	onNodes bool // the Client and the Workers run their sessions on the worker nodes
+	trips   *roundTrips
 	stop    func()
-	sent    int // messages accepted so far (message IDs are unique per side)
-	rawSent int // rows the raw loops wrote so far
 	meter   *costMeter
+
+	closeNodes func() // closes the client's inbox.Nodes, if any
+
+	// The raw loops' pools on the worker nodes and the node of each tenant
+	// (the nodes side); nil: side.pool.
+	rawPools []*pgxpool.Pool
+	rawNode  map[string]int
+
+	sent    int // messages accepted so far
+	drained int // of them, for the business-row drains: every one COMPLETED after its drain
+	noops   int // of them, for the no-op drains: likewise
+	rawSent int // rows the raw loops wrote so far
 }
 
-// citus measures accept, then batched drain at each DrainBatchedConcurrency,
-// alternating the sides over the rounds.
+// message is the side's message i, of tenant t (modulo the tenants).
+func (side *citusSide) message(i, t int, tenants int, consumer string) inbox.Message {
+	return inbox.Message{
+		Identity: inbox.Identity{Scope: inbox.Tenant(citusTenant(t, tenants)), Source: "bench",
+			Consumer: consumer, MessageID: fmt.Sprint(side.tag, "-", i)},
+		EventType: "bench.event", SchemaVersion: 1, Payload: map[string]any{"n": i},
+	}
+}
+
+func citusTenant(t, tenants int) string { return fmt.Sprintf("tenant-%02d", t%tenants) }
+
+// citus warms every side up, then measures accept, accept-batch, the
+// batched drain at each DrainBatchedConcurrency and the no-op drain at
+// each, alternating the sides over the rounds, and adds up the cost per
+// accepted and completed message.
 func (s *suite) citus(ctx context.Context) []*Result {
 	fail := func(err error) []*Result {
 		r := &Result{Scenario: "citus", Description: "Citus beside a single node", OK: true}
@@ -53,16 +92,20 @@ func (s *suite) citus(ctx context.Context) []*Result {
 		return fail(err)
 	}
 	defer single.stop()
-	cit, err := s.citusCluster(ctx)
+	cit, nodes, err := s.citusCluster(ctx)
 	if err != nil {
 		return fail(err)
 	}
 	defer cit.stop()
-	sides := []*citusSide{single, cit}
+	defer nodes.stop()
+	sides := []*citusSide{single, cit, nodes}
+	if err := s.citusWarmUp(ctx, sides); err != nil {
+		return fail(err)
+	}
 
-	const shared = "All three Citus nodes and the single node run on this machine and share its CPUs: the ratio is Citus's overhead, not its scaling."
-	res := []*Result{s.citusCompare(ctx, "citus-accept", s.o.Concurrency,
-		fmt.Sprintf("Accept of fresh messages over %d tenants by %d callers, on Citus (coordinator + 2 workers, loopback) vs one node. %s", s.o.CitusTenants, s.o.Concurrency, shared),
+	tenants := s.o.CitusTenants
+	accept, _ := s.citusCompare(ctx, "citus-accept", s.o.Concurrency,
+		fmt.Sprintf("Accept of fresh messages over %d tenants by %d callers, on Citus (coordinator + 2 workers, loopback; through the coordinator, and with the sessions on the worker nodes) vs one node. %s", tenants, s.o.Concurrency, citusShared),
 		sides, func(ctx context.Context, side *citusSide) (sample, error) {
 			base := side.sent
 			side.sent += s.o.Calls
@@ -70,33 +113,81 @@ func (s *suite) citus(ctx context.Context) []*Result {
 				return sample{}, err
 			}
 			sm := load(ctx, s.prog, "citus-accept "+side.name, s.o.Calls, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
-				m := citusMessage(base+i, s.o.CitusTenants)
-				m.Consumer = "bench.citus.accept" // no handler: the drains leave them
-				_, err := side.client.Accept(ctx, m)
+				_, err := side.client.Accept(ctx, side.message(base+i, i, tenants, citusAcceptConsumer))
 				return err
 			})
 			return sm, side.meter.end(ctx, s.o.Calls)
 		}, func(ctx context.Context, side *citusSide) sample {
-			return s.citusRaw(ctx, side, "citus-accept raw "+side.name, s.o.Calls, s.o.Concurrency, 1)
-		})}
+			return s.citusRaw(ctx, side, "citus-accept raw "+side.name, s.o.Calls, s.o.Concurrency, 1, false)
+		})
+	res := []*Result{accept}
+
+	batch, batchCosts := s.citusCompare(ctx, "citus-accept-batch", s.o.Concurrency,
+		fmt.Sprintf("AcceptBatch of %d fresh messages of one tenant, %d calls by %d callers, round robin over %d tenants, on Citus vs one node. %s",
+			s.o.BatchSize, s.o.Batches, s.o.Concurrency, tenants, citusShared),
+		sides, func(ctx context.Context, side *citusSide) (sample, error) {
+			return s.citusAcceptBatch(ctx, side)
+		}, func(ctx context.Context, side *citusSide) sample {
+			return s.citusRaw(ctx, side, "citus-accept-batch raw "+side.name, s.o.Batches, s.o.Concurrency, s.o.BatchSize, true)
+		})
+	res = append(res, batch)
+
 	for _, c := range s.o.DrainBatchedConcurrency {
-		res = append(res, s.citusCompare(ctx, fmt.Sprintf("citus-drain-batched-c%d", c), c,
+		r, _ := s.citusCompare(ctx, fmt.Sprintf("citus-drain-batched-c%d", c), c,
 			fmt.Sprintf("Worker drain of %d due receipts over %d tenants, %d messages per handler transaction, a business row per message in a table colocated with the receipts, on Citus vs one node. %s",
-				s.o.DrainMessages, s.o.CitusTenants, s.o.DrainBatch, shared),
+				s.o.DrainMessages, tenants, s.o.DrainBatch, citusShared),
 			sides, func(ctx context.Context, side *citusSide) (sample, error) {
-				return s.citusDrain(ctx, side, c)
+				return s.citusDrain(ctx, side, c, false)
 			}, func(ctx context.Context, side *citusSide) sample {
-				return s.citusRaw(ctx, side, fmt.Sprintf("citus-drain-c%d raw %s", c, side.name), s.o.DrainMessages/s.o.DrainBatch, c, s.o.DrainBatch)
-			}))
+				return s.citusRaw(ctx, side, fmt.Sprintf("citus-drain-c%d raw %s", c, side.name), s.o.DrainMessages/s.o.DrainBatch, c, s.o.DrainBatch, false)
+			})
+		res = append(res, r)
 	}
-	return res
+	var models []*Result
+	for _, c := range s.o.DrainBatchedConcurrency {
+		r, costs := s.citusCompare(ctx, fmt.Sprintf("citus-drain-noop-c%d", c), c,
+			fmt.Sprintf("Worker drain of %d due receipts over %d tenants, %d messages per handler transaction, a handler that does nothing, on Citus vs one node. %s",
+				s.o.DrainMessages, tenants, s.o.DrainBatch, citusShared),
+			sides, func(ctx context.Context, side *citusSide) (sample, error) {
+				return s.citusDrain(ctx, side, c, true)
+			}, func(ctx context.Context, side *citusSide) sample {
+				return s.citusRaw(ctx, side, fmt.Sprintf("citus-drain-noop-c%d raw %s", c, side.name), s.o.DrainMessages/s.o.DrainBatch, c, s.o.DrainBatch, false)
+			})
+		res = append(res, r)
+		models = append(models, s.citusModel(c, batch, r, batchCosts, costs,
+			fmt.Sprintf("CPU of each node per message accepted by AcceptBatch of %d (citus-accept-batch) and completed by a worker of concurrency %d, %d messages per transaction, no-op handler (citus-drain-noop-c%d), on one node, on Citus through the coordinator and on Citus with the sessions on the worker nodes. %s",
+				s.o.BatchSize, c, s.o.DrainBatch, c, citusShared)))
+	}
+	return append(res, models...)
+}
+
+// citusWarmUp accepts a few messages on every side, untimed, so that the
+// first measured phase does not pay for opening sessions: the node pools of
+// inbox.Nodes and the coordinator's connections to the worker nodes open
+// at first use.
+func (s *suite) citusWarmUp(ctx context.Context, sides []*citusSide) error {
+	n := s.o.Concurrency * s.o.CitusTenants
+	for _, side := range sides {
+		base := side.sent
+		side.sent += n
+		sm := load(ctx, nil, "", n, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
+			_, err := side.client.Accept(ctx, side.message(base+i, i, s.o.CitusTenants, citusAcceptConsumer))
+			return err
+		})
+		if sm.errors > 0 {
+			return fmt.Errorf("%s: warming up: %w", side.name, sm.firstErr)
+		}
+	}
+	return nil
 }
 
 // citusCompare runs phase, then raw, on each side for every round and
-// reports the Citus side (sides[1]) against the single node (sides[0]) as
-// the "raw", and raw's own ratio beside it.
+// reports the Citus side through the coordinator (sides[1]) against the
+// single node (sides[0]) as the "raw", with the nodes side (sides[2]) in
+// Extra, and each raw loop's ratio beside them. It returns the sides'
+// costs per message too.
 func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc string, sides []*citusSide,
-	phase func(context.Context, *citusSide) (sample, error), raw func(context.Context, *citusSide) sample) *Result {
+	phase func(context.Context, *citusSide) (sample, error), raw func(context.Context, *citusSide) sample) (*Result, []sideCost) {
 	r := &Result{Scenario: name, Description: desc, Concurrency: conc, Rounds: s.o.Rounds, OK: true,
 		Target: "Citus >= 0.5 x the single node on the same machine (issue 22)"}
 	samples, raws := make([]sample, len(sides)), make([]sample, len(sides))
@@ -108,7 +199,7 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 			sm, err := phase(ctx, side)
 			if err != nil {
 				r.failf("%s: %v", side.name, err)
-				return r
+				return r, nil
 			}
 			if sm.errors > 0 {
 				r.failf("%s: %d calls failed, first: %v", side.name, sm.errors, sm.firstErr)
@@ -125,62 +216,132 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 	r.Calls, r.Seconds, r.CallsPerSec = cit.Calls, cit.Seconds, cit.CallsPerSec
 	r.P50Ms, r.P95Ms, r.P99Ms, r.Errors = cit.P50Ms, cit.P95Ms, cit.P99Ms, cit.Errors
 	r.Raw = one
-	r.Raw.Description = "the raw column is the single node (same machine, same settings, same pginbox calls), not a raw SQL loop"
+	r.Raw.Description = "the raw column is the single node (same machine, same settings, same pginbox calls), not a raw SQL loop; the Citus side with sessions on the worker nodes is nodes_* in the figures"
 	r.Ratio = ratioOf(cit.CallsPerSec, one.CallsPerSec)
 	r.MeetsTarget = r.Ratio >= 0.5
 	r.Extra = map[string]float64{"single_per_sec": one.CallsPerSec, "citus_per_sec": cit.CallsPerSec}
 	// The raw loop's ratio bounds what any client gets from Citus here;
 	// pginbox's ratio over it is the part pginbox decides.
-	rawOne, rawCit := raws[0].measure(""), raws[1].measure("")
+	rawOne := raws[0].measure("")
 	r.setExtra("raw_single_per_sec", round2(rawOne.CallsPerSec))
-	r.setExtra("raw_citus_per_sec", round2(rawCit.CallsPerSec))
-	if rr := ratioOf(rawCit.CallsPerSec, rawOne.CallsPerSec); rr > 0 {
-		r.setExtra("raw_ratio", rr)
-		r.setExtra("ratio_over_raw_ratio", round2(r.Ratio/rr))
+	for i, side := range sides[1:] {
+		got, rawGot := samples[i+1].measure(""), raws[i+1].measure("")
+		ratio := ratioOf(got.CallsPerSec, one.CallsPerSec)
+		r.setExtra("raw_"+side.name+"_per_sec", round2(rawGot.CallsPerSec))
+		prefix := side.name + "_" // citus keeps its keys of before: ratio, raw_ratio, ratio_over_raw_ratio
+		if side == sides[1] {
+			prefix = ""
+		} else {
+			r.setExtra(side.name+"_per_sec", got.CallsPerSec)
+			r.setExtra(side.name+"_ratio", round2(ratio))
+		}
+		if rr := ratioOf(rawGot.CallsPerSec, rawOne.CallsPerSec); rr > 0 {
+			r.setExtra("raw_"+prefix+"ratio", rr)
+			r.setExtra(prefix+"ratio_over_raw_ratio", round2(ratio/rr))
+		}
 	}
+	var costs []sideCost
 	for _, side := range sides {
-		for _, line := range side.meter.report(r, side.name) {
+		cost, lines := side.meter.report(r, side.name)
+		costs = append(costs, cost)
+		for _, line := range lines {
 			s.prog.note("%s cost: %s", name, line)
 		}
 	}
+	setCostExtras(r, costs)
+	r.Notes = costNotes("CPU us per message by node, net of idle:", costs)
 	var counts []string
 	for _, side := range sides {
-		var receipts, completed, effects, rawRows int
-		err := side.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pginbox_receipts),
-			(SELECT count(*) FROM pginbox_receipts WHERE status = 'COMPLETED'), (SELECT count(*) FROM bench_citus_effects),
-			(SELECT count(*) FROM bench_citus_raw)`).Scan(&receipts, &completed, &effects, &rawRows)
+		c, err := s.citusCount(ctx, side)
 		if err != nil {
 			r.failf("%s: counting: %v", side.name, err)
 			continue
 		}
-		if receipts != side.sent || effects != completed || (strings.HasPrefix(name, "citus-drain") && completed != side.sent-s.o.Calls*s.o.Rounds) {
-			r.failf("%s: %d receipts for %d messages accepted, %d COMPLETED with %d business rows", side.name, receipts, side.sent, completed, effects)
+		if c.receipts != side.sent || c.completed != side.drained || c.effects != c.completed || c.noops != side.noops || c.allCompleted != side.drained+side.noops {
+			r.failf("%s: %d receipts for %d messages accepted; %d COMPLETED with %d business rows for %d drained; %d COMPLETED by the no-op handler for %d; %d COMPLETED in all",
+				side.name, c.receipts, side.sent, c.completed, c.effects, side.drained, c.noops, side.noops, c.allCompleted)
 		}
-		if rawRows != side.rawSent {
-			r.failf("%s: %d rows written by the raw loops, %d sent", side.name, rawRows, side.rawSent)
+		if c.raw != side.rawSent {
+			r.failf("%s: %d rows written by the raw loops, %d sent", side.name, c.raw, side.rawSent)
 		}
-		counts = append(counts, fmt.Sprintf("%s: %d receipts, %d COMPLETED, %d business rows, %d raw rows", side.name, receipts, completed, effects, rawRows))
+		counts = append(counts, fmt.Sprintf("%s: %d receipts, %d COMPLETED, %d business rows, %d no-op COMPLETED, %d raw rows",
+			side.name, c.receipts, c.completed, c.effects, c.noops, c.raw))
 	}
 	r.Verified = fmt.Sprint(counts)
-	return r
+	return r, costs
+}
+
+// citusCounts are a side's rows, told apart from the other Citus side's by
+// the message IDs' prefix.
+type citusCounts struct {
+	receipts, completed, effects, noops, allCompleted, raw int
+}
+
+func (s *suite) citusCount(ctx context.Context, side *citusSide) (citusCounts, error) {
+	var c citusCounts
+	ids, rawIDs := side.tag+"-%", side.tag+"r-%"
+	err := side.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pginbox_receipts WHERE message_id LIKE $1),
+		(SELECT count(*) FROM pginbox_receipts WHERE message_id LIKE $1 AND status = 'COMPLETED' AND consumer = $3),
+		(SELECT count(*) FROM bench_citus_effects WHERE message_id LIKE $1),
+		(SELECT count(*) FROM pginbox_receipts WHERE message_id LIKE $1 AND status = 'COMPLETED' AND consumer = $4),
+		(SELECT count(*) FROM pginbox_receipts WHERE message_id LIKE $1 AND status = 'COMPLETED'),
+		(SELECT count(*) FROM bench_citus_raw WHERE message_id LIKE $2)`, ids, rawIDs, citusDrainConsumer, citusNoopConsumer).
+		Scan(&c.receipts, &c.completed, &c.effects, &c.noops, &c.allCompleted, &c.raw)
+	return c, err
+}
+
+// citusAcceptBatch accepts Batches batches of BatchSize fresh messages of
+// one tenant each, the tenants in turn.
+func (s *suite) citusAcceptBatch(ctx context.Context, side *citusSide) (sample, error) {
+	base := side.sent
+	side.sent += s.o.Batches * s.o.BatchSize
+	if err := side.meter.begin(ctx); err != nil {
+		return sample{}, err
+	}
+	sm := load(ctx, s.prog, "citus-accept-batch "+side.name, s.o.Batches, s.o.Concurrency, s.o.BatchSize, func(ctx context.Context, i int) error {
+		msgs := make([]inbox.Message, s.o.BatchSize)
+		for j := range msgs {
+			msgs[j] = side.message(base+i*s.o.BatchSize+j, i, s.o.CitusTenants, citusAcceptConsumer)
+		}
+		items, err := side.client.AcceptBatch(ctx, msgs)
+		if err != nil {
+			return err
+		}
+		for j, it := range items {
+			if it.Outcome != inbox.Accepted {
+				return fmt.Errorf("item %d: %v, want accepted (%v)", j, it.Outcome, it.Err)
+			}
+		}
+		return nil
+	})
+	return sm, side.meter.end(ctx, s.o.Batches*s.o.BatchSize)
 }
 
 // citusDrain accepts DrainMessages messages (not timed), then times a
 // worker of concurrency c with MessagesPerTx DrainBatch until every one is
-// handled and the worker stopped.
-func (s *suite) citusDrain(ctx context.Context, side *citusSide, c int) (sample, error) {
-	base := side.sent
-	side.sent += s.o.DrainMessages
-	setup := load(ctx, nil, "", s.o.DrainMessages, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
-		_, err := side.client.Accept(ctx, citusMessage(base+i, s.o.CitusTenants))
-		return err
-	})
-	if setup.errors > 0 {
-		return sample{}, fmt.Errorf("accepting the backlog: %w", setup.firstErr)
+// handled and the worker stopped. Its handler writes a business row per
+// message, or with noop nothing (every message handled once is then
+// checked here). A smaller drain on the same pools goes first, untimed, so
+// the measured one does not pay for opening sessions: the worker's node
+// pools (inbox.Nodes) and the coordinator's connections to the workers
+// open at first use.
+func (s *suite) citusDrain(ctx context.Context, side *citusSide, c int, noop bool) (sample, error) {
+	consumer, label := citusDrainConsumer, fmt.Sprintf("citus-drain-c%d %s", c, side.name)
+	if noop {
+		consumer, label = citusNoopConsumer, fmt.Sprintf("citus-drain-noop-c%d %s", c, side.name)
 	}
 	var handled atomic.Int64
+	var mu sync.Mutex
+	times := map[string]int{} // no-op: handler runs per message
 	reg := handler.NewRegistry()
-	err := reg.Register(handler.Key{Consumer: "bench.citus", EventType: "bench.event", SchemaVersion: 1}, func(ctx context.Context, m *handler.Msg) error {
+	err := reg.Register(handler.Key{Consumer: consumer, EventType: "bench.event", SchemaVersion: 1}, func(ctx context.Context, m *handler.Msg) error {
+		if noop {
+			mu.Lock()
+			times[m.MessageID]++
+			mu.Unlock()
+			handled.Add(1)
+			return nil
+		}
 		_, err := m.Tx.Exec(ctx, "INSERT INTO bench_citus_effects (scope_id, message_id) VALUES ($1, $2)", m.Scope.ID, m.MessageID)
 		if err == nil {
 			handled.Add(1)
@@ -195,164 +356,93 @@ func (s *suite) citusDrain(ctx context.Context, side *citusSide, c int) (sample,
 		return sample{}, err
 	}
 	defer pool.Close()
-	w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: c, MessagesPerTx: s.o.DrainBatch, Logger: discardLogger,
-		PollInterval: 50 * time.Millisecond})
-	if err != nil {
-		return sample{}, err
-	}
-	if err := side.meter.begin(ctx); err != nil {
-		return sample{}, err
-	}
-	stop := s.prog.phase(fmt.Sprintf("citus-drain-c%d %s", c, side.name), s.o.DrainMessages, func() int { return int(handled.Load()) })
-	t0 := time.Now()
-	if err := w.Start(ctx); err != nil {
-		stop()
-		return sample{}, err
-	}
-	for handled.Load() < int64(s.o.DrainMessages) && ctx.Err() == nil && time.Since(t0) < 10*time.Minute {
-		time.Sleep(5 * time.Millisecond)
-	}
-	serr := w.Stop(context.WithoutCancel(ctx))
-	elapsed := time.Since(t0)
-	stop()
-	if serr != nil {
-		return sample{}, serr
-	}
-	if n := handled.Load(); n < int64(s.o.DrainMessages) {
-		return sample{}, fmt.Errorf("handled %d of %d messages", n, s.o.DrainMessages)
-	}
-	pool.Close() // the worker's sessions flush their statistics as they end
-	return sample{calls: s.o.DrainMessages, elapsed: elapsed}, side.meter.end(ctx, s.o.DrainMessages)
-}
-
-// citusRaw is the raw loop beside a phase: calls transactions from workers
-// callers, each writing perTx rows of one tenant into bench_citus_raw, one
-// statement per row as a handler would, then committing. With perTx 1 it
-// is one plain INSERT per commit, the cheapest durable write Citus routes.
-func (s *suite) citusRaw(ctx context.Context, side *citusSide, label string, calls, workers, perTx int) sample {
-	base := side.rawSent
-	side.rawSent += calls * perTx
-	return load(ctx, s.prog, label, calls, workers, perTx, func(ctx context.Context, i int) error {
-		scope := fmt.Sprintf("tenant-%02d", i%s.o.CitusTenants)
-		const insert = "INSERT INTO bench_citus_raw (scope_id, message_id) VALUES ($1, $2)"
-		if perTx == 1 {
-			_, err := side.pool.Exec(ctx, insert, scope, fmt.Sprint("r-", base+i))
-			return err
+	var nodes *inbox.Nodes
+	if side.onNodes {
+		// Its own, closed with the pool: node pools live as long as their
+		// Nodes.
+		if nodes, err = inbox.ConnectNodes(ctx, pool, inbox.NodesConfig{}); err != nil {
+			return sample{}, err
 		}
-		return pgx.BeginFunc(ctx, side.pool, func(tx pgx.Tx) error {
-			for j := range perTx {
-				if _, err := tx.Exec(ctx, insert, scope, fmt.Sprint("r-", base+i*perTx+j)); err != nil {
-					return err
-				}
-			}
-			return nil
+		defer nodes.Close()
+	}
+
+	// drain accepts n messages, then drains them with a new worker on the
+	// pools, between begin and end when measured.
+	total := 0 // messages accepted for the drains
+	drain := func(n int, measured bool) (time.Duration, error) {
+		base := side.sent
+		side.sent += n
+		total += n
+		if noop {
+			side.noops += n
+		} else {
+			side.drained += n
+		}
+		setup := load(ctx, nil, "", n, s.o.Concurrency, 1, func(ctx context.Context, i int) error {
+			_, err := side.client.Accept(ctx, side.message(base+i, i, s.o.CitusTenants, consumer))
+			return err
 		})
-	})
-}
-
-// citusMessage is the citus scenario's message i.
-func citusMessage(i, tenants int) inbox.Message {
-	return inbox.Message{
-		Identity: inbox.Identity{Scope: inbox.Tenant(fmt.Sprintf("tenant-%02d", i%tenants)), Source: "bench",
-			Consumer: "bench.citus", MessageID: fmt.Sprint("m-", i)},
-		EventType: "bench.event", SchemaVersion: 1, Payload: map[string]any{"n": i},
+		if setup.errors > 0 {
+			return 0, fmt.Errorf("accepting the backlog: %w", setup.firstErr)
+		}
+		w, err := inbox.NewWorker(pool, reg, inbox.WorkerConfig{Concurrency: c, MessagesPerTx: s.o.DrainBatch, Logger: discardLogger,
+			PollInterval: 50 * time.Millisecond, Nodes: nodes})
+		if err != nil {
+			return 0, err
+		}
+		handled.Store(0)
+		stop := func() {}
+		if measured {
+			if err := side.meter.begin(ctx); err != nil {
+				return 0, err
+			}
+			stop = s.prog.phase(label, n, func() int { return int(handled.Load()) })
+		}
+		t0 := time.Now()
+		if err := w.Start(ctx); err != nil {
+			stop()
+			return 0, err
+		}
+		for handled.Load() < int64(n) && ctx.Err() == nil && time.Since(t0) < 10*time.Minute {
+			time.Sleep(5 * time.Millisecond)
+		}
+		serr := w.Stop(context.WithoutCancel(ctx))
+		elapsed := time.Since(t0)
+		stop()
+		if serr != nil {
+			return 0, serr
+		}
+		if got := handled.Load(); got < int64(n) {
+			return 0, fmt.Errorf("handled %d of %d messages", got, n)
+		}
+		return elapsed, nil
 	}
-}
-
-// citusSingle starts the single-node side: a cluster with the bench's
-// settings, pginbox's schema and the business table.
-func (s *suite) citusSingle(ctx context.Context) (*citusSide, error) {
-	s.prog.note("citus: starting a single node beside the Citus cluster (fsync %s)", onOff(!s.o.NoFsync))
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Fsync: !s.o.NoFsync, Settings: citusStatsSettings("pg_stat_statements")})
+	if _, err := drain(min(s.o.DrainMessages, 2*c*s.o.DrainBatch), false); err != nil {
+		return sample{}, fmt.Errorf("warming up: %w", err)
+	}
+	elapsed, err := drain(s.o.DrainMessages, true)
 	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return sample{}, err
 	}
-	if err := createDatabase(ctx, c.ConnString("postgres"), "pginbox_bench"); err != nil {
-		c.Stop()
-		return nil, err
+	if noop {
+		mu.Lock()
+		for id, n := range times {
+			if n != 1 {
+				err = fmt.Errorf("message %s handled %d times", id, n)
+			}
+		}
+		if len(times) != total {
+			err = fmt.Errorf("%d messages handled, %d accepted", len(times), total)
+		}
+		mu.Unlock()
+		if err != nil {
+			return sample{}, err
+		}
 	}
-	dsn := c.ConnString("pginbox_bench")
-	if err := schema.UpDSN(ctx, dsn); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("bench: %w", err)
+	// The worker's sessions flush their statistics as they end.
+	if nodes != nil {
+		nodes.Close()
 	}
-	side, err := s.citusOpen(ctx, "single", dsn, `CREATE TABLE bench_citus_effects (scope_id text NOT NULL, message_id text NOT NULL);
-		CREATE TABLE bench_citus_raw (scope_id text NOT NULL, message_id text NOT NULL, PRIMARY KEY (scope_id, message_id))`)
-	if err != nil {
-		c.Stop()
-		return nil, err
-	}
-	nodes, err := openCostNodes(ctx, []string{"node"}, []*pgcluster.Cluster{c})
-	if err != nil {
-		side.pool.Close()
-		c.Stop()
-		return nil, err
-	}
-	side.meter = &costMeter{db: "pginbox_bench", nodes: nodes}
-	side.stop = func() { side.pool.Close(); closeCostNodes(nodes); c.Stop() }
-	return side, nil
-}
-
-// citusCluster starts the Citus side: a coordinator and two workers with
-// the bench's settings, pginbox's Citus schema and the business table
-// colocated with pginbox's.
-func (s *suite) citusCluster(ctx context.Context) (*citusSide, error) {
-	s.prog.note("citus: starting a Citus cluster (coordinator + 2 workers on 127.0.0.1, fsync %s)", onOff(!s.o.NoFsync))
-	c, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{Node: pgcluster.Options{Fsync: !s.o.NoFsync,
-		Settings: citusStatsSettings("citus,pg_stat_statements")}})
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	if err := c.CreateDatabase(ctx, "pginbox_bench"); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	dsn := c.ConnString("pginbox_bench")
-	if _, err := schema.MigrateCitus(ctx, dsn, schema.CitusOptions{}); err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	side, err := s.citusOpen(ctx, "citus", dsn, `CREATE TABLE bench_citus_effects (scope_id text NOT NULL, message_id text NOT NULL);
-		SELECT create_distributed_table('bench_citus_effects', 'scope_id', colocate_with => 'pginbox_receipts');
-		CREATE TABLE bench_citus_raw (scope_id text NOT NULL, message_id text NOT NULL, PRIMARY KEY (scope_id, message_id));
-		SELECT create_distributed_table('bench_citus_raw', 'scope_id', colocate_with => 'pginbox_receipts')`)
-	if err != nil {
-		c.Stop()
-		return nil, err
-	}
-	names := []string{"coordinator"}
-	for i := range c.Workers {
-		names = append(names, fmt.Sprintf("worker%d", i+1))
-	}
-	nodes, err := openCostNodes(ctx, names, c.Nodes())
-	if err != nil {
-		side.pool.Close()
-		c.Stop()
-		return nil, err
-	}
-	side.meter = &costMeter{db: "pginbox_bench", nodes: nodes}
-	side.stop = func() { side.pool.Close(); closeCostNodes(nodes); c.Stop() }
-	return side, nil
-}
-
-// citusOpen opens a side's pool and client and runs ddl.
-func (s *suite) citusOpen(ctx context.Context, name, dsn, ddl string) (*citusSide, error) {
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	pool, err := newNamedPool(ctx, cfg, s.o.Concurrency+2, "bench-citus-"+name)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := pool.Exec(ctx, ddl); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("bench: %s: %w", name, err)
-	}
-	client, err := inbox.NewClient(pool, inbox.Config{Logger: discardLogger})
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return &citusSide{name: name, pool: pool, client: client}, nil
+	pool.Close()
+	return sample{calls: s.o.DrainMessages, elapsed: elapsed}, side.meter.end(ctx, s.o.DrainMessages)
 }

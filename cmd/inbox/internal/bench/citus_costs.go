@@ -31,10 +31,12 @@ import (
 var citusStatsSettle = 11 * time.Second
 
 // citusStatsSettings load pg_stat_statements in the scenario's nodes
-// (statements executed per node; utility statements such as BEGIN, COMMIT
-// and PREPARE TRANSACTION included).
+// (statements executed per node, utility statements such as BEGIN, COMMIT
+// and PREPARE TRANSACTION included, and the plans made for them; top-level
+// statements only, so a function's own statements are not counted).
 func citusStatsSettings(preload string) map[string]string {
-	return map[string]string{"shared_preload_libraries": preload, "pg_stat_statements.track_utility": "on"}
+	return map[string]string{"shared_preload_libraries": preload, "pg_stat_statements.track_utility": "on",
+		"pg_stat_statements.track_planning": "on"}
 }
 
 // costNode is one node of a side, read through its postgres database (so
@@ -47,17 +49,17 @@ type costNode struct {
 
 // nodeCounters are a node's cumulative counters for the bench database.
 type nodeCounters struct {
-	xacts, rows, stmts, sessions int64
-	byQuery                      map[string]int64
-	cpu                          time.Duration
+	xacts, rows, stmts, plans, sessions int64
+	byQuery                             map[string]int64
+	cpu                                 time.Duration
 }
 
 // nodeCost is what a node did over the measured part of a phase, summed
 // over the rounds.
 type nodeCost struct {
-	xacts, rows, stmts, sessions int64
-	byQuery                      map[string]int64
-	cpu                          time.Duration
+	xacts, rows, stmts, plans, sessions int64
+	byQuery                             map[string]int64
+	cpu                                 time.Duration
 }
 
 // openCostNodes connects to each node's postgres database and creates
@@ -93,21 +95,22 @@ func (n *costNode) read(ctx context.Context, db string) (nodeCounters, error) {
 	if err != nil {
 		return c, fmt.Errorf("%s: pg_stat_database: %w", n.name, err)
 	}
-	rows, err := n.conn.Query(ctx, `SELECT s.query, sum(s.calls)::bigint FROM pg_stat_statements s
+	rows, err := n.conn.Query(ctx, `SELECT s.query, sum(s.calls)::bigint, sum(s.plans)::bigint FROM pg_stat_statements s
 		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 GROUP BY s.query`, db)
 	if err != nil {
 		return c, fmt.Errorf("%s: pg_stat_statements: %w", n.name, err)
 	}
 	for rows.Next() {
 		var q string
-		var calls int64
-		if err := rows.Scan(&q, &calls); err != nil {
+		var calls, plans int64
+		if err := rows.Scan(&q, &calls, &plans); err != nil {
 			rows.Close()
 			return c, err
 		}
 		q = statementLabel(q)
 		c.byQuery[q] += calls
 		c.stmts += calls
+		c.plans += plans
 	}
 	if err := rows.Err(); err != nil {
 		return c, err
@@ -141,11 +144,14 @@ func statementLabel(q string) string {
 type costMeter struct {
 	db      string
 	nodes   []*costNode
+	trips   *roundTrips // the side's pools' round trips
 	start   []nodeCounters
 	startAt time.Time
 	sum     []nodeCost
 	msgs    int
 	wall    time.Duration // of the measured parts of the phase
+
+	tripsStart, tripsSum int64
 
 	// The nodes' CPU time while idle (Citus's maintenance daemon and
 	// deadlock detector, autovacuum), measured while the counters settle
@@ -160,7 +166,7 @@ func (m *costMeter) reset() {
 	for i := range m.sum {
 		m.sum[i].byQuery = map[string]int64{}
 	}
-	m.msgs, m.wall = 0, 0
+	m.msgs, m.wall, m.tripsSum = 0, 0, 0
 	m.idle, m.idleWall = make([]time.Duration, len(m.nodes)), 0
 }
 
@@ -196,6 +202,7 @@ func (m *costMeter) begin(ctx context.Context) error {
 	}
 	m.idleWall += time.Since(t0)
 	m.startAt = time.Now()
+	m.tripsStart = m.trips.count()
 	return nil
 }
 
@@ -207,6 +214,7 @@ func (m *costMeter) end(ctx context.Context, msgs int) error {
 		return err
 	}
 	m.wall += time.Since(m.startAt)
+	m.tripsSum += m.trips.count() - m.tripsStart
 	if err := sleepCtx(ctx, citusStatsSettle); err != nil {
 		return err
 	}
@@ -219,6 +227,7 @@ func (m *costMeter) end(ctx context.Context, msgs int) error {
 		s.xacts += c.xacts - b.xacts
 		s.rows += c.rows - b.rows
 		s.stmts += c.stmts - b.stmts
+		s.plans += c.plans - b.plans
 		s.sessions += c.sessions - b.sessions
 		s.cpu += cpus[i] - b.cpu
 		for q, calls := range c.byQuery {
@@ -231,17 +240,19 @@ func (m *costMeter) end(ctx context.Context, msgs int) error {
 	return nil
 }
 
-// report adds the phase's per-message figures to r.Extra, keyed
-// <side>_<node>_<figure>_per_msg, and returns the per-statement breakdown
-// as lines (each node's statements by calls per message).
-func (m *costMeter) report(r *Result, side string) []string {
+// report adds the phase's per-message figures of each node to r.Extra,
+// keyed <side>_<node>_<figure>_per_msg, and returns them as a sideCost
+// with the per-statement breakdown as lines (each node's statements by
+// calls per message).
+func (m *costMeter) report(r *Result, side string) (sideCost, []string) {
+	cost := sideCost{side: side}
 	if m.msgs == 0 {
-		return nil
+		return cost, nil
 	}
 	per := func(n int64) float64 { return float64(n) / float64(m.msgs) }
 	usPer := func(d time.Duration) float64 { return math.Round(float64(d.Microseconds()) / float64(m.msgs)) }
+	cost.trips = per(m.tripsSum)
 	var lines []string
-	var cpuSum time.Duration
 	for i, n := range m.nodes {
 		s := m.sum[i]
 		key := side + "_" + n.name
@@ -250,17 +261,16 @@ func (m *costMeter) report(r *Result, side string) []string {
 			idleRate = float64(m.idle[i]) / float64(m.idleWall)
 		}
 		net := s.cpu - time.Duration(idleRate*float64(m.wall))
+		cost.nodes = append(cost.nodes, nodeShare{name: n.name, cpuUs: float64(net.Microseconds()) / float64(m.msgs),
+			stmts: per(s.stmts), plans: per(s.plans)})
 		r.setExtra(key+"_xacts_per_msg", round2(per(s.xacts)))
-		r.setExtra(key+"_stmts_per_msg", round2(per(s.stmts)))
 		r.setExtra(key+"_rows_per_msg", round2(per(s.rows)))
 		r.setExtra(key+"_sessions_per_msg", round2(per(s.sessions)))
-		r.setExtra(key+"_cpu_us_per_msg", usPer(net))
 		r.setExtra(key+"_gross_cpu_us_per_msg", usPer(s.cpu))
 		r.setExtra(key+"_idle_cpu_ms_per_s", round2(idleRate*1000))
-		cpuSum += net
-		lines = append(lines, fmt.Sprintf("%s %s: %d messages in %.1fs: %.2f xacts, %.2f statements, %.2f rows written, %.3f sessions opened, "+
+		lines = append(lines, fmt.Sprintf("%s %s: %d messages in %.1fs: %.2f xacts, %.2f statements, %.2f plans, %.2f rows written, %.3f sessions opened, "+
 			"%.0f CPU us per message net of %.1f CPU ms/s idle (%.0f gross)",
-			side, n.name, m.msgs, m.wall.Seconds(), per(s.xacts), per(s.stmts), per(s.rows), per(s.sessions), usPer(net), idleRate*1000, usPer(s.cpu)))
+			side, n.name, m.msgs, m.wall.Seconds(), per(s.xacts), per(s.stmts), per(s.plans), per(s.rows), per(s.sessions), usPer(net), idleRate*1000, usPer(s.cpu)))
 		qs := slices.Collect(maps.Keys(s.byQuery))
 		slices.SortFunc(qs, func(a, b string) int { return cmp.Or(cmp.Compare(s.byQuery[b], s.byQuery[a]), cmp.Compare(a, b)) })
 		for _, q := range qs {
@@ -269,10 +279,8 @@ func (m *costMeter) report(r *Result, side string) []string {
 			}
 		}
 	}
-	if len(m.nodes) > 1 {
-		r.setExtra(side+"_all_cpu_us_per_msg", usPer(cpuSum))
-	}
-	return lines
+	lines = append(lines, fmt.Sprintf("%s: %.3f round trips per message from the client", side, cost.trips))
+	return cost, lines
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

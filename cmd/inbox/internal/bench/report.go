@@ -68,6 +68,9 @@ func WriteTable(w io.Writer, rep *Report) error {
 			fmt.Fprintf(w, "  %s: %s/s, p95 %s ms = %.2f x pginbox (goal %s: %s)\n",
 				r.RLS.Description, rate(r.RLS.CallsPerSec), latency(r.RLS.P95Ms), r.RLSRatio, r.RLSTarget, metOrNot(r.RLSMeetsTarget))
 		}
+		for _, line := range r.Notes {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
 		if len(r.Extra) > 0 {
 			var parts []string
 			for _, k := range slices.Sorted(maps.Keys(r.Extra)) {
