@@ -60,7 +60,7 @@ type Worker struct {
 	// idle is, per node, whether and since when its last claim found
 	// nothing due; woken, whether a wake-up came from it since. The claim
 	// loop skips an idle node until either or its poll interval.
-	idle  nodeIdle
+	idle nodeIdle
 
 	// handlerCtx is the parent of every handler context; cancelling it
 	// interrupts running handlers (hard shutdown).
