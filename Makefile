@@ -6,7 +6,7 @@ STATICCHECK := $(CURDIR)/bin/staticcheck
 EACH      := bash scripts/each-module
 FUZZTIME  ?= 15s
 
-.PHONY: all demo generate test check fmt-check conflict-check vet staticcheck check-generated check-deps fuzz screenshots drills model-check model-defects history-check
+.PHONY: all demo generate test check fmt-check conflict-check vet staticcheck check-generated check-deps fuzz screenshots drills model-check model-defects model-mutants history-check
 
 all: check
 
@@ -49,7 +49,8 @@ model-check:
 ## cut (and in two more runs, the server crashes once per epoch, or the
 ## workers run as processes killed with SIGKILL), checked for
 ## linearizability with porcupine; and the Worker runtime in processes killed
-## with SIGKILL, its handler invocations checked against the invariants.
+## with SIGKILL, its handler invocations checked against the invariants and
+## each ordering key's order.
 ## make check runs them for 5 seconds with the other tests.
 HISTORY_SECONDS ?= 120
 history-check:
@@ -61,14 +62,24 @@ history-check:
 model-defects:
 	bash scripts/model-defects
 
+## model-mutants: the checks must catch broken SQL: in a scratch copy,
+## ReceiptStart fenced by any token instead of the worker's, claims that take
+## PROCESSING receipts whose lease runs, and claims that take BLOCKED receipts
+## (ignoring the ordering keys' heads), each regenerated with sqlc, must each
+## fail TestModelTraces or a history check; the unmutated copy must pass them
+## all. About five minutes; part of `make drills`. MUTANTS_ALL=1 runs every
+## check on every mutation instead of stopping at the first that fails.
+model-mutants:
+	bash scripts/model-mutants
+
 ## drills: the failure drills against real PostgreSQL clusters (restart,
 ## failover, tablespace full, WAL volume full, killed backends, connection
 ## flood, held xmin) and a Citus cluster (worker node killed or stopped,
-## coordinator restarted, shard moved), about fifteen minutes. `make check`
-## runs only their smoke versions. The disk-full drills mount a tmpfs: run as
-## root.
+## coordinator restarted, shard moved), about fifteen minutes, after
+## model-mutants. `make check` runs only the drills' smoke versions. The
+## disk-full drills mount a tmpfs: run as root.
 DRILLS_TIMEOUT ?= 35m
-drills:
+drills: model-mutants
 	PGINBOX_DRILLS=1 $(GO) test -race -count=1 -v -timeout $(DRILLS_TIMEOUT) -run '^TestDrill' ./drills/
 
 fmt-check:

@@ -45,6 +45,7 @@ type rtEvent struct {
 	Attempt int
 	Kind    string // ok, error, slow or hang: what the handler was told to do
 	Err     string // the error the handler returned
+	Started int64  // the start's tick of the history's clock (rtClock)
 }
 
 // rtCall is one handler invocation as the parent saw it.
@@ -55,7 +56,16 @@ type rtCall struct {
 	Kind    string
 	Ended   bool // its end was printed: the handler returned
 	Err     string
+	Started int64
 }
+
+// rtClock orders handler invocations across processes: a sequence, whose
+// nextval takes effect at once whatever becomes of the transaction. A
+// handler takes a tick when it starts and, when it is about to return
+// without an error, another in its business row ("ended"): a receipt whose
+// ordering key has an earlier receipt must start after that receipt's
+// committed invocation ended.
+const rtClock = "runtime_clock"
 
 // TestWorkerRuntimeHistory runs the real Worker runtime (claims, batches
 // with savepoints, heartbeats, recovery, retries, the hung-handler
@@ -66,11 +76,17 @@ type rtCall struct {
 // is checked against the invariants: an acknowledged accept is never lost,
 // one receipt per identity, exactly one committed handler per COMPLETED
 // receipt and none for any other, never one whose handler failed or hung,
-// and never one attempt of a receipt run by two processes.
+// and never one attempt of a receipt run by two processes. Two messages in
+// three carry an ordering key (two keys per scope), and each key's order is
+// checked too: no handler of a receipt starts before every earlier receipt
+// of its key has completed (its committed handler ended), and no receipt is
+// left BLOCKED without an earlier one of its key still holding it.
 func TestWorkerRuntimeHistory(t *testing.T) {
 	ctx := t.Context()
 	pool, direct, proxy := proxiedPools(t)
-	if _, err := direct.Exec(ctx, `CREATE TABLE runtime_effects (receipt_id uuid NOT NULL, tag text PRIMARY KEY, attempt int NOT NULL)`); err != nil {
+	if _, err := direct.Exec(ctx, `CREATE TABLE runtime_effects (receipt_id uuid NOT NULL, tag text PRIMARY KEY, attempt int NOT NULL,
+		started bigint NOT NULL, ended bigint);
+		CREATE SEQUENCE `+rtClock); err != nil {
 		t.Fatal(err)
 	}
 	client, err := inbox.NewClient(pool, inbox.Config{MaxAttempts: rtMaxAttempts})
@@ -131,11 +147,17 @@ func (rt *runtimeHistory) count(what string) {
 	rt.mu.Unlock()
 }
 
+// rtMessage is message n: of one of four tenants, and, two in three, with
+// one of two ordering keys of its tenant.
 func rtMessage(n int) inbox.Message {
-	return inbox.Message{
+	m := inbox.Message{
 		Identity:  inbox.Identity{Scope: inbox.Tenant(fmt.Sprintf("t%d", n%4)), Source: "rt", Consumer: rtConsumer, MessageID: fmt.Sprintf("m%d", n)},
 		EventType: "e", SchemaVersion: 1, Payload: map[string]int{"n": n},
 	}
+	if n%3 != 0 {
+		m.OrderingKey = fmt.Sprintf("k%d", n/4%2)
+	}
+	return m
 }
 
 // operate accepts new messages, redelivers those whose first accept
@@ -261,7 +283,7 @@ func (rt *runtimeHistory) runWorkerChildren(t *testing.T, ctx context.Context, w
 						c.Ended, c.Err = true, ev.Err
 					}
 				} else {
-					rt.calls[ev.Tag] = &rtCall{Proc: proc, Receipt: ev.Receipt, Attempt: ev.Attempt, Kind: ev.Kind}
+					rt.calls[ev.Tag] = &rtCall{Proc: proc, Receipt: ev.Receipt, Attempt: ev.Attempt, Kind: ev.Kind, Started: ev.Started}
 					rt.counts["handler "+ev.Kind]++
 				}
 				rt.mu.Unlock()
@@ -302,9 +324,12 @@ func TestWorkerRuntimeChild(t *testing.T) {
 		default:
 			ev.Kind = "hang"
 		}
-		mark(ev)
-		err := rtHandle(ctx, m, ev.Tag, ev.Kind)
+		err := rtHandle(ctx, m, ev.Tag, ev.Kind, func(started int64) {
+			ev.Started = started
+			mark(ev)
+		})
 		ev.End = true
+		ev.Started = 0
 		if err != nil {
 			ev.Err = err.Error()
 		}
@@ -325,10 +350,17 @@ func TestWorkerRuntimeChild(t *testing.T) {
 	}
 }
 
-// rtHandle writes the invocation's business row and does what kind says.
-func rtHandle(ctx context.Context, m *handler.Msg, tag, kind string) error {
-	if _, err := m.Tx.Exec(ctx, `INSERT INTO runtime_effects (receipt_id, tag, attempt) VALUES ($1, $2, $3)`,
-		m.ReceiptID, tag, m.Attempt); err != nil {
+// rtHandle takes the invocation's start tick and reports it to started,
+// writes the business row and does what kind says; about to return without
+// an error, it takes its end tick into the row.
+func rtHandle(ctx context.Context, m *handler.Msg, tag, kind string, started func(int64)) error {
+	var start int64
+	if err := m.Tx.QueryRow(ctx, `SELECT nextval('`+rtClock+`')`).Scan(&start); err != nil {
+		return err
+	}
+	started(start)
+	if _, err := m.Tx.Exec(ctx, `INSERT INTO runtime_effects (receipt_id, tag, attempt, started) VALUES ($1, $2, $3, $4)`,
+		m.ReceiptID, tag, m.Attempt, start); err != nil {
 		return err
 	}
 	switch kind {
@@ -342,8 +374,10 @@ func rtHandle(ctx context.Context, m *handler.Msg, tag, kind string) error {
 		}
 	case "hang": // ignores its context past the server's timeouts
 		time.Sleep(rtHandlerTimeout + 1500*time.Millisecond)
+		return nil // the watchdog ended the transaction: the commit fails
 	}
-	return nil
+	_, err := m.Tx.Exec(ctx, `UPDATE runtime_effects SET ended = nextval('`+rtClock+`') WHERE tag = $1`, tag)
+	return err
 }
 
 func mark(ev rtEvent) {
@@ -368,17 +402,19 @@ func runtimeWorker(pool *pgxpool.Pool, concurrency, perTx int, fn handler.Func) 
 }
 
 // finalDrain runs a Worker without faults until every receipt is
-// COMPLETED or DEAD (leases the killed workers held expire first), and
-// returns how long it took.
+// COMPLETED, DEAD or BLOCKED (behind a DEAD receipt of its key, which holds
+// the key until an operator requeues or skips it; leases the killed workers
+// held expire first), and returns how long it took.
 func (rt *runtimeHistory) finalDrain(t *testing.T, ctx context.Context) time.Duration {
 	start := time.Now()
 	var n atomic.Int64
 	w, err := runtimeWorker(rt.direct, 2, 1, func(ctx context.Context, m *handler.Msg) error {
 		tag := fmt.Sprintf("final-%d", n.Add(1))
-		rt.mu.Lock()
-		rt.calls[tag] = &rtCall{Proc: "final", Receipt: m.ReceiptID.String(), Attempt: m.Attempt, Kind: "ok", Ended: true}
-		rt.mu.Unlock()
-		return rtHandle(ctx, m, tag, "ok")
+		return rtHandle(ctx, m, tag, "ok", func(started int64) {
+			rt.mu.Lock()
+			rt.calls[tag] = &rtCall{Proc: "final", Receipt: m.ReceiptID.String(), Attempt: m.Attempt, Kind: "ok", Ended: true, Started: started}
+			rt.mu.Unlock()
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -389,14 +425,14 @@ func (rt *runtimeHistory) finalDrain(t *testing.T, ctx context.Context) time.Dur
 	defer w.Stop(context.Background())
 	for {
 		var open int
-		if err := rt.direct.QueryRow(ctx, `SELECT count(*) FROM pginbox_receipts_live WHERE status NOT IN ('COMPLETED', 'DEAD')`).Scan(&open); err != nil {
+		if err := rt.direct.QueryRow(ctx, `SELECT count(*) FROM pginbox_receipts_live WHERE status NOT IN ('COMPLETED', 'DEAD') AND NOT blocked`).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
 		if open == 0 {
 			return time.Since(start)
 		}
 		if time.Since(start) > time.Minute {
-			t.Fatalf("%d receipts neither COMPLETED nor DEAD a minute into the final drain", open)
+			t.Fatalf("%d receipts neither COMPLETED, DEAD nor BLOCKED a minute into the final drain", open)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -410,7 +446,8 @@ func (rt *runtimeHistory) check(t *testing.T, ctx context.Context) {
 		Attempts, Max       int
 		Replay              bool
 	}
-	rows, err := rt.direct.Query(ctx, `SELECT id, message_id, status, attempts, max_attempts, replay_of IS NOT NULL FROM pginbox_receipts_live`)
+	rows, err := rt.direct.Query(ctx, `SELECT id, message_id, CASE WHEN blocked THEN 'BLOCKED' ELSE status END, attempts, max_attempts, replay_of IS NOT NULL
+		FROM pginbox_receipts_live`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,21 +469,27 @@ func (rt *runtimeHistory) check(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	effects := map[string][]string{} // receipt -> tags
-	rows, err = rt.direct.Query(ctx, `SELECT receipt_id, tag FROM runtime_effects`)
+	starts := map[string][]int64{}   // receipt -> its invocations' start ticks
+	ended := map[string]int64{}      // receipt -> its committed invocation's end tick
+	rows, err = rt.direct.Query(ctx, `SELECT receipt_id, tag, started, coalesce(ended, 0) FROM runtime_effects`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
 		var id inbox.ID
 		var tag string
-		if err := rows.Scan(&id, &tag); err != nil {
+		var start, end int64
+		if err := rows.Scan(&id, &tag, &start, &end); err != nil {
 			t.Fatal(err)
 		}
 		effects[id.String()] = append(effects[id.String()], tag)
+		starts[id.String()] = append(starts[id.String()], start)
+		ended[id.String()] = end
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+	keys := rt.readKeys(t, ctx)
 
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -500,6 +543,16 @@ func (rt *runtimeHistory) check(t *testing.T, ctx context.Context) {
 		}
 		ran[k] = c.Proc
 	}
+	for _, c := range rt.calls {
+		if c.Started != 0 {
+			starts[c.Receipt] = append(starts[c.Receipt], c.Started)
+		}
+	}
+	bad = append(bad, checkKeyOrder(keys, starts, ended)...)
+	for _, group := range keys {
+		rt.counts["keyed receipts"] += len(group)
+	}
+	rt.counts["ordering keys"] = len(keys)
 	rt.counts["receipts"] = len(receipts)
 	rt.counts["invocations"] = len(rt.calls)
 	if len(bad) == 0 {
@@ -510,7 +563,7 @@ func (rt *runtimeHistory) check(t *testing.T, ctx context.Context) {
 		dir = os.TempDir()
 	}
 	path := filepath.Join(dir, fmt.Sprintf("worker-runtime-history-%d.json", time.Now().UnixNano()))
-	b, err := json.MarshalIndent(map[string]any{"anomalies": bad, "calls": rt.calls, "acked": rt.acked, "receipts": receipts, "effects": effects}, "", " ")
+	b, err := json.MarshalIndent(map[string]any{"anomalies": bad, "calls": rt.calls, "acked": rt.acked, "receipts": receipts, "effects": effects, "keys": keys}, "", " ")
 	if err == nil {
 		err = os.WriteFile(path, b, 0o644)
 	}
@@ -521,4 +574,112 @@ func (rt *runtimeHistory) check(t *testing.T, ctx context.Context) {
 		bad = append(bad[:20], fmt.Sprintf("... and %d more", len(bad)-20))
 	}
 	t.Fatalf("%d anomalies (history kept in %s):\n%s", len(bad), path, fmt.Sprint(bad))
+}
+
+// rtKeyed is a receipt with an ordering key as the history ended.
+type rtKeyed struct {
+	ID     string
+	Seq    int64
+	Status string // the work row's while there is one (BLOCKED included)
+	Holds  bool   // its work row carries the key: unfinished, or DEAD and not skipped
+}
+
+// readKeys returns the receipts with an ordering key, by key (consumer,
+// scope and key), in the key's order.
+func (rt *runtimeHistory) readKeys(t *testing.T, ctx context.Context) map[string][]rtKeyed {
+	rows, err := rt.direct.Query(ctx, `SELECT r.id, concat_ws('/', r.consumer, r.scope_kind, r.scope_id, r.ordering_key), r.ordering_seq,
+			coalesce(w.status, r.status), coalesce(w.ordering_key IS NOT NULL, false)
+		FROM pginbox_receipts r
+		LEFT JOIN pginbox_work w ON w.receipt_id = r.id AND w.scope_kind = r.scope_kind AND w.scope_id = r.scope_id
+		WHERE r.ordering_key IS NOT NULL
+		ORDER BY r.ordering_seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	keys := map[string][]rtKeyed{}
+	for rows.Next() {
+		var id inbox.ID
+		var k string
+		var r rtKeyed
+		if err := rows.Scan(&id, &k, &r.Seq, &r.Status, &r.Holds); err != nil {
+			t.Fatal(err)
+		}
+		r.ID = id.String()
+		keys[k] = append(keys[k], r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// checkKeyOrder checks each ordering key's order: a handler of a receipt
+// starts only once every earlier receipt of its key is finished: it
+// completed (its committed handler ended before, on the history's clock) or
+// was skipped. An earlier receipt that still holds the key at the end
+// (DEAD, not skipped: the drain ran the others) never finished, so no
+// later receipt of the key may have started at all. And no key is stuck: a
+// receipt left BLOCKED has an earlier one of its key still holding it.
+// starts has every start tick seen per receipt, ended the end tick of each
+// receipt's committed invocation.
+func checkKeyOrder(keys map[string][]rtKeyed, starts map[string][]int64, ended map[string]int64) []string {
+	var bad []string
+	for k, group := range keys {
+		for j, b := range group {
+			held := false
+			for _, a := range group[:j] {
+				held = held || a.Holds
+				for _, s := range starts[b.ID] {
+					if a.Holds {
+						bad = append(bad, fmt.Sprintf("key %s: the handler of receipt %s (#%d) started (tick %d) while receipt %s (#%d) still holds the key (%s)",
+							k, b.ID, b.Seq, s, a.ID, a.Seq, a.Status))
+						break
+					}
+					if e := ended[a.ID]; e != 0 && s < e {
+						bad = append(bad, fmt.Sprintf("key %s: the handler of receipt %s (#%d) started (tick %d) before the completing handler of receipt %s (#%d) ended (tick %d)",
+							k, b.ID, b.Seq, s, a.ID, a.Seq, e))
+						break
+					}
+				}
+			}
+			if b.Status == "BLOCKED" && !held {
+				bad = append(bad, fmt.Sprintf("key %s: receipt %s (#%d) is BLOCKED with no earlier receipt of its key holding it", k, b.ID, b.Seq))
+			}
+		}
+	}
+	return bad
+}
+
+// The key order check reports what a claim ignoring the keys' heads would
+// show, and nothing in a history that kept the order.
+func TestKeyOrderCheck(t *testing.T) {
+	done := func(id string, seq int64) rtKeyed { return rtKeyed{ID: id, Seq: seq, Status: "COMPLETED"} }
+	cases := []struct {
+		name   string
+		keys   []rtKeyed
+		starts map[string][]int64
+		ended  map[string]int64
+		bad    int
+	}{
+		{"in order", []rtKeyed{done("a", 1), done("b", 2)},
+			map[string][]int64{"a": {1, 3}, "b": {5}}, map[string]int64{"a": 4, "b": 6}, 0},
+		{"the second started before the first ended", []rtKeyed{done("a", 1), done("b", 2)},
+			map[string][]int64{"a": {1}, "b": {2}}, map[string]int64{"a": 3, "b": 4}, 1},
+		{"the second started before the first's retry ended", []rtKeyed{done("a", 1), done("b", 2)},
+			map[string][]int64{"a": {1, 4}, "b": {3, 7}}, map[string]int64{"a": 5, "b": 8}, 1},
+		{"the second ran behind a DEAD head", []rtKeyed{{ID: "a", Seq: 1, Status: "DEAD", Holds: true}, done("b", 2)},
+			map[string][]int64{"a": {1}, "b": {3}}, map[string]int64{"b": 4}, 1},
+		{"BLOCKED behind a DEAD head", []rtKeyed{{ID: "a", Seq: 1, Status: "DEAD", Holds: true}, {ID: "b", Seq: 2, Status: "BLOCKED"}},
+			map[string][]int64{"a": {1}}, map[string]int64{}, 0},
+		{"BLOCKED behind a completed head", []rtKeyed{done("a", 1), {ID: "b", Seq: 2, Status: "BLOCKED"}},
+			map[string][]int64{"a": {1}}, map[string]int64{"a": 2}, 1},
+		{"after a skipped head", []rtKeyed{{ID: "a", Seq: 1, Status: "DEAD"}, done("b", 2)},
+			map[string][]int64{"a": {1}, "b": {3}}, map[string]int64{"b": 4}, 0},
+	}
+	for _, c := range cases {
+		if got := checkKeyOrder(map[string][]rtKeyed{"k": c.keys}, c.starts, c.ended); len(got) != c.bad {
+			t.Errorf("%s: %d anomalies %q, want %d", c.name, len(got), got, c.bad)
+		}
+	}
 }
