@@ -18,7 +18,7 @@ WITH done AS (
     -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
     WHERE w.scope_id = $1::text
       AND w.receipt_id = held.id::uuid AND w.claim_token = ($3::text[])[held.n]::uuid
-    RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.attempts, w.version
+    RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.attempts, w.version, w.claim_token
 )
 UPDATE pginbox_receipts r
 SET status = 'COMPLETED',
@@ -30,7 +30,7 @@ SET status = 'COMPLETED',
 FROM done
 WHERE r.scope_id = $1::text
   AND r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
-RETURNING r.id, r.payload, r.metadata, r.consumer, r.ordering_key
+RETURNING r.id, done.claim_token, r.payload, r.metadata, r.consumer, r.ordering_key
 `
 
 type ReceiptStartParams struct {
@@ -41,6 +41,7 @@ type ReceiptStartParams struct {
 
 type ReceiptStartRow struct {
 	ID          inboxtype.ID
+	ClaimToken  inboxtype.ID
 	Payload     *string
 	Metadata    string
 	Consumer    string
@@ -63,7 +64,10 @@ type ReceiptStartRow struct {
 // The receipts share one scope, @scope_id, and every table reference carries
 // it: on Citus the transaction stays on the scope's node. The consumer and
 // ordering key tell the worker which keys' next receipts to promote
-// (ReceiptPromote) before it commits.
+// (ReceiptPromote) before it commits. The token says which claim completed:
+// a receipt recovered and claimed again by the same worker can be in one
+// batch twice, under its stale token and its new one, and only the new
+// claim's handler may run.
 func (q *Queries) ReceiptStart(ctx context.Context, arg ReceiptStartParams) ([]ReceiptStartRow, error) {
 	rows, err := q.db.Query(ctx, receiptStart, arg.ScopeID, arg.Ids, arg.Tokens)
 	if err != nil {
@@ -75,6 +79,7 @@ func (q *Queries) ReceiptStart(ctx context.Context, arg ReceiptStartParams) ([]R
 		var i ReceiptStartRow
 		if err := rows.Scan(
 			&i.ID,
+			&i.ClaimToken,
 			&i.Payload,
 			&i.Metadata,
 			&i.Consumer,

@@ -238,9 +238,13 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	if err != nil {
 		return txResult{startErr: fmt.Errorf("completing the receipt and loading its payload: %w", err)}
 	}
-	started := make(map[ID]db.ReceiptStartRow, len(rows))
+	// By ID and token: a receipt this worker claimed again after its lease
+	// ran out can be here under both claims, and only the current one
+	// completed.
+	type claim struct{ id, token ID }
+	started := make(map[claim]db.ReceiptStartRow, len(rows))
 	for _, row := range rows {
-		started[row.ID] = row
+		started[claim{row.ID, row.ClaimToken}] = row
 	}
 	if len(rows) > 0 {
 		r.pid.Store(pid)
@@ -248,7 +252,7 @@ func (w *Worker) transact(r *run, jobs []*job) (res txResult) {
 	}
 	running := make([]*job, 0, len(rows))
 	for _, j := range jobs {
-		row, ok := started[j.l.r.ID]
+		row, ok := started[claim{j.l.r.ID, j.l.r.Token}]
 		if !ok {
 			j.log.Warn("pginbox worker: lease lost before the handler started; another worker owns the receipt")
 			j.lost = true

@@ -1,5 +1,7 @@
 package inbox
 
+import "context"
+
 // SetTestHooks installs crash-test hooks on w: afterClaim runs when a claim
 // returned rows, beforeCommit after the completion update and before COMMIT.
 func SetTestHooks(w *Worker, afterClaim func(claimed int), beforeCommit func(id ID)) {
@@ -21,3 +23,16 @@ func SetListedHook(w *Worker, listed func(scopes int)) { w.hooks.listed = listed
 // SetBeforeListenHook installs a hook that runs before each LISTEN session
 // subscribes, so a test can hold the subscription back.
 func SetBeforeListenHook(w *Worker, beforeListen func()) { w.hooks.beforeListen = beforeListen }
+
+// HeldLease is a receipt a worker claimed, for tests that claim by hand.
+type HeldLease = *lease
+
+// ClaimNow claims up to n due receipts for w, as its claim loop would.
+func ClaimNow(ctx context.Context, w *Worker, n int) ([]HeldLease, error) {
+	ls, _, err := w.claim(ctx, n, false)
+	return ls, err
+}
+
+// RunTogether runs ls in one handler slot's run, as a slot that took them
+// together would, and returns when they reached their outcomes.
+func RunTogether(w *Worker, ls []HeldLease) { w.newRun(ls).execute() }

@@ -15,14 +15,17 @@
 -- The receipts share one scope, @scope_id, and every table reference carries
 -- it: on Citus the transaction stays on the scope's node. The consumer and
 -- ordering key tell the worker which keys' next receipts to promote
--- (ReceiptPromote) before it commits.
+-- (ReceiptPromote) before it commits. The token says which claim completed:
+-- a receipt recovered and claimed again by the same worker can be in one
+-- batch twice, under its stale token and its new one, and only the new
+-- claim's handler may run.
 WITH done AS (
     DELETE FROM pginbox_work w
     USING unnest(sqlc.arg(ids)::text[]) WITH ORDINALITY AS held (id, n)
     -- The token alone fences: only PROCESSING rows have one (a CHECK enforces it).
     WHERE w.scope_id = sqlc.arg(scope_id)::text
       AND w.receipt_id = held.id::uuid AND w.claim_token = (sqlc.arg(tokens)::text[])[held.n]::uuid
-    RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.attempts, w.version
+    RETURNING w.receipt_id, w.scope_kind, w.scope_id, w.attempts, w.version, w.claim_token
 )
 UPDATE pginbox_receipts r
 SET status = 'COMPLETED',
@@ -34,4 +37,4 @@ SET status = 'COMPLETED',
 FROM done
 WHERE r.scope_id = sqlc.arg(scope_id)::text
   AND r.id = done.receipt_id AND r.scope_kind = done.scope_kind AND r.scope_id = done.scope_id
-RETURNING r.id, r.payload, r.metadata, r.consumer, r.ordering_key;
+RETURNING r.id, done.claim_token, r.payload, r.metadata, r.consumer, r.ordering_key;

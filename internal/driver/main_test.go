@@ -1,9 +1,0 @@
-package driver_test
-
-import (
-	"testing"
-
-	"github.com/pginbox/pginbox/inbox/inboxtest"
-)
-
-func TestMain(m *testing.M) { inboxtest.Main(m) }
