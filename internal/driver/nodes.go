@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/inboxtype"
@@ -204,7 +205,19 @@ func (n *Nodes) Pool(base *pgxpool.Pool, i int) (*pgxpool.Pool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("the address of Citus node %s: %w", n.addrs[i], err)
 		}
-		cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
+		cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
+		// The fallbacks carry sslmode prefer and allow (TLS, then without):
+		// the same, on the node.
+		var fallbacks []*pgconn.FallbackConfig
+		for _, f := range cfg.ConnConfig.Fallbacks {
+			if slices.ContainsFunc(fallbacks, func(g *pgconn.FallbackConfig) bool { return g.TLSConfig == f.TLSConfig }) {
+				continue // another host of the pool's: this pool has one
+			}
+			g := *f
+			g.Host, g.Port = host, uint16(p)
+			fallbacks = append(fallbacks, &g)
+		}
+		cfg.ConnConfig.Fallbacks = fallbacks
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 		if n.cfg.MaxConnsPerNode > 0 {
 			cfg.MaxConns = n.cfg.MaxConnsPerNode

@@ -2,6 +2,7 @@ package driver_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -124,5 +125,38 @@ func TestNodesOfScope(t *testing.T) {
 	}
 	if n := nodes.Lookups() - before; n != 0 {
 		t.Errorf("a scope seen before was looked up again (%d lookups)", n)
+	}
+}
+
+// A pool whose connection string leaves sslmode out (prefer: TLS first,
+// then without) reaches the nodes as it reaches the coordinator: its node
+// pools keep the fallback without TLS.
+func TestNodePoolsKeepTheFallbacks(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	dsn := inboxtest.CitusDatabase(t)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := cfg.ConnConfig
+	prefer, err := pgxpool.New(ctx, fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=prefer", cc.Host, cc.Port, cc.User, cc.Database))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prefer.Close)
+	nodes, err := driver.ConnectNodes(ctx, prefer, driver.NodesConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nodes.Close)
+	for i := range nodes.Count() {
+		p, err := nodes.Pool(prefer, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Ping(ctx); err != nil {
+			t.Errorf("node %s with sslmode prefer: %v", nodes.Addr(i), err)
+		}
 	}
 }
