@@ -15,6 +15,7 @@ type (
 	Status    = inboxtype.Status
 )
 
+// Scope kinds and receipt statuses, re-exported from inboxtype.
 const (
 	ScopeGlobal = inboxtype.ScopeGlobal
 	ScopeTenant = inboxtype.ScopeTenant
@@ -39,7 +40,7 @@ const MaxIdentityBytes = 255
 
 // Identity is what makes two deliveries the same message.
 type Identity struct {
-	Scope     Scope
+	Scope     Scope  // the tenant, or Global(); the zero Scope is invalid
 	Source    string // the producer system
 	Consumer  string // the logical effect, e.g. "orders.projection.v1"
 	MessageID string // the producer's event ID, stable across redeliveries
@@ -79,14 +80,14 @@ type Message struct {
 type Outcome string
 
 const (
-	Accepted  Outcome = "accepted"
-	Duplicate Outcome = "duplicate"
+	Accepted  Outcome = "accepted"  // a new receipt was stored, PENDING
+	Duplicate Outcome = "duplicate" // the identity existed with the same content: nothing changed
 )
 
 // AcceptResult is the outcome of a committed Accept.
 type AcceptResult struct {
-	Outcome Outcome
-	ID      ID
+	Outcome Outcome // Accepted or Duplicate
+	ID      ID      // the receipt: the new one, or the existing one
 	// Status is PENDING for Accepted; for Duplicate, the existing receipt's current
 	// status (a duplicate never resets state or retry budget).
 	Status Status
