@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -16,8 +18,10 @@ import (
 // the go command reads, <escaped path>/@v/{list, VERSION.info, VERSION.mod,
 // VERSION.zip}. The zips are made by golang.org/x/mod/zip from the module's
 // directory, with the files and exclusions of a real module zip (nested
-// modules, vendor directories); the tree should hold only what git would, as
-// a proxy builds its zips from the tagged commit.
+// modules, vendor directories), and, like the go command's own zips of a
+// nested module, the repository's LICENSE when the module has none. The tree
+// should hold only what git would, as a proxy builds its zips from the
+// tagged commit.
 func buildProxy(root string, mods []*repoModule, version, out string, at time.Time) error {
 	for _, m := range mods {
 		esc, err := module.EscapePath(m.Path)
@@ -45,14 +49,35 @@ func buildProxy(root string, mods []*repoModule, version, out string, at time.Ti
 				return err
 			}
 		}
-		if err := writeZip(filepath.Join(dir, version+".zip"), module.Version{Path: m.Path, Version: version}, filepath.Join(root, filepath.FromSlash(m.Dir))); err != nil {
+		if err := writeZip(filepath.Join(dir, version+".zip"), module.Version{Path: m.Path, Version: version},
+			filepath.Join(root, filepath.FromSlash(m.Dir)), filepath.Join(root, "LICENSE")); err != nil {
 			return fmt.Errorf("%s: %w", m.Dir, err)
 		}
 	}
 	return nil
 }
 
-func writeZip(name string, mv module.Version, dir string) (err error) {
+// writeZip writes the module zip of dir, adding license (the repository's
+// LICENSE) when dir has none.
+func writeZip(name string, mv module.Version, dir, license string) (err error) {
+	checked, err := modzip.CheckDir(dir)
+	if err != nil {
+		return err
+	}
+	var files []modzip.File
+	hasLicense := false
+	for _, abs := range checked.Valid {
+		rel, err := filepath.Rel(dir, abs)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		hasLicense = hasLicense || rel == "LICENSE"
+		files = append(files, dirFile{rel, abs})
+	}
+	if _, err := os.Stat(license); err == nil && !hasLicense {
+		files = append(files, dirFile{"LICENSE", license})
+	}
 	f, err := os.Create(name)
 	if err != nil {
 		return err
@@ -62,5 +87,12 @@ func writeZip(name string, mv module.Version, dir string) (err error) {
 			err = cerr
 		}
 	}()
-	return modzip.CreateFromDir(f, mv, dir)
+	return modzip.Create(f, mv, files)
 }
+
+// dirFile is a file of the zip: its path in the module, and on disk.
+type dirFile struct{ rel, abs string }
+
+func (f dirFile) Path() string                 { return f.rel }
+func (f dirFile) Lstat() (fs.FileInfo, error)  { return os.Lstat(f.abs) }
+func (f dirFile) Open() (io.ReadCloser, error) { return os.Open(f.abs) }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"archive/zip"
 	"bytes"
 	"os"
 	"os/exec"
@@ -31,20 +32,21 @@ func writeTree(t *testing.T, files map[string]string) string {
 // directives, as the repository did before go.work.
 func toyTree(t *testing.T) string {
 	return writeTree(t, map[string]string{
-		"go.mod": "module example.com/r\n\ngo 1.26.0\n",
-		"r.go":   "// Package r is the root.\npackage r\n\n// X is one.\nconst X = 1\n",
+		"go.mod":  "module example.com/r\n\ngo 1.26.0\n",
+		"LICENSE": "the toy's license\n",
+		"r.go":    "// Package r is the root.\npackage r\n\n// X is one.\nconst X = 1\n",
 		"b/go.mod": "module example.com/r/b\n\ngo 1.26.0\n\nrequire (\n\texample.com/r v0.0.0\n\texample.com/r/a/c v0.0.0\n)\n\n" +
 			"replace (\n\texample.com/r => ../\n\texample.com/r/a/c => ../a/c\n)\n",
-		"b/b.go":               "package b\n\nimport (\n\t\"example.com/r\"\n\t\"example.com/r/a/c\"\n)\n\nconst Y = r.X + c.Z\n",
-		"a/c/go.mod":           "module example.com/r/a/c\n\ngo 1.26.0\n\nrequire example.com/r v0.0.0\n\nreplace example.com/r => ../..\n",
-		"a/c/c.go":             "package c\n\nimport \"example.com/r\"\n\nconst Z = r.X\n",
-		"d/go.mod":             "module example.com/r/d\n\ngo 1.26.0\n",
-		"d/d.go":               "package d\n",
-		"testdata/x/go.mod":    "module example.com/ignored\n",
-		"b/testdata/y/go.mod":  "module example.com/ignored2\n",
-		"b/cmd/tool/main.go":   "package main\n\nimport \"example.com/r/b\"\n\nfunc main() { println(b.Y) }\n",
-		"a/c/internal/i/i.go":  "package i\n",
-		"b/vendor/ignored.txt": "a module zip leaves vendor directories out\n",
+		"b/b.go":                 "package b\n\nimport (\n\t\"example.com/r\"\n\t\"example.com/r/a/c\"\n)\n\nconst Y = r.X + c.Z\n",
+		"a/c/go.mod":             "module example.com/r/a/c\n\ngo 1.26.0\n\nrequire example.com/r v0.0.0\n\nreplace example.com/r => ../..\n",
+		"a/c/c.go":               "package c\n\nimport \"example.com/r\"\n\nconst Z = r.X\n",
+		"d/go.mod":               "module example.com/r/d\n\ngo 1.26.0\n",
+		"d/d.go":                 "package d\n",
+		"testdata/x/go.mod":      "module example.com/ignored\n",
+		"b/testdata/y/go.mod":    "module example.com/ignored2\n",
+		"b/cmd/tool/main.go":     "package main\n\nimport \"example.com/r/b\"\n\nfunc main() { println(b.Y) }\n",
+		"a/c/internal/i/i.go":    "package i\n",
+		"b/vendor/x/ignored.txt": "a module zip leaves vendored packages out\n",
 	})
 }
 
@@ -176,8 +178,19 @@ func TestProxyServesGoGet(t *testing.T) {
 	if err := run([]string{"-C", root, "proxy", "-o", proxy}, &out); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(proxy, "example.com", "r", "a", "c", "@v", "v0.3.0.zip")); err != nil {
+	// A nested module's zip carries the repository's LICENSE, as the go
+	// command's zip of a nested module does; a vendored package stays out.
+	zr, err := zip.OpenReader(filepath.Join(proxy, "example.com", "r", "b", "@v", "v0.3.0.zip"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+	}
+	zr.Close()
+	if got, want := strings.Join(names, " "), "example.com/r/b@v0.3.0/b.go example.com/r/b@v0.3.0/cmd/tool/main.go example.com/r/b@v0.3.0/go.mod example.com/r/b@v0.3.0/LICENSE"; got != want {
+		t.Fatalf("b's zip holds %s, want %s", got, want)
 	}
 	consumer := writeTree(t, map[string]string{
 		"go.mod":  "module example.com/consumer\n\ngo 1.26.0\n",
