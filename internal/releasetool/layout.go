@@ -207,7 +207,6 @@ func lineDiff(a, b []byte) string {
 			cb[l]--
 		}
 	}
-	cb = count(b)
 	for _, l := range strings.Split(string(b), "\n") {
 		if ca[l] == 0 {
 			fmt.Fprintf(&out, "+%s\n", l)
