@@ -44,6 +44,26 @@ func preparedVersion(mods []*repoModule) (version string, ok bool, err error) {
 	return version, version != "", nil
 }
 
+// foreignReplaces refuses a replace directive of another module than the
+// repository's own (those, layout drops): a module that depends on pginbox
+// builds without it, and `go install pkg@version` refuses a module that has
+// one.
+func foreignReplaces(mods []*repoModule) error {
+	inRepo := modulePaths(mods)
+	var found []string
+	for _, m := range mods {
+		for _, r := range m.File.Replace {
+			if !inRepo[r.Old.Path] {
+				found = append(found, fmt.Sprintf("%s/go.mod replaces %s", m.Dir, r.Old.Path))
+			}
+		}
+	}
+	if len(found) > 0 {
+		return fmt.Errorf("%s: a module importing pginbox builds without a replace (and go install refuses one); require a released version instead", strings.Join(found, "; "))
+	}
+	return nil
+}
+
 func modulePaths(mods []*repoModule) map[string]bool {
 	paths := map[string]bool{}
 	for _, m := range mods {

@@ -84,6 +84,9 @@ func run(args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if err := foreignReplaces(mods); err != nil {
+			return err
+		}
 		changed, err := layout(root, mods, v)
 		if err != nil {
 			return err
@@ -112,6 +115,9 @@ func run(args []string, stdout io.Writer) error {
 			return errUsage
 		}
 		if err := checkVersion(v); err != nil {
+			return err
+		}
+		if err := foreignReplaces(mods); err != nil {
 			return err
 		}
 		changed, err := layout(root, mods, v)

@@ -140,6 +140,25 @@ func TestSetThenCheck(t *testing.T) {
 	}
 }
 
+func TestForeignReplaceRefused(t *testing.T) {
+	root := toyTree(t)
+	var out bytes.Buffer
+	if err := run([]string{"-C", root, "set", "v0.3.0"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(root, "d", "go.mod")
+	b, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, append(b, "\nreplace example.com/other => ../other\n"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"check"}, {"set", "v0.3.0"}} {
+		err := run(append([]string{"-C", root}, cmd...), &out)
+		if err == nil || !strings.Contains(err.Error(), "d/go.mod replaces example.com/other") {
+			t.Errorf("%s with a replace of another module: %v", cmd[0], err)
+		}
+	}
+}
+
 func TestVersionsMustAgree(t *testing.T) {
 	root := toyTree(t)
 	var out bytes.Buffer
