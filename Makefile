@@ -1,12 +1,15 @@
 # pginbox: everything a contributor runs. `make check` is what CI runs.
 
 GO        ?= go
-SQLC      := $(GO) tool -modfile=tools.mod sqlc
+# tools.mod is read with -modfile, which the go command refuses in workspace
+# mode (go.work): the build tools run outside it.
+GOTOOL    := GOWORK=off $(GO)
+SQLC      := $(GOTOOL) tool -modfile=tools.mod sqlc
 STATICCHECK := $(CURDIR)/bin/staticcheck
 EACH      := bash scripts/each-module
 FUZZTIME  ?= 15s
 
-.PHONY: all demo generate test check fmt-check conflict-check vet staticcheck check-generated check-deps fuzz screenshots drills model-check model-defects model-mutants history-check
+.PHONY: all demo generate test check fmt-check conflict-check vet staticcheck check-generated check-deps check-doc check-api check-release fuzz screenshots drills model-check model-defects model-mutants history-check work tidy release
 
 all: check
 
@@ -18,7 +21,7 @@ demo:
 ## generate: regenerate sqlc output and go:generate output (inboxgen).
 generate:
 	$(SQLC) generate
-	$(GO) generate ./...
+	$(GOTOOL) generate ./...
 
 ## screenshots: regenerate docs/console/*.png with headless Chromium (the
 ## console's browser test in console/browsertest).
@@ -30,10 +33,11 @@ screenshots:
 test:
 	$(EACH) $(GO) test -race -count=1 ./...
 
-## check: formatting, merge-conflict markers, vet, staticcheck, generated-code drift, dependency hygiene,
-## the model's simulation (which installs Quint for internal/modeltest), the
-## race-enabled tests and a short fuzz run.
-check: fmt-check conflict-check vet staticcheck check-generated check-deps model-check test fuzz
+## check: formatting, merge-conflict markers, vet, staticcheck, generated-code
+## drift, dependency hygiene, doc comments, API compatibility, the release
+## fetched through a module proxy, the model's simulation (which installs
+## Quint for internal/modeltest), the race-enabled tests and a short fuzz run.
+check: fmt-check conflict-check vet staticcheck check-generated check-deps check-doc check-api check-release model-check test fuzz
 
 ## model-check: random simulation of the receipt protocol's Quint model
 ## (model/receipts.qnt) with every invariant checked after every step: MODEL_RUNS
@@ -94,7 +98,7 @@ vet:
 	$(EACH) $(GO) vet ./...
 
 $(STATICCHECK): tools.mod tools.sum
-	$(GO) build -modfile=tools.mod -o $@ honnef.co/go/tools/cmd/staticcheck
+	$(GOTOOL) build -modfile=tools.mod -o $@ honnef.co/go/tools/cmd/staticcheck
 
 staticcheck: $(STATICCHECK)
 	$(EACH) $(STATICCHECK) ./...
@@ -107,6 +111,41 @@ check-generated:
 ## check-deps: a module importing pginbox must not inherit the build tools.
 check-deps:
 	bash scripts/check-deps
+
+## check-doc: every exported identifier of every module has a doc comment
+## (generated files exempt): internal/cmd/doccheck.
+check-doc:
+	$(GO) run ./internal/cmd/doccheck
+
+## check-api: apidiff against each module's latest vX.Y.Z tag; an incompatible
+## change fails unless CHANGELOG.md's Unreleased section announces it under
+## "### Breaking" (RELEASING.md). Passes with a note while no tag exists.
+check-api:
+	bash scripts/check-api
+
+## check-release: every module at the version being prepared, served by a
+## file-based module proxy built from the tree, fetched by `go get` into a
+## scratch module (no go.work, no replace), built, tested and installed; and
+## go.work and the go.mod files in step (RELEASING.md).
+check-release:
+	bash scripts/check-release
+
+## work: rewrite go.work and the requirements between the repository's modules
+## after adding, moving or removing a nested module.
+work:
+	$(GOTOOL) run -C internal/releasetool . -C $(CURDIR) set
+
+## tidy: go mod tidy in every module (a plain one in a nested module asks the
+## module proxy for the unreleased version and fails).
+tidy:
+	$(GOTOOL) run -C internal/releasetool . -C $(CURDIR) tidy
+
+## release: the release procedure of RELEASING.md. A dry run by default:
+## `make release VERSION=v0.1.0`; RELEASE_FLAGS=--write sets the version in the
+## go.mod files, RELEASE_FLAGS=--tag creates the tags (never pushed).
+release:
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=vX.Y.Z [RELEASE_FLAGS=--write|--tag]"; exit 2; }
+	bash scripts/release $(RELEASE_FLAGS) $(VERSION)
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzCanonicalize$$' -fuzztime=$(FUZZTIME) ./internal/canonjson

@@ -4,6 +4,7 @@ go 1.26.0
 
 tool (
 	github.com/sqlc-dev/sqlc/cmd/sqlc
+	golang.org/x/exp/cmd/apidiff
 	honnef.co/go/tools/cmd/staticcheck
 )
 

@@ -139,8 +139,8 @@ func (c Config) withDefaults() Config {
 
 // Error is one problem in the declarations, at a source position.
 type Error struct {
-	Pos token.Position
-	Msg string
+	Pos token.Position // where: the declaration, or the //go:generate line for a flag
+	Msg string         // what is wrong and what to do
 }
 
 func (e *Error) Error() string {

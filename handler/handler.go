@@ -28,17 +28,17 @@ type Msg struct {
 	// its writes again on every retry.
 	Tx pgx.Tx
 
-	ReceiptID     inboxtype.ID
-	Scope         inboxtype.Scope
-	Source        string
-	Consumer      string
-	MessageID     string
-	EventType     string
-	SchemaVersion int
+	ReceiptID     inboxtype.ID    // the receipt being handled
+	Scope         inboxtype.Scope // the tenant (or global scope) the message was accepted in; Tx runs in it
+	Source        string          // the producer system, as accepted
+	Consumer      string          // the logical effect this receipt is for, e.g. "orders.projection.v1"
+	MessageID     string          // the producer's event ID, stable across redeliveries
+	EventType     string          // with SchemaVersion, the payload's shape (and the handler's Key)
+	SchemaVersion int             // the payload's schema version
 	// Attempt counts from 1; it is the attempt running now.
 	Attempt     int
-	MaxAttempts int
-	Metadata    map[string]string
+	MaxAttempts int               // the receipt's retry budget: after this many failed attempts it is DEAD
+	Metadata    map[string]string // as accepted (trace headers, correlation IDs); not in the fingerprint
 	// Payload is the canonical JSON stored at accept, byte for byte: the text
 	// the fingerprint covers (RFC 8785 key order, exact numbers).
 	Payload json.RawMessage
@@ -55,9 +55,9 @@ type Middleware func(next Func) Func
 
 // Key selects the handler for a message.
 type Key struct {
-	Consumer      string
-	EventType     string
-	SchemaVersion int
+	Consumer      string // the receipt's consumer
+	EventType     string // the message's event type
+	SchemaVersion int    // the message's schema version: each version has its own handler
 }
 
 func (k Key) String() string {
@@ -92,6 +92,7 @@ func IsPermanent(err error) bool { return errors.Is(err, ErrPermanent) }
 // Validator is implemented by payload types that check themselves after
 // decoding. A failure there is permanent.
 type Validator interface {
+	// Validate returns an error describing the first rule the value breaks.
 	Validate() error
 }
 

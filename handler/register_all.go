@@ -10,8 +10,8 @@ var ErrNilHandler = errors.New("handler is nil")
 
 // Entry is one handler registration: the key and the function handling it.
 type Entry struct {
-	Key  Key
-	Func Func
+	Key  Key  // what it handles
+	Func Func // how; must not be nil
 }
 
 // RegisterAll registers every entry, or none: if any entry is invalid or its

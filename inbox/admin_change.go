@@ -52,9 +52,9 @@ func (p ChangeParams) validate() error {
 
 // RequeueResult is the outcome of a committed requeue.
 type RequeueResult struct {
-	ID          ID
-	FromStatus  Status
-	FromVersion int64
+	ID          ID     // the receipt requeued
+	FromStatus  Status // its status before: DEAD, RETRYABLE, or PROCESSING with an expired lease
+	FromVersion int64  // its version before
 	// Version is the receipt's new version.
 	Version int64
 	// AuditID is the pginbox_audit row recording the requeue.
@@ -63,7 +63,7 @@ type RequeueResult struct {
 
 // ReplayResult is the outcome of a committed replay.
 type ReplayResult struct {
-	OriginalID ID
+	OriginalID ID // the COMPLETED receipt replayed
 	// OriginalVersion is the original's new version.
 	OriginalVersion int64
 	// NewID is the new PENDING receipt, linked to the original by ReplayOf.

@@ -29,14 +29,14 @@ type DeadGroupsParams struct {
 // same shape: the same text once the IDs and numbers in it are set aside, so
 // "order 1234 not found" and "order 5678 not found" are one failure to fix.
 type DeadGroup struct {
-	Consumer string
+	Consumer string // the receipts' consumer
 	// ErrorShape is the last error with UUIDs replaced by <uuid>, ULIDs by
 	// <ulid>, hex strings of 16 or more characters (hashes, trace IDs) by <hex>
 	// and runs of digits by <n>; empty when no error text was recorded.
 	ErrorShape string
 	// LastError is the exact last error of the group's newest receipt.
 	LastError string
-	Count     int64
+	Count     int64 // DEAD receipts in the group
 	// Texts is how many distinct exact error texts the group holds: 1 when
 	// every receipt died with the same text.
 	Texts int64
@@ -51,8 +51,8 @@ type DeadGroup struct {
 
 // DeadSample is one receipt of a DeadGroup with its exact last error.
 type DeadSample struct {
-	ID        ID
-	LastError string
+	ID        ID     // the receipt
+	LastError string // its last error, exactly
 }
 
 // DeadGroupsResult is the answer of DeadGroups.

@@ -36,7 +36,7 @@ type PurgeResult struct {
 	Purged int64
 	// Batches is the number of statements that purged at least one receipt.
 	Batches int
-	Elapsed time.Duration
+	Elapsed time.Duration // the purge's wall time
 }
 
 func (p PurgeParams) cutoff() (time.Time, int, error) {

@@ -73,8 +73,8 @@ func (v *AdminView) Get(ctx context.Context, id ID) (*ReceiptDetails, error) {
 type ListParams struct {
 	// Statuses keeps receipts in any of these statuses.
 	Statuses []Status
-	Consumer string
-	Source   string
+	Consumer string // keeps one consumer's receipts
+	Source   string // keeps one producer's receipts
 	// CreatedAfter keeps receipts created at or after it.
 	CreatedAfter time.Time
 	// CreatedBefore keeps receipts created before it.
@@ -192,11 +192,11 @@ type Stats struct {
 
 // ConsumerStats are one consumer's counts.
 type ConsumerStats struct {
-	Consumer   string
-	Pending    int64
-	Processing int64
-	Retryable  int64
-	Dead       int64
+	Consumer   string // the consumer counted
+	Pending    int64  // receipts PENDING: waiting for a worker
+	Processing int64  // receipts PROCESSING: a worker holds them
+	Retryable  int64  // receipts RETRYABLE: waiting for their backoff
+	Dead       int64  // receipts DEAD: waiting for an operator
 	// Blocked counts the PENDING receipts (included in Pending) that wait
 	// behind an earlier receipt of their ordering key.
 	Blocked int64

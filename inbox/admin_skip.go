@@ -12,8 +12,8 @@ import (
 
 // SkipResult is the outcome of a committed skip.
 type SkipResult struct {
-	ID          ID
-	FromVersion int64
+	ID          ID    // the DEAD receipt skipped
+	FromVersion int64 // its version before
 	// Version is the receipt's new version.
 	Version int64
 	// OrderingKey is the key the receipt no longer holds up.

@@ -84,8 +84,8 @@ const (
 // Nothing was stored.
 type ValidationError struct {
 	Field  string // e.g. "source", "scope.id", "payload"
-	Rule   Rule
-	Detail string
+	Rule   Rule   // the rule broken, for errors.As callers to branch on
+	Detail string // what is wrong and how to fix it
 }
 
 func (e *ValidationError) Error() string {
@@ -99,7 +99,7 @@ func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 // (event type, schema version or canonical payload). The existing receipt is
 // untouched. Redelivering will not help: reject or dead-letter the delivery.
 type ConflictError struct {
-	Identity  Identity
+	Identity  Identity     // the message's identity
 	ReceiptID inboxtype.ID // the existing receipt
 }
 
@@ -117,8 +117,8 @@ func (e *ConflictError) Is(target error) bool { return target == ErrIdentityConf
 // ConfigError reports a configuration value that NewClient, NewWorker or
 // NewAdmin refuses. Field is the Go field name, e.g. "WorkerConfig.Lease".
 type ConfigError struct {
-	Field  string
-	Detail string
+	Field  string // the Go field name, e.g. "WorkerConfig.Lease"
+	Detail string // what is wrong and what is allowed
 }
 
 func (e *ConfigError) Error() string {
@@ -132,10 +132,10 @@ func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig 
 // not the receipt's current one: it changed since the caller read it. Nothing
 // was changed.
 type VersionConflictError struct {
-	ReceiptID ID
+	ReceiptID ID     // the receipt
 	Action    string // "requeue" or "replay"
-	Expected  int64
-	Current   int64
+	Expected  int64  // the version the caller gave
+	Current   int64  // the receipt's version now: retry with it if the action still applies
 }
 
 func (e *VersionConflictError) Error() string {
@@ -149,10 +149,10 @@ func (e *VersionConflictError) Is(target error) bool { return target == ErrVersi
 // WrongStateError reports a requeue or replay of a receipt whose status does
 // not allow it. Nothing was changed.
 type WrongStateError struct {
-	ReceiptID ID
-	Action    string
-	Found     Status
-	Allowed   []Status
+	ReceiptID ID       // the receipt
+	Action    string   // e.g. "requeue", "replay", "skip"
+	Found     Status   // its status
+	Allowed   []Status // the statuses the action needs
 	// Detail, when set, says more than the status does (for example that a
 	// PROCESSING receipt's lease has not expired yet).
 	Detail string
@@ -180,8 +180,8 @@ func (e *WrongStateError) Is(target error) bool { return target == ErrWrongState
 // PayloadPurgedError reports a replay of a receipt whose payload retention
 // purged: there is nothing left to replay. Nothing was changed.
 type PayloadPurgedError struct {
-	ReceiptID ID
-	PurgedAt  time.Time
+	ReceiptID ID        // the receipt
+	PurgedAt  time.Time // when retention dropped its payload
 }
 
 func (e *PayloadPurgedError) Error() string {

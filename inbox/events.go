@@ -29,13 +29,13 @@ const (
 // Event is one thing that happened to a receipt in a worker (or, for
 // EventRestricted, to the worker itself).
 type Event struct {
-	Kind          EventKind
-	At            time.Time
-	ReceiptID     ID
-	Scope         Scope
-	Consumer      string
-	EventType     string // empty for EventRecovered
-	SchemaVersion int
+	Kind          EventKind // what happened
+	At            time.Time // when the worker saw it
+	ReceiptID     ID        // the receipt; zero for EventRestricted
+	Scope         Scope     // the receipt's scope
+	Consumer      string    // the receipt's consumer
+	EventType     string    // empty for EventRecovered
+	SchemaVersion int       // the message's schema version; 0 for EventRecovered
 	// Attempt is the attempt the event belongs to (0 for EventRecovered).
 	Attempt int
 	// Duration is how long the handler ran, for EventCompleted, EventFailed

@@ -20,6 +20,7 @@ type (
 	Identity = inboxtype.Identity
 )
 
+// Scope kinds and receipt statuses, re-exported from inboxtype.
 const (
 	ScopeGlobal = inboxtype.ScopeGlobal
 	ScopeTenant = inboxtype.ScopeTenant
@@ -72,14 +73,14 @@ type Message struct {
 type Outcome string
 
 const (
-	Accepted  Outcome = "accepted"
-	Duplicate Outcome = "duplicate"
+	Accepted  Outcome = "accepted"  // a new receipt was stored, PENDING
+	Duplicate Outcome = "duplicate" // the identity existed with the same content: nothing changed
 )
 
 // AcceptResult is the outcome of a committed Accept.
 type AcceptResult struct {
-	Outcome Outcome
-	ID      ID
+	Outcome Outcome // Accepted or Duplicate
+	ID      ID      // the receipt: the new one, or the existing one
 	// Status is PENDING for Accepted; for Duplicate, the existing receipt's current
 	// status (a duplicate never resets state or retry budget).
 	Status Status

@@ -10,13 +10,13 @@ import (
 
 // Receipt is a stored receipt as the admin API shows it.
 type Receipt struct {
-	ID            ID
-	Scope         Scope
-	Source        string
-	Consumer      string
-	MessageID     string
-	EventType     string
-	SchemaVersion int
+	ID            ID     // the receipt's own ID (a replay has a new one)
+	Scope         Scope  // with Source, Consumer and MessageID, the identity
+	Source        string // the producer system
+	Consumer      string // the logical effect, e.g. "orders.projection.v1"
+	MessageID     string // the producer's event ID
+	EventType     string // with SchemaVersion, the payload's shape
+	SchemaVersion int    // the payload's schema version
 	// Fingerprint is the SHA-256 content fingerprint (see Fingerprint).
 	Fingerprint []byte
 	// Payload is the canonical JSON payload. It is nil when purged, and List
@@ -25,18 +25,18 @@ type Receipt struct {
 	// Metadata is nil when empty, and in List results.
 	Metadata map[string]string
 
-	Status      Status
-	Attempts    int
-	MaxAttempts int
+	Status      Status // the live status (the work row's while it has one)
+	Attempts    int    // attempts started, this retry budget
+	MaxAttempts int    // the retry budget: DEAD after this many failed attempts
 	// AvailableAt is when the receipt is (or was) due for its next attempt;
 	// zero once it is COMPLETED.
 	AvailableAt    time.Time
-	LeaseExpiresAt *time.Time
-	LastError      string
+	LeaseExpiresAt *time.Time // while PROCESSING: when recovery may take it back
+	LastError      string     // the last failed attempt's error; "" for none
 
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	CompletedAt *time.Time
+	CreatedAt   time.Time  // when Accept (or a replay) stored it
+	UpdatedAt   time.Time  // its last change
+	CompletedAt *time.Time // nil until COMPLETED
 	// Version grows with every change; requeue and replay take it as their
 	// expected version.
 	Version int64
@@ -82,11 +82,11 @@ type ReceiptDetails struct {
 
 // ReplaySummary is one receipt created by a replay.
 type ReplaySummary struct {
-	ID          ID
-	Status      Status
-	Version     int64
-	CreatedAt   time.Time
-	CompletedAt *time.Time
+	ID          ID         // the replay's receipt
+	Status      Status     // its live status
+	Version     int64      // its version
+	CreatedAt   time.Time  // when the replay created it
+	CompletedAt *time.Time // nil until COMPLETED
 }
 
 // Audit actions.
@@ -100,17 +100,17 @@ const (
 // row: a requeue moves it to PENDING; a replay leaves the original COMPLETED
 // (only its version moves) and names the receipt it created in NewReceiptID.
 type AuditEntry struct {
-	ID           int64
-	ReceiptID    ID
-	Action       string // AuditRequeue, AuditReplay or AuditSkip
-	Actor        string
-	Reason       string
-	FromStatus   Status
-	ToStatus     Status
-	FromVersion  int64
-	ToVersion    int64
-	NewReceiptID ID // replays only
-	CreatedAt    time.Time
+	ID           int64     // the pginbox_audit row
+	ReceiptID    ID        // the receipt acted on
+	Action       string    // AuditRequeue, AuditReplay or AuditSkip
+	Actor        string    // who asked for it, as the caller named them
+	Reason       string    // why, as the caller said
+	FromStatus   Status    // the receipt's status before
+	ToStatus     Status    // and after
+	FromVersion  int64     // the receipt's version before
+	ToVersion    int64     // and after
+	NewReceiptID ID        // replays only
+	CreatedAt    time.Time // when the action committed
 }
 
 func receiptFromRow(row db.PginboxReceiptsLive) (Receipt, error) {

@@ -4,12 +4,13 @@ import "fmt"
 
 // Identity is what makes two deliveries the same message.
 type Identity struct {
-	Scope     Scope
+	Scope     Scope  // the tenant, or Global(); the zero Scope is invalid
 	Source    string // the producer system
 	Consumer  string // the logical effect, e.g. "orders.projection.v1"
 	MessageID string // the producer's event ID, stable across redeliveries
 }
 
+// String is the identity as scope/source/consumer/message ID.
 func (id Identity) String() string {
 	return fmt.Sprintf("%s/%s/%s/%s", id.Scope, id.Source, id.Consumer, id.MessageID)
 }

@@ -15,10 +15,10 @@ const MaxIdentityBytes = 255
 type IdentityRule string
 
 const (
-	IdentityRequired    IdentityRule = "required"
-	IdentityTooLong     IdentityRule = "too_long"
-	IdentityInvalidUTF8 IdentityRule = "invalid_utf8"
-	IdentityControlChar IdentityRule = "control_character"
+	IdentityRequired    IdentityRule = "required"          // the string is empty
+	IdentityTooLong     IdentityRule = "too_long"          // longer than MaxIdentityBytes
+	IdentityInvalidUTF8 IdentityRule = "invalid_utf8"      // not valid UTF-8
+	IdentityControlChar IdentityRule = "control_character" // holds a control character
 )
 
 // CheckIdentityString applies the identity string rules: 1..MaxIdentityBytes

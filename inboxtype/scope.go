@@ -4,15 +4,15 @@ package inboxtype
 type ScopeKind string
 
 const (
-	ScopeGlobal ScopeKind = "global"
-	ScopeTenant ScopeKind = "tenant"
+	ScopeGlobal ScopeKind = "global" // the intentional global scope: no tenant
+	ScopeTenant ScopeKind = "tenant" // one tenant, named by Scope.ID
 )
 
 // Scope is the tenancy part of an identity: one tenant, or an intentional global
 // scope. The zero Scope is invalid, so forgetting it is an error, not "global".
 type Scope struct {
-	Kind ScopeKind
-	ID   string // tenant ID; empty for global
+	Kind ScopeKind // the zero value is no kind: invalid
+	ID   string    // tenant ID; empty for global
 }
 
 // Tenant returns the scope of one tenant. Take the ID from authenticated context,
@@ -33,9 +33,9 @@ func (s Scope) String() string {
 type Status string
 
 const (
-	StatusPending    Status = "PENDING"
-	StatusProcessing Status = "PROCESSING"
-	StatusRetryable  Status = "RETRYABLE"
-	StatusCompleted  Status = "COMPLETED"
-	StatusDead       Status = "DEAD"
+	StatusPending    Status = "PENDING"    // accepted (or requeued), waiting for a worker
+	StatusProcessing Status = "PROCESSING" // claimed: a worker holds its lease
+	StatusRetryable  Status = "RETRYABLE"  // failed; claimed again once its backoff is due
+	StatusCompleted  Status = "COMPLETED"  // its handler's transaction committed
+	StatusDead       Status = "DEAD"       // failed permanently or spent its attempts: an operator requeues or skips it
 )

@@ -91,30 +91,30 @@ func NewAdmin(pool *pgxpool.Pool, cfg AdminConfig) (*Admin, error) {
 
 // EventRow is a stored event as the admin API shows it.
 type EventRow struct {
-	ID ID
+	ID ID // the event's stable ID
 	// Seq is the emit order (per ordering key, the publish order).
 	Seq           int64
-	Source        string
-	Destination   string
-	OrderingKey   string
-	EventType     string
-	SchemaVersion int
+	Source        string // the emitting service
+	Destination   string // where a relay publishes it
+	OrderingKey   string // "" for none
+	EventType     string // with SchemaVersion, the payload's shape
+	SchemaVersion int    // the payload's schema version
 	// Payload and Metadata are loaded by Get only.
 	Payload  json.RawMessage
 	Metadata map[string]string
 
-	Status   Status
-	Attempts int
+	Status   Status // PENDING, PUBLISHING, PUBLISHED or DEAD
+	Attempts int    // publish attempts started
 	// AvailableAt is when a PENDING event is (or was) due.
 	AvailableAt    time.Time
-	LeaseExpiresAt *time.Time
-	LastError      string
+	LeaseExpiresAt *time.Time // while PUBLISHING: when recovery may take it back
+	LastError      string     // the last failed attempt's error; "" for none
 	// Version grows with every change; Requeue takes it as the expected
 	// version.
 	Version     int64
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	PublishedAt *time.Time
+	CreatedAt   time.Time  // when the emitting transaction wrote it
+	UpdatedAt   time.Time  // its last change
+	PublishedAt *time.Time // nil until PUBLISHED
 }
 
 // Get returns one event with its payload and metadata, or ErrNotFound.
@@ -159,9 +159,9 @@ func eventFromRow(r db.OutboxListRow) EventRow {
 
 // ListParams filters and pages List. Zero fields do not filter.
 type ListParams struct {
-	Statuses    []Status
-	Destination string
-	OrderingKey string
+	Statuses    []Status // keeps events in any of these statuses
+	Destination string   // keeps one destination's events
+	OrderingKey string   // keeps one ordering key's events
 	// Limit is the page size. Defaults to DefaultListLimit; at most
 	// MaxListLimit.
 	Limit int

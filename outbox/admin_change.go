@@ -13,8 +13,8 @@ import (
 
 // RequeueResult is the outcome of a committed requeue.
 type RequeueResult struct {
-	ID          ID
-	FromVersion int64
+	ID          ID    // the DEAD event requeued
+	FromVersion int64 // its version before
 	// Version is the event's new version.
 	Version int64
 }

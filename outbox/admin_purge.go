@@ -26,8 +26,8 @@ type PurgeResult struct {
 	// Cutoff is the publication time before which events were deleted: now
 	// minus OlderThan.
 	Cutoff  time.Time
-	Deleted int64
-	Elapsed time.Duration
+	Deleted int64         // PUBLISHED events deleted
+	Elapsed time.Duration // the purge's wall time
 }
 
 func (p PurgeParams) cutoff() (time.Time, int, error) {

@@ -31,13 +31,13 @@ type Stats struct {
 
 // DestinationStats are one destination's counts.
 type DestinationStats struct {
-	Destination string
+	Destination string // the destination counted
 	// Pending counts events waiting to be published, Retrying among them
 	// those that failed before and wait for another attempt.
 	Pending    int64
 	Retrying   int64
-	Publishing int64
-	Dead       int64
+	Publishing int64 // events a relay is publishing now
+	Dead       int64 // events that failed for good: waiting for an operator
 	// Published is counted only with StatsParams.IncludePublished.
 	Published int64
 	// Due counts PENDING events whose time has come.

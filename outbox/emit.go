@@ -27,8 +27,11 @@ const NotifyChannel = "pginbox_outbox"
 // else with pgx's Exec, Query and QueryRow. A *pgxpool.Pool or *pgx.Conn
 // emits outside any transaction, the event committing on its own.
 type Tx interface {
+	// Exec is pgx's Exec.
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	// Query is pgx's Query.
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	// QueryRow is pgx's QueryRow.
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 

@@ -59,6 +59,7 @@ type Event struct {
 // OrderingKeyer is implemented by payload types that name their own ordering
 // key, e.g. the aggregate's ID. NewEvent asks it.
 type OrderingKeyer interface {
+	// OrderingKey returns the event's ordering key; "" for none.
 	OrderingKey() string
 }
 

@@ -13,14 +13,14 @@ type Message struct {
 	// ID is the event's stable ID: send it as the message ID (an inbox's
 	// MessageID, a broker's message-id header), so receivers deduplicate.
 	ID            ID
-	Source        string
-	Destination   string
+	Source        string // the emitting service
+	Destination   string // the destination the relay serves
 	OrderingKey   string // empty when the event has none
-	EventType     string
-	SchemaVersion int
+	EventType     string // with SchemaVersion, the payload's shape
+	SchemaVersion int    // the payload's schema version
 	// Payload is the canonical JSON Emit stored.
 	Payload  json.RawMessage
-	Metadata map[string]string
+	Metadata map[string]string // as emitted: trace context, causation and correlation IDs
 	// EmittedAt is when the emitting transaction started.
 	EmittedAt time.Time
 	// Attempt counts publish attempts from 1.
@@ -43,6 +43,7 @@ type Message struct {
 // relies on no publish outliving its claim. Delivering a message and then
 // reporting an error only repeats it, which receivers tolerate.
 type Publisher interface {
+	// Publish delivers msgs, as the type's comment says.
 	Publish(ctx context.Context, msgs []Message) []error
 }
 

@@ -50,8 +50,8 @@ var ErrNotMigrated = errors.New("pginbox: schema not migrated")
 // VersionError names the schema version found and the one this build expects.
 // Found is 0 when the schema is absent.
 type VersionError struct {
-	Expected int64
-	Found    int64
+	Expected int64 // Version: what this build runs on
+	Found    int64 // the database's version; 0 without a schema
 }
 
 func (e *VersionError) Error() string {
@@ -68,6 +68,7 @@ func (e *VersionError) Is(target error) bool { return target == ErrNotMigrated }
 
 // Querier is satisfied by *pgx.Conn, *pgxpool.Pool and pgx.Tx.
 type Querier interface {
+	// QueryRow is pgx's QueryRow.
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
@@ -99,9 +100,9 @@ func Check(ctx context.Context, q Querier) error {
 
 // Migration is the state of one migration file.
 type Migration struct {
-	Version int64
+	Version int64  // the number the file name starts with
 	Source  string // file name
-	Applied bool
+	Applied bool   // recorded as applied in pginbox_schema_version
 }
 
 // Migrator applies pginbox's migrations to one database.

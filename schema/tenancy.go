@@ -18,6 +18,7 @@ var TenancyTables = []string{"pginbox_receipts", "pginbox_work", "pginbox_audit"
 
 // Beginner is satisfied by *pgx.Conn and *pgxpool.Pool.
 type Beginner interface {
+	// Begin is pgx's Begin.
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
@@ -106,9 +107,9 @@ func tenancyErr(what string, err error) error {
 
 // TableTenancy is the row-level security state of one table.
 type TableTenancy struct {
-	Table   string
-	Enabled bool // ENABLE ROW LEVEL SECURITY
-	Forced  bool // FORCE ROW LEVEL SECURITY: the owner is held to the policies too
+	Table   string // one of TenancyTables
+	Enabled bool   // ENABLE ROW LEVEL SECURITY
+	Forced  bool   // FORCE ROW LEVEL SECURITY: the owner is held to the policies too
 }
 
 // TenancyStatus reports the row-level security state of [TenancyTables].

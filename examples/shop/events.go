@@ -18,9 +18,9 @@ import (
 //
 //inbox:event type=order.created version=1 consumers=orders.projection.v1,billing.v1
 type OrderCreated struct {
-	OrderID    string `json:"orderId"`
-	CustomerID string `json:"customerId"`
-	TotalCents int64  `json:"totalCents"`
+	OrderID    string `json:"orderId"`    // required
+	CustomerID string `json:"customerId"` // who ordered
+	TotalCents int64  `json:"totalCents"` // in EUR cents; not negative
 }
 
 // Validate runs at accept (rejecting the event) and again before handling.
@@ -38,10 +38,10 @@ func (e OrderCreated) Validate() error {
 //
 //inbox:event type=order.created version=2 consumers=orders.projection.v1,billing.v1
 type OrderCreatedV2 struct {
-	OrderID    string `json:"orderId"`
-	CustomerID string `json:"customerId"`
-	TotalCents int64  `json:"totalCents"`
-	Currency   string `json:"currency"`
+	OrderID    string `json:"orderId"`    // required
+	CustomerID string `json:"customerId"` // who ordered
+	TotalCents int64  `json:"totalCents"` // in cents of Currency; not negative
+	Currency   string `json:"currency"`   // an ISO 4217 code, e.g. "EUR"
 }
 
 // Validate has a pointer receiver; the generated code finds it either way.
@@ -60,6 +60,6 @@ func (e *OrderCreatedV2) Validate() error {
 //
 //inbox:event type=order.cancelled version=1 consumers=orders.projection.v1 unknown=allow
 type OrderCancelled struct {
-	OrderID string `json:"orderId"`
-	Reason  string `json:"reason"`
+	OrderID string `json:"orderId"` // the order cancelled
+	Reason  string `json:"reason"`  // why, in the customer's words
 }

@@ -18,6 +18,7 @@ var (
 // orders.projection.v1).
 type Projection struct{}
 
+// HandleOrderCreated projects a v1 order, which is in EUR.
 func (Projection) HandleOrderCreated(ctx context.Context, m *handler.Msg, q *shopdb.Queries, p OrderCreated) error {
 	return q.InsertOrder(ctx, shopdb.InsertOrderParams{
 		TenantID:   m.Scope.ID,
@@ -28,6 +29,7 @@ func (Projection) HandleOrderCreated(ctx context.Context, m *handler.Msg, q *sho
 	})
 }
 
+// HandleOrderCreatedV2 projects an order in its own currency.
 func (Projection) HandleOrderCreatedV2(ctx context.Context, m *handler.Msg, q *shopdb.Queries, p OrderCreatedV2) error {
 	return q.InsertOrder(ctx, shopdb.InsertOrderParams{
 		TenantID:   m.Scope.ID,
@@ -38,6 +40,8 @@ func (Projection) HandleOrderCreatedV2(ctx context.Context, m *handler.Msg, q *s
 	})
 }
 
+// HandleOrderCancelled marks the projected order cancelled, and fails (to be
+// retried) while the order is not projected yet.
 func (Projection) HandleOrderCancelled(ctx context.Context, m *handler.Msg, q *shopdb.Queries, p OrderCancelled) error {
 	n, err := q.CancelOrder(ctx, shopdb.CancelOrderParams{TenantID: m.Scope.ID, OrderID: p.OrderID})
 	if err != nil {
@@ -54,6 +58,7 @@ func (Projection) HandleOrderCancelled(ctx context.Context, m *handler.Msg, q *s
 // Billing invoices every order (consumer billing.v1).
 type Billing struct{}
 
+// HandleOrderCreated invoices a v1 order, in EUR.
 func (Billing) HandleOrderCreated(ctx context.Context, m *handler.Msg, q *shopdb.Queries, p OrderCreated) error {
 	return q.InsertInvoice(ctx, shopdb.InsertInvoiceParams{
 		TenantID:    m.Scope.ID,
@@ -63,6 +68,7 @@ func (Billing) HandleOrderCreated(ctx context.Context, m *handler.Msg, q *shopdb
 	})
 }
 
+// HandleOrderCreatedV2 invoices an order in its own currency.
 func (Billing) HandleOrderCreatedV2(ctx context.Context, m *handler.Msg, q *shopdb.Queries, p OrderCreatedV2) error {
 	return q.InsertInvoice(ctx, shopdb.InsertInvoiceParams{
 		TenantID:    m.Scope.ID,

@@ -11,9 +11,9 @@ import (
 
 // Order is a row of tenancy_orders.
 type Order struct {
-	TenantID   string
-	OrderID    string
-	TotalCents int64
+	TenantID   string // the tenant the row belongs to (the policy's column)
+	OrderID    string // unique within the tenant
+	TotalCents int64  // the order's total, in cents
 }
 
 // Orders is the API's read of one tenant's orders, on the application role.

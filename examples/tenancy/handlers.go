@@ -16,9 +16,9 @@ const (
 // TenantID comes from the partner: the handler trusts it, which is the bug
 // the database catches when it names another tenant than the receipt's.
 type OrderImported struct {
-	TenantID   string `json:"tenantId"`
-	OrderID    string `json:"orderId"`
-	TotalCents int64  `json:"totalCents"`
+	TenantID   string `json:"tenantId"`   // as the partner says: may be wrong
+	OrderID    string `json:"orderId"`    // the partner's order ID
+	TotalCents int64  `json:"totalCents"` // the order's total, in cents
 }
 
 // Register adds the projection's handler to reg.

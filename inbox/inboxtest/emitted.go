@@ -13,17 +13,17 @@ import (
 // EmittedEvent is an outbox event a handler emitted, as [Emitted] and
 // [RequireEmitted] read it.
 type EmittedEvent struct {
-	ID            inbox.ID
-	Type          string
-	SchemaVersion int
-	Source        string
-	Destination   string
-	OrderingKey   string
+	ID            inbox.ID // the event's ID
+	Type          string   // the event type
+	SchemaVersion int      // its schema version
+	Source        string   // the emitting service
+	Destination   string   // where a relay publishes it
+	OrderingKey   string   // "" for none
 	// Payload is the canonical JSON stored, byte for byte.
 	Payload  json.RawMessage
 	Metadata map[string]string // with the causation and correlation IDs Emit added
-	Scope    inbox.Scope
-	Status   string // PENDING until a relay publishes it
+	Scope    inbox.Scope       // the handler's scope, which the event inherits
+	Status   string            // PENDING until a relay publishes it
 }
 
 // String describes the event for failure messages, for example

@@ -8,13 +8,13 @@ import (
 
 // Receipt is a receipt as an assertion or [WaitForStatus] last saw it.
 type Receipt struct {
-	ID            inbox.ID
-	Identity      inbox.Identity
-	EventType     string
-	SchemaVersion int
-	Status        inbox.Status
-	Attempts      int
-	LastError     string // "" when the last attempt did not fail
+	ID            inbox.ID       // the receipt
+	Identity      inbox.Identity // the message's identity
+	EventType     string         // the message's event type
+	SchemaVersion int            // its schema version
+	Status        inbox.Status   // the live status (the work row's while it has one)
+	Attempts      int            // attempts started
+	LastError     string         // "" when the last attempt did not fail
 }
 
 // String describes the receipt for failure messages, for example

@@ -16,6 +16,7 @@ import (
 
 // Querier reads receipts: *pgxpool.Pool, *pgx.Conn and pgx.Tx satisfy it.
 type Querier interface {
+	// QueryRow is pgx's QueryRow.
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 

@@ -75,15 +75,22 @@ type Warnings struct {
 // NewWarnings returns an empty Warnings.
 func NewWarnings() Warnings { return Warnings{mu: &sync.Mutex{}, msgs: new([]string)} }
 
+// Enabled keeps warnings and errors.
 func (h Warnings) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+// Handle keeps the record's message.
 func (h Warnings) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	*h.msgs = append(*h.msgs, r.Message)
 	return nil
 }
+
+// WithAttrs returns h: attributes are not kept.
 func (h Warnings) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h Warnings) WithGroup(string) slog.Handler      { return h }
+
+// WithGroup returns h: groups are not kept.
+func (h Warnings) WithGroup(string) slog.Handler { return h }
 
 // Matching returns the messages that contain sub.
 func (h Warnings) Matching(sub string) []string {

@@ -14,29 +14,29 @@ import (
 // a running worker, before, during and after a transaction that took an XID
 // and then sits idle.
 type HoldOptions struct {
-	Client  *inbox.Client
+	Client  *inbox.Client             // accepts the messages
 	Message func(i int) inbox.Message // defaults to Message
 	// Admin opens the holding transaction and reads statistics; it must
 	// see pginbox_receipts.
 	Admin  *pgxpool.Pool
-	Claims *ClaimTimer // on the worker's pool
-	Rate   float64     // accepts per second
-	Before time.Duration
-	Hold   time.Duration
-	After  time.Duration
+	Claims *ClaimTimer   // on the worker's pool
+	Rate   float64       // accepts per second
+	Before time.Duration // the phase before the transaction opens
+	Hold   time.Duration // the phase it stays open, idle
+	After  time.Duration // the phase after it rolled back
 	// Progress, when set, is told when each phase starts.
 	Progress func(phase string)
 }
 
 // HoldPhase is what one phase measured.
 type HoldPhase struct {
-	Name            string
-	Seconds         float64
-	Acked           int
-	Completed       int // receipts completed during the phase
-	AcksPerSec      float64
-	CompletedPerSec float64
-	Claims          int
+	Name            string        // before, hold or after
+	Seconds         float64       // the phase's wall time
+	Acked           int           // accepts acknowledged during the phase
+	Completed       int           // receipts completed during the phase
+	AcksPerSec      float64       // Acked / Seconds
+	CompletedPerSec float64       // Completed / Seconds
+	Claims          int           // claim statements the worker ran
 	ClaimP50, P95   time.Duration // claim statement latency
 	DeadTuplesMax   int64         // n_dead_tup of pginbox_receipts, sampled every second
 }
@@ -46,7 +46,7 @@ type HoldResult struct {
 	Phases []HoldPhase // before, hold, after
 	// DeadAfterVacuum is n_dead_tup once the hold ended and VACUUM ran.
 	DeadAfterVacuum int64
-	Load            *Running
+	Load            *Running // the load, still running until every message is acknowledged
 }
 
 // Hold runs the phases and returns their figures. The load goes on past

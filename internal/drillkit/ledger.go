@@ -39,6 +39,7 @@ func MessageID(i int) string { return "drill-" + strconv.Itoa(i) }
 
 // Execer runs a statement (a connection, a pool or a transaction).
 type Execer interface {
+	// Exec is pgx's Exec.
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 

@@ -17,7 +17,7 @@ import (
 // delivery that is not acknowledged (ActionRetry) is redelivered after
 // RedeliverAfter until it is, or until GiveUpAfter.
 type Load struct {
-	Client  *inbox.Client
+	Client  *inbox.Client             // accepts the messages
 	Message func(i int) inbox.Message // defaults to Message
 	Count   int                       // messages; the load is bounded by it
 	Senders int                       // concurrent deliveries; defaults to 4
@@ -34,15 +34,15 @@ type Load struct {
 
 // Outcome is what happened to the deliveries.
 type Outcome struct {
-	Planned   int      // messages the load was told to deliver (Load.Count)
-	Sent      int      // messages delivered at least once
-	Attempts  int      // Accept calls
-	Acked     []string // message IDs acknowledged, in order
-	AckedAt   []time.Time
-	Uncertain int      // attempts that returned ErrCommitUncertain
-	Retryable int      // other attempts that said ActionRetry
-	Rejected  int      // attempts that said ActionReject (never expected)
-	GaveUp    []string // message IDs never acknowledged
+	Planned   int         // messages the load was told to deliver (Load.Count)
+	Sent      int         // messages delivered at least once
+	Attempts  int         // Accept calls
+	Acked     []string    // message IDs acknowledged, in order
+	AckedAt   []time.Time // when each of Acked was acknowledged
+	Uncertain int         // attempts that returned ErrCommitUncertain
+	Retryable int         // other attempts that said ActionRetry
+	Rejected  int         // attempts that said ActionReject (never expected)
+	GaveUp    []string    // message IDs never acknowledged
 	// Errors holds the first text of each error class seen.
 	Errors map[string]string
 	// Codes counts failed attempts by SQLSTATE ("" for errors without one,

@@ -13,7 +13,9 @@ import (
 
 // Querier reads (a connection or a pool).
 type Querier interface {
+	// Query is pgx's Query.
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	// QueryRow is pgx's QueryRow.
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 

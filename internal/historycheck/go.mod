@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/pginbox/pginbox v0.0.0
+	github.com/pginbox/pginbox v0.1.0
 )
 
 require (
@@ -20,5 +20,3 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
-
-replace github.com/pginbox/pginbox => ../..

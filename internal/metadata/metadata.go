@@ -24,8 +24,8 @@ const (
 // the inbox reports (inbox.RuleInvalidUTF8, inbox.RuleNullCharacter,
 // inbox.RuleTooLarge).
 type Problem struct {
-	Rule   string
-	Detail string
+	Rule   string // the rule broken, as the inbox names it
+	Detail string // what is wrong, for the error message
 }
 
 // Size is the size of md's jsonb object, which jsonb's limit applies to: a

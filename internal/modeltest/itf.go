@@ -10,63 +10,63 @@ import (
 // Trace is one run of the model as Quint writes it (--out-itf): the state
 // after every step.
 type Trace struct {
-	States []State
+	States []State // the initial state, then one per step
 }
 
 // State is the part of the model's state the model-based test compares.
 type State struct {
-	Receipts map[string]Receipt `json:"receipts"`
-	Work     map[string]Work    `json:"work"`
-	Claims   map[string][]Claim `json:"claims"`
-	LockedBy map[string]string  `json:"lockedBy"`
-	Last     Step               `json:"-"`
+	Receipts map[string]Receipt `json:"receipts"` // by receipt number
+	Work     map[string]Work    `json:"work"`     // by receipt number
+	Claims   map[string][]Claim `json:"claims"`   // by worker
+	LockedBy map[string]string  `json:"lockedBy"` // receipt number -> the worker whose open transaction holds its rows ("" for none)
+	Last     Step               `json:"-"`        // the step that led here
 }
 
 // Receipt is the model's pginbox_receipts row.
 type Receipt struct {
-	Scope    string `json:"scope"`
-	Msg      string `json:"msg"`
-	Status   string `json:"status"`
-	Version  int64  `json:"version"`
-	Attempts int64  `json:"attempts"`
-	Payload  bool   `json:"payload"`
-	ReplayOf int64  `json:"replayOf"`
-	Key      string `json:"key"` // ordering key, "" for none
-	Seq      int64  `json:"seq"` // its number in the key, 0 for none
+	Scope    string `json:"scope"`    // the tenant
+	Msg      string `json:"msg"`      // the message ID
+	Status   string `json:"status"`   // NONE: not created yet
+	Version  int64  `json:"version"`  // the optimistic-locking version
+	Attempts int64  `json:"attempts"` // attempts started
+	Payload  bool   `json:"payload"`  // the payload is kept (not purged)
+	ReplayOf int64  `json:"replayOf"` // the receipt this one replays, 0 for none
+	Key      string `json:"key"`      // ordering key, "" for none
+	Seq      int64  `json:"seq"`      // its number in the key, 0 for none
 }
 
 // Work is the model's pginbox_work row (Status NONE: no row).
 type Work struct {
-	Status   string `json:"status"`
-	Scope    string `json:"scope"`
-	Attempts int64  `json:"attempts"`
-	Token    int64  `json:"token"`
-	Expired  bool   `json:"expired"`
-	Due      bool   `json:"due"`
-	Version  int64  `json:"version"`
-	Key      string `json:"key"` // the row's ordering key, "" for none or skipped
-	Seq      int64  `json:"seq"`
+	Status   string `json:"status"`   // NONE: no row
+	Scope    string `json:"scope"`    // the receipt's tenant
+	Attempts int64  `json:"attempts"` // attempts started
+	Token    int64  `json:"token"`    // the current claim's token, 0 for none
+	Expired  bool   `json:"expired"`  // the lease has expired
+	Due      bool   `json:"due"`      // available_at has passed: claimable
+	Version  int64  `json:"version"`  // the optimistic-locking version
+	Key      string `json:"key"`      // the row's ordering key, "" for none or skipped
+	Seq      int64  `json:"seq"`      // its number in the key, 0 for none
 }
 
 // Claim is what a worker believes it holds.
 type Claim struct {
-	ID    int64 `json:"id"`
-	Token int64 `json:"token"`
+	ID    int64 `json:"id"`    // the receipt claimed
+	Token int64 `json:"token"` // the claim's token
 }
 
 // Step is the model's last action with its arguments and outcome.
 type Step struct {
-	Act     string `json:"act"`
-	Worker  string `json:"worker"`
-	ID      int64  `json:"id"`
-	Token   int64  `json:"token"`
-	Scope   string `json:"scope"`
-	Msg     string `json:"msg"`
-	Flag    bool   `json:"flag"`
-	Arg     int64  `json:"arg"`
-	Created int64  `json:"created"`
-	Outcome string `json:"outcome"`
-	Key     string `json:"key"`
+	Act     string `json:"act"`     // the action, e.g. accept, claim, commit
+	Worker  string `json:"worker"`  // the worker acting, "" for an admin or the environment
+	ID      int64  `json:"id"`      // the receipt acted on
+	Token   int64  `json:"token"`   // the claim token used
+	Scope   string `json:"scope"`   // an accept's tenant
+	Msg     string `json:"msg"`     // an accept's message ID
+	Flag    bool   `json:"flag"`    // an accept's acknowledgement, a failure's permanence, a crash's loss of unflushed claims
+	Arg     int64  `json:"arg"`     // a requeue's or replay's expected version; how many receipts a recover or purge changed
+	Created int64  `json:"created"` // the receipt a replay created or a commit or skip promoted
+	Outcome string `json:"outcome"` // what the action returned
+	Key     string `json:"key"`     // the ordering key (an accept's; a commit's work row's)
 }
 
 // ReadTrace reads an ITF file of the receipts model.

@@ -31,9 +31,9 @@ import (
 // it: a new server process on the node each time, which costs more than the
 // shard reads. Harmless where Citus is not loaded.
 type Async struct {
-	Conn           *pgx.Conn
-	GenericPlan    bool
-	OneConnPerNode bool
+	Conn           *pgx.Conn // runs the pipelines; not in a transaction
+	GenericPlan    bool      // plan the statement generically (ForceGenericPlan), in its transaction
+	OneConnPerNode bool      // one connection per Citus worker node, in the statement's transaction
 }
 
 // genericPlanSettings are what ForceGenericPlan sets. A session keeps a
@@ -115,6 +115,7 @@ func (a Async) end(br pgx.BatchResults) error {
 	return err
 }
 
+// Exec runs sql in a transaction of its own, in one round trip.
 func (a Async) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	br, err := a.send(ctx, sql, args)
 	if err != nil {
@@ -127,6 +128,8 @@ func (a Async) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comman
 	return tag, err
 }
 
+// Query runs sql in a transaction of its own, which commits once the rows
+// are read (or closed).
 func (a Async) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	br, err := a.send(ctx, sql, args)
 	if err != nil {
@@ -140,6 +143,7 @@ func (a Async) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, er
 	return EndRows(rows, func() error { return a.end(br) }), nil
 }
 
+// QueryRow is Query for one row.
 func (a Async) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return FirstRow(a.Query(ctx, sql, args...))
 }

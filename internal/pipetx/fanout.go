@@ -12,8 +12,11 @@ import (
 // each statement runs as Async with OneConnPerNode, on a connection acquired
 // from Pool for it. On one server it costs a BEGIN and a COMMIT in the same
 // round trip.
-type FanOut struct{ Pool *pgxpool.Pool }
+type FanOut struct {
+	Pool *pgxpool.Pool // a connection per statement comes from it
+}
 
+// Exec runs sql as Async.Exec on a connection of its own.
 func (f FanOut) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	conn, err := f.Pool.Acquire(ctx)
 	if err != nil {
@@ -23,6 +26,8 @@ func (f FanOut) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	return Async{Conn: conn.Conn(), OneConnPerNode: true}.Exec(ctx, sql, args...)
 }
 
+// Query runs sql as Async.Query on a connection of its own, released once
+// the rows are read (or closed).
 func (f FanOut) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	conn, err := f.Pool.Acquire(ctx)
 	if err != nil {
@@ -36,6 +41,7 @@ func (f FanOut) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, e
 	return EndRows(rows, func() error { conn.Release(); return nil }), nil
 }
 
+// QueryRow is Query for one row.
 func (f FanOut) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return FirstRow(f.Query(ctx, sql, args...))
 }

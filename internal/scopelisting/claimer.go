@@ -29,7 +29,7 @@ type Source[S comparable, R any] struct {
 
 // Round is what one Claim did.
 type Round[S comparable, R any] struct {
-	Rows []R
+	Rows []R // what the scopes' claims returned, at most n
 	// More reports that more is probably due: the round filled n, or it
 	// claimed and the listing keeps scopes it did not serve or that filled
 	// their share.
@@ -48,8 +48,8 @@ type Round[S comparable, R any] struct {
 
 // Failure is a scope whose claim failed.
 type Failure[S any] struct {
-	Scope S
-	Err   error
+	Scope S     // the scope skipped
+	Err   error // its claim's error
 }
 
 // Claim runs one round: at most most scopes, at most n rows, each scope

@@ -10,7 +10,7 @@ import (
 // row, up to Max, and starts over after a success, or after a failed attempt
 // that had run longer than Reset. Not safe for concurrent use.
 type Backoff struct {
-	Min, Max time.Duration
+	Min, Max time.Duration // the first wait, and the longest
 	// Reset, if set, is how long an attempt must have run for its failure to
 	// count as the first in a row again: a session that lasted was not
 	// failing. Zero starts over only after Succeeded.

@@ -8,7 +8,7 @@ type Base struct {
 	// Name is the service's name in log messages: "worker" logs
 	// "pginbox worker: ...".
 	Name string
-	Log  *slog.Logger
+	Log  *slog.Logger // where the loops log
 }
 
 // prefix returns msg as the service logs it.

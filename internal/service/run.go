@@ -7,7 +7,9 @@ import (
 
 // Startable is a service with a Start and a Stop, such as inbox.Worker.
 type Startable interface {
+	// Start starts the service; ctx bounds the start only.
 	Start(ctx context.Context) error
+	// Stop stops it, within ctx's deadline.
 	Stop(ctx context.Context) error
 }
 

@@ -9,14 +9,14 @@ import (
 type Job struct {
 	// What names it in the error logged when it fails: "lease recovery".
 	What string
-	Run  func(ctx context.Context) error
+	Run  func(ctx context.Context) error // one run; an error is logged, and the job runs again at the next tick
 }
 
 // Ticker runs a service's periodic jobs, such as lease recovery.
 type Ticker struct {
 	Base
-	Interval time.Duration
-	Jobs     []Job
+	Interval time.Duration // between runs of the jobs
+	Jobs     []Job         // run in order
 }
 
 // Run runs the jobs in order at once, then every Interval until ctx is done.

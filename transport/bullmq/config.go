@@ -24,13 +24,14 @@ const (
 
 // Accepter is the part of *inbox.Client the consumer uses.
 type Accepter interface {
+	// Accept is (*inbox.Client).Accept.
 	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
 }
 
 // Job is a BullMQ job as the Consumer took it.
 type Job struct {
-	ID   string
-	Name string
+	ID   string // the job's ID in its queue
+	Name string // the name the producer gave Queue.add
 	// Data is the job's data, the JSON the producer passed to Queue.add.
 	Data []byte
 	// Opts is the job's options as JSON.

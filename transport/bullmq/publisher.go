@@ -19,13 +19,13 @@ import (
 // payload. A Node worker reads it as job.data; the job's name is the event
 // type and its ID the event ID.
 type EventData struct {
-	EventID       string            `json:"eventId"`
-	EventType     string            `json:"eventType"`
-	SchemaVersion int               `json:"schemaVersion"`
-	Source        string            `json:"source"`
-	OrderingKey   string            `json:"orderingKey,omitempty"`
-	Metadata      map[string]string `json:"metadata,omitempty"`
-	Payload       json.RawMessage   `json:"payload"`
+	EventID       string            `json:"eventId"`               // the outbox event's ID (also the job ID)
+	EventType     string            `json:"eventType"`             // also the job's name
+	SchemaVersion int               `json:"schemaVersion"`         // the payload's schema version
+	Source        string            `json:"source"`                // the emitting service
+	OrderingKey   string            `json:"orderingKey,omitempty"` // the event's ordering key, if any
+	Metadata      map[string]string `json:"metadata,omitempty"`    // the event's metadata (trace context, ...)
+	Payload       json.RawMessage   `json:"payload"`               // the event's JSON payload
 }
 
 // ErrWrongType is the error of a job whose queue keys hold values of other

@@ -24,6 +24,7 @@ const (
 
 // Accepter is the part of *inbox.Client the consumer uses.
 type Accepter interface {
+	// AcceptBatch is (*inbox.Client).AcceptBatch.
 	AcceptBatch(ctx context.Context, msgs []inbox.Message) ([]inbox.BatchItem, error)
 }
 

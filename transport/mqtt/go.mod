@@ -2,7 +2,7 @@ module github.com/pginbox/pginbox/transport/mqtt
 
 go 1.26.0
 
-require github.com/pginbox/pginbox v0.0.0
+require github.com/pginbox/pginbox v0.1.0
 
 require (
 	github.com/eclipse/paho.golang v0.23.0
@@ -20,5 +20,3 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
-
-replace github.com/pginbox/pginbox => ../..

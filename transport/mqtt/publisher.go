@@ -60,9 +60,6 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	return &Publisher{cfg: cfg, server: serverURL(cfg.ServerURL), log: cfg.Logger.With("client_id", cfg.ClientID)}, nil
 }
 
-// Connects is how many connections the Publisher opened, the first included.
-func (p *Publisher) Connects() int64 { return p.connects.Load() }
-
 // NoSubscribers is how many messages the broker dropped for want of a
 // subscriber that counted as delivered (PublisherConfig.AllowNoSubscribers).
 func (p *Publisher) NoSubscribers() int64 { return p.noSubscribers.Load() }

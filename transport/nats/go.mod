@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/nats-io/nats.go v1.55.0
-	github.com/pginbox/pginbox v0.0.0
+	github.com/pginbox/pginbox v0.1.0
 )
 
 require (
@@ -25,5 +25,3 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
-
-replace github.com/pginbox/pginbox => ../..

@@ -49,9 +49,6 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	return &Publisher{cfg: cfg, sem: make(chan struct{}, 1)}, nil
 }
 
-// Connects is how many connections the Publisher opened, the first included.
-func (p *Publisher) Connects() int64 { return p.connects.Load() }
-
 // Close closes the connection. A later Publish connects again.
 func (p *Publisher) Close() error {
 	p.sem <- struct{}{}

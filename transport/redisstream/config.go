@@ -24,6 +24,7 @@ const (
 
 // Accepter is the part of *inbox.Client the consumer uses.
 type Accepter interface {
+	// Accept is (*inbox.Client).Accept.
 	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
 }
 

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/pginbox/pginbox v0.0.0
+	github.com/pginbox/pginbox v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -15,7 +15,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
-	github.com/pginbox/pginbox/transport/internal/redisbase v0.0.0
+	github.com/pginbox/pginbox/transport/internal/redisbase v0.1.0
 	github.com/pressly/goose/v3 v3.30.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
@@ -24,7 +24,3 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
-
-replace github.com/pginbox/pginbox => ../..
-
-replace github.com/pginbox/pginbox/transport/internal/redisbase => ../internal/redisbase

@@ -9,7 +9,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.53.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/pginbox/pginbox v0.0.0
+	github.com/pginbox/pginbox v0.1.0
 	github.com/sivchari/kumo v0.33.1
 )
 
@@ -42,5 +42,3 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
-
-replace github.com/pginbox/pginbox => ../..

@@ -29,6 +29,7 @@ const MinSecretBytes = 16
 
 // Accepter is the part of *inbox.Client the handler uses.
 type Accepter interface {
+	// Accept is (*inbox.Client).Accept.
 	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
 }
 

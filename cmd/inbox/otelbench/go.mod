@@ -3,8 +3,8 @@ module github.com/pginbox/pginbox/cmd/inbox/otelbench
 go 1.26.0
 
 require (
-	github.com/pginbox/pginbox v0.0.0
-	github.com/pginbox/pginbox/otelinbox v0.0.0
+	github.com/pginbox/pginbox v0.1.0
+	github.com/pginbox/pginbox/otelinbox v0.1.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 )
@@ -31,9 +31,4 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
-)
-
-replace (
-	github.com/pginbox/pginbox => ../../..
-	github.com/pginbox/pginbox/otelinbox => ../../../otelinbox
 )

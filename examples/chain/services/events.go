@@ -21,8 +21,8 @@ import (
 //
 //inbox:event type=order.created version=1 consumers=orders.v1
 type OrderCreated struct {
-	OrderID    string `json:"orderId"`
-	TotalCents int64  `json:"totalCents"`
+	OrderID    string `json:"orderId"`    // the storefront's order ID
+	TotalCents int64  `json:"totalCents"` // the order's total, in cents
 }
 
 // Validate rejects an order without an ID or with a negative total at accept.
@@ -41,8 +41,8 @@ func (e OrderCreated) Validate() error {
 //inbox:event type=order.confirmed version=1 consumers=billing.v1
 //outbox:event type=order.confirmed version=1 source=orders destination=billing.v1
 type OrderConfirmed struct {
-	OrderID    string `json:"orderId"`
-	TotalCents int64  `json:"totalCents"`
+	OrderID    string `json:"orderId"`    // the order stored, and its ordering key
+	TotalCents int64  `json:"totalCents"` // what billing invoices, in cents
 }
 
 // OrderingKey publishes one order's events in order.
@@ -53,9 +53,9 @@ func (e OrderConfirmed) OrderingKey() string { return e.OrderID }
 //inbox:event type=invoice.issued version=1 consumers=shipping.v1
 //outbox:event type=invoice.issued version=1 source=billing destination=shipping.v1
 type InvoiceIssued struct {
-	InvoiceID   string `json:"invoiceId"`
-	OrderID     string `json:"orderId"`
-	AmountCents int64  `json:"amountCents"`
+	InvoiceID   string `json:"invoiceId"`   // billing's invoice ID
+	OrderID     string `json:"orderId"`     // the order invoiced, and the ordering key
+	AmountCents int64  `json:"amountCents"` // the amount invoiced, in cents
 }
 
 // OrderingKey publishes one order's events in order.

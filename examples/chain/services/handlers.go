@@ -16,6 +16,8 @@ var (
 // Orders stores created orders and confirms them to billing.
 type Orders struct{}
 
+// HandleOrderCreated stores the order and emits order.confirmed in the same
+// transaction: the confirmation leaves only if the order is stored.
 func (Orders) HandleOrderCreated(ctx context.Context, m *handler.Msg, p OrderCreated) error {
 	if _, err := m.Tx.Exec(ctx, "INSERT INTO chain_orders (order_id, total_cents) VALUES ($1, $2)", p.OrderID, p.TotalCents); err != nil {
 		return err
@@ -27,6 +29,7 @@ func (Orders) HandleOrderCreated(ctx context.Context, m *handler.Msg, p OrderCre
 // Billing invoices confirmed orders and tells shipping.
 type Billing struct{}
 
+// HandleOrderConfirmed writes the invoice and emits invoice.issued with it.
 func (Billing) HandleOrderConfirmed(ctx context.Context, m *handler.Msg, p OrderConfirmed) error {
 	inv := InvoiceIssued{InvoiceID: "inv-" + p.OrderID, OrderID: p.OrderID, AmountCents: p.TotalCents}
 	if _, err := m.Tx.Exec(ctx, "INSERT INTO chain_invoices (invoice_id, order_id, amount_cents) VALUES ($1, $2, $3)",
@@ -40,6 +43,7 @@ func (Billing) HandleOrderConfirmed(ctx context.Context, m *handler.Msg, p Order
 // Shipping ships invoiced orders; the chain ends here.
 type Shipping struct{}
 
+// HandleInvoiceIssued records the shipment of the invoiced order.
 func (Shipping) HandleInvoiceIssued(ctx context.Context, m *handler.Msg, p InvoiceIssued) error {
 	_, err := m.Tx.Exec(ctx, "INSERT INTO chain_shipments (order_id, invoice_id) VALUES ($1, $2)", p.OrderID, p.InvoiceID)
 	return err

@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/pginbox/pginbox v0.0.0
-	github.com/pginbox/pginbox/otelinbox v0.0.0
+	github.com/pginbox/pginbox v0.1.0
+	github.com/pginbox/pginbox/otelinbox v0.1.0
 	github.com/prometheus/client_golang v1.24.1
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
@@ -41,9 +41,4 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/pginbox/pginbox => ../../..
-	github.com/pginbox/pginbox/otelinbox => ../..
 )

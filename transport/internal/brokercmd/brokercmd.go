@@ -26,13 +26,13 @@ const (
 // Inbox holds the flags every program takes: where the inbox is, and the
 // identity and type of the messages it accepts.
 type Inbox struct {
-	DatabaseURL   string
-	Tenant        string
-	Global        bool
-	Source        string
-	Consumer      string
-	EventType     string
-	SchemaVersion int
+	DatabaseURL   string // -database-url, or DATABASE_URL
+	Tenant        string // -tenant: the scope of every message
+	Global        bool   // -global: the global scope instead
+	Source        string // -source: the producer system
+	Consumer      string // -consumer: the inbox consumer
+	EventType     string // -event-type, when offered; "" for the program's default
+	SchemaVersion int    // -schema-version, when offered; 1 otherwise
 }
 
 // register adds the inbox flags to fs. DATABASE_URL comes from getenv

@@ -83,6 +83,7 @@ const (
 // Accepter is what every adapter's consumer accepts into (each adapter
 // declares the same interface).
 type Accepter interface {
+	// Accept is (*inbox.Client).Accept.
 	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
 }
 

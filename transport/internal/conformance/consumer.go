@@ -53,8 +53,8 @@ type Channel interface {
 
 // Setup is what a consumer is started with.
 type Setup struct {
-	Accepter Accepter
-	Scope    inbox.Scope
+	Accepter Accepter    // what the consumer accepts into
+	Scope    inbox.Scope // the scope of every message
 	// Addr is the host:port to connect to: the broker, or a fault proxy in
 	// front of it.
 	Addr string
@@ -62,7 +62,7 @@ type Setup struct {
 	// which a message is dead-lettered; 0 asks for a limit high enough that
 	// a case's outage never exhausts it.
 	DeliveryLimit int
-	Log           *slog.Logger
+	Log           *slog.Logger // the consumer's logger
 }
 
 // RunConsumer runs every consumer case against d.

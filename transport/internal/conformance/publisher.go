@@ -52,12 +52,12 @@ type Destination interface {
 
 // Delivered is what a published message carries, decoded.
 type Delivered struct {
-	ID            string // the event ID
-	OrderingKey   string
-	Source        string
-	EventType     string
-	SchemaVersion int
-	Metadata      map[string]string
+	ID            string            // the event ID
+	OrderingKey   string            // the event's ordering key, "" for none
+	Source        string            // the emitting service
+	EventType     string            // the event's type
+	SchemaVersion int               // its schema version
+	Metadata      map[string]string // the event's metadata
 }
 
 // envChildAddr passes the broker address to the relay-killed child.

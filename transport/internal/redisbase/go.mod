@@ -3,7 +3,7 @@ module github.com/pginbox/pginbox/transport/internal/redisbase
 go 1.26.0
 
 require (
-	github.com/pginbox/pginbox v0.0.0
+	github.com/pginbox/pginbox v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 )
 
@@ -24,4 +24,3 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 )
 
-replace github.com/pginbox/pginbox => ../../..

@@ -52,7 +52,7 @@ func Event(destination string, n int) outbox.Event {
 
 // Emitted is what Emit committed: IDs in emit order and each one's key.
 type Emitted struct {
-	IDs  []string
+	IDs  []string          // event IDs, in emit order
 	Keys map[string]string // ID -> ordering key ("" for none)
 }
 

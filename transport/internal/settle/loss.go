@@ -11,7 +11,7 @@ import (
 // loss: an Error log line, OnError, then Count. Found arms it again. Set its
 // fields before use; it is safe for concurrent use.
 type Loss struct {
-	Log     *slog.Logger
+	Log     *slog.Logger  // where the Error line goes
 	Message string        // the log line's: "pginbox/nats: stream lost"
 	OnError func(error)   // Config.OnError, or nil
 	Count   *atomic.Int64 // the Stats counter of losses

@@ -147,7 +147,7 @@ type Options struct {
 	// Progress receives a progress indicator while the run goes on. TTY
 	// rewrites one line in place; otherwise one line per phase. Nil: none.
 	Progress io.Writer
-	TTY      bool
+	TTY      bool // Progress is a terminal: redraw one line
 }
 
 func (o Options) withDefaults() Options {
@@ -210,8 +210,8 @@ func (o Options) withDefaults() Options {
 
 // Report is the outcome of a run.
 type Report struct {
-	Environment Environment `json:"environment"`
-	Results     []*Result   `json:"results"`
+	Environment Environment `json:"environment"` // where the run took place
+	Results     []*Result   `json:"results"`     // one per scenario, in the order run
 }
 
 // OK reports whether every scenario passed its correctness checks.
@@ -228,19 +228,19 @@ func (r *Report) OK() bool {
 // "call" is one message (latencies are per batch call), for drain one handled
 // receipt.
 type Result struct {
-	Scenario    string `json:"scenario"`
-	Description string `json:"description"`
-	Concurrency int    `json:"concurrency"`
-	Rounds      int    `json:"rounds"`
+	Scenario    string `json:"scenario"`    // the scenario's name (Options.Scenarios)
+	Description string `json:"description"` // what it measures, in words
+	Concurrency int    `json:"concurrency"` // callers at once
+	Rounds      int    `json:"rounds"`      // rounds measured (the figures cover them all)
 
-	Calls       int     `json:"calls"` // pginbox calls over all rounds
-	Seconds     float64 `json:"seconds"`
-	CallsPerSec float64 `json:"calls_per_sec"`
-	P50Ms       float64 `json:"p50_ms"`
-	P95Ms       float64 `json:"p95_ms"`
-	P99Ms       float64 `json:"p99_ms"`
-	Errors      int     `json:"errors"`
-	Counts      Counts  `json:"counts"`
+	Calls       int     `json:"calls"`         // pginbox calls over all rounds
+	Seconds     float64 `json:"seconds"`       // wall time of the pginbox side
+	CallsPerSec float64 `json:"calls_per_sec"` // Calls / Seconds
+	P50Ms       float64 `json:"p50_ms"`        // latency percentiles per call, in ms
+	P95Ms       float64 `json:"p95_ms"`        // 95th percentile
+	P99Ms       float64 `json:"p99_ms"`        // 99th percentile
+	Errors      int     `json:"errors"`        // calls that returned an error
+	Counts      Counts  `json:"counts"`        // outcomes confirmed in the database
 
 	// Raw is the ceiling: the same statements from a plain pgx loop.
 	Raw Measure `json:"raw"`
@@ -250,22 +250,22 @@ type Result struct {
 	// Ratio is CallsPerSec / Raw.CallsPerSec.
 	Ratio float64 `json:"ratio"`
 
-	Target      string `json:"target"` // the target (docs/TARGETS.md), in words
-	MeetsTarget bool   `json:"meets_target"`
+	Target      string `json:"target"`       // the target (docs/TARGETS.md), in words
+	MeetsTarget bool   `json:"meets_target"` // the scenario's figures reach Target
 
 	// Hooked is pginbox with Options.Hooks installed, when set; HookedRatio
 	// is its rate over plain pginbox's (goal HookedTarget).
 	Hooked            *Measure `json:"hooked,omitempty"`
 	HookedRatio       float64  `json:"hooked_ratio,omitempty"`
 	HookedTarget      string   `json:"hooked_target,omitempty"`
-	HookedMeetsTarget bool     `json:"hooked_meets_target,omitempty"`
+	HookedMeetsTarget bool     `json:"hooked_meets_target,omitempty"` // HookedRatio reaches HookedTarget
 
 	// RLS is pginbox with row-level security enabled (Options.RLS); RLSRatio
 	// is its rate over plain pginbox's (goal RLSTarget).
 	RLS            *Measure `json:"rls,omitempty"`
 	RLSRatio       float64  `json:"rls_ratio,omitempty"`
 	RLSTarget      string   `json:"rls_target,omitempty"`
-	RLSMeetsTarget bool     `json:"rls_meets_target,omitempty"`
+	RLSMeetsTarget bool     `json:"rls_meets_target,omitempty"` // RLSRatio reaches RLSTarget
 
 	// Extra holds scenario-specific figures (retained-1m: empty vs retained).
 	Extra map[string]float64 `json:"extra,omitempty"`
@@ -277,18 +277,18 @@ type Result struct {
 	OK       bool     `json:"ok"`       // every correctness check passed
 	Failures []string `json:"failures"` // what did not
 
-	Environment Environment `json:"environment"`
+	Environment Environment `json:"environment"` // where this scenario ran
 }
 
 // Counts are the outcomes of the pginbox phases, confirmed in the database.
 type Counts struct {
-	Accepted      int `json:"accepted"`
-	Duplicates    int `json:"duplicates"`
-	BusinessRows  int `json:"business_rows"`
-	ReceiptsInDB  int `json:"receipts_in_db"` // after the last pginbox phase, retained fixtures included
-	RawAccepted   int `json:"raw_accepted"`
-	RawDuplicates int `json:"raw_duplicates"`
-	RawBusiness   int `json:"raw_business_rows"`
+	Accepted      int `json:"accepted"`          // first accepts
+	Duplicates    int `json:"duplicates"`        // accepts answered as duplicates
+	BusinessRows  int `json:"business_rows"`     // rows the handlers wrote
+	ReceiptsInDB  int `json:"receipts_in_db"`    // after the last pginbox phase, retained fixtures included
+	RawAccepted   int `json:"raw_accepted"`      // the raw loop's first inserts
+	RawDuplicates int `json:"raw_duplicates"`    // the raw loop's conflicting inserts
+	RawBusiness   int `json:"raw_business_rows"` // rows the raw loop wrote
 }
 
 func (r *Result) failf(format string, args ...any) {

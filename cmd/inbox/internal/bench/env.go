@@ -18,19 +18,19 @@ import (
 
 // Environment is what the figures depend on.
 type Environment struct {
-	PostgresVersion   string `json:"postgres_version"`
-	Fsync             string `json:"fsync"`
-	SynchronousCommit string `json:"synchronous_commit"`
-	FullPageWrites    string `json:"full_page_writes"`
-	WalSyncMethod     string `json:"wal_sync_method"`
-	SharedBuffers     string `json:"shared_buffers"`
-	Cores             int    `json:"cores"`
-	CPU               string `json:"cpu"`
-	GoVersion         string `json:"go_version"`
-	OS                string `json:"os"`
-	PginboxCommit     string `json:"pginbox_commit"`
-	Database          string `json:"database"`
-	StartedAt         string `json:"started_at"`
+	PostgresVersion   string `json:"postgres_version"`   // server_version
+	Fsync             string `json:"fsync"`              // the server settings that decide what a commit costs
+	SynchronousCommit string `json:"synchronous_commit"` // on: a commit waits for the WAL flush
+	FullPageWrites    string `json:"full_page_writes"`   // full_page_writes
+	WalSyncMethod     string `json:"wal_sync_method"`    // wal_sync_method
+	SharedBuffers     string `json:"shared_buffers"`     // shared_buffers
+	Cores             int    `json:"cores"`              // runtime.NumCPU of the benchmark process
+	CPU               string `json:"cpu"`                // the CPU model, from /proc/cpuinfo
+	GoVersion         string `json:"go_version"`         // the toolchain that built the benchmark
+	OS                string `json:"os"`                 // GOOS/GOARCH
+	PginboxCommit     string `json:"pginbox_commit"`     // the source measured, -dirty with local changes
+	Database          string `json:"database"`           // the target: the ephemeral cluster or DATABASE_URL
+	StartedAt         string `json:"started_at"`         // RFC 3339, UTC
 }
 
 func environment(ctx context.Context, pool *pgxpool.Pool, target string) (Environment, error) {

@@ -13,14 +13,14 @@ import (
 
 // Measure is one side (pginbox or raw) of a scenario over all its rounds.
 type Measure struct {
-	Description string  `json:"description"`
-	Calls       int     `json:"calls"`
-	Seconds     float64 `json:"seconds"`
-	CallsPerSec float64 `json:"calls_per_sec"`
-	P50Ms       float64 `json:"p50_ms"`
-	P95Ms       float64 `json:"p95_ms"`
-	P99Ms       float64 `json:"p99_ms"`
-	Errors      int     `json:"errors"`
+	Description string  `json:"description"`   // what was measured, in words
+	Calls       int     `json:"calls"`         // in messages
+	Seconds     float64 `json:"seconds"`       // wall time over all rounds
+	CallsPerSec float64 `json:"calls_per_sec"` // Calls / Seconds
+	P50Ms       float64 `json:"p50_ms"`        // latency percentiles per call (a batch call is one), in ms
+	P95Ms       float64 `json:"p95_ms"`        // 95th percentile
+	P99Ms       float64 `json:"p99_ms"`        // 99th percentile
+	Errors      int     `json:"errors"`        // calls that returned an error
 }
 
 // sample accumulates phases of one side.
