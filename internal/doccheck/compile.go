@@ -50,7 +50,7 @@ func Source(root string, b Block) (src string, offset int, err error) {
 // Module is a Go module of the repository: its directory relative to the
 // root ("." for the root module) and its path.
 type Module struct {
-	Dir, Path string
+	Dir, Path string // relative to the root, and the module path
 }
 
 // Modules returns the root module and every nested one outside testdata.
@@ -109,9 +109,9 @@ func moduleFor(mods []Module, src string) (Module, error) {
 
 // Problem is a compile error, placed in the Markdown file where it can be.
 type Problem struct {
-	Block Block
-	Line  int // the Markdown line, or 0 when the error is in the wrapper
-	Text  string
+	Block Block  // the block that does not compile
+	Line  int    // the Markdown line, or 0 when the error is in the wrapper
+	Text  string // the compiler's message
 }
 
 func (p Problem) String() string {

@@ -22,9 +22,9 @@ type Block struct {
 // Marker is a comment that says how a block is checked:
 // <!-- KIND: ARGS -->, KIND being doc or scratch.
 type Marker struct {
-	Kind string
-	Args []string
-	Line int
+	Kind string   // "doc" or "scratch"
+	Args []string // what follows the kind
+	Line int      // the Markdown line of the comment
 }
 
 // Where names the block as file:line, for messages.

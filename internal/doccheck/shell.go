@@ -9,11 +9,11 @@ import (
 // environment assignments in front of it, and the directory a `cd` on the
 // same line moved to (relative to the repository root; "" for the root).
 type Command struct {
-	Block Block
-	Line  int // the line in the Markdown file
-	Dir   string
+	Block Block    // the block that holds it
+	Line  int      // the line in the Markdown file
+	Dir   string   // where an earlier `cd` moved to ("" for the root)
 	Env   []string // NAME=value words before the command
-	Words []string
+	Words []string // the command and its arguments
 }
 
 // Where names the command as file:line.

@@ -14,15 +14,15 @@ import (
 
 // Draft is a validated message with everything its receipt stores.
 type Draft struct {
-	ID            inboxtype.ID
-	Identity      inboxtype.Identity
-	EventType     string
-	SchemaVersion int32
-	Fingerprint   [32]byte
-	Payload       string // canonical JSON
-	Metadata      string // a JSON object of strings
-	MaxAttempts   int32
-	OrderingKey   string // "" for an unordered message
+	ID            inboxtype.ID       // the new receipt's ID
+	Identity      inboxtype.Identity // what makes two deliveries the same message
+	EventType     string             // the payload's type
+	SchemaVersion int32              // the payload's schema version
+	Fingerprint   [32]byte           // of the event type, version and canonical payload
+	Payload       string             // canonical JSON
+	Metadata      string             // a JSON object of strings
+	MaxAttempts   int32              // the retry budget
+	OrderingKey   string             // "" for an unordered message
 }
 
 // AcceptPlan is what one Accept* call writes: every Accept, AcceptTx,
@@ -55,9 +55,9 @@ type AcceptPlan struct {
 // on each other's rows in the same order and cannot deadlock. Keyed drafts
 // (an ordering key) are in accept order, which is their keys' order.
 type AcceptGroup struct {
-	Scope inboxtype.Scope
-	Plain []*Draft
-	Keyed []*Draft
+	Scope inboxtype.Scope // the group's scope
+	Plain []*Draft        // without an ordering key, in identity order
+	Keyed []*Draft        // with one, in accept order
 }
 
 // Accepted is what a plan did.
@@ -73,16 +73,18 @@ type Accepted struct {
 
 // Holder is a receipt that held an identity before the plan.
 type Holder struct {
-	ID          inboxtype.ID
-	Identity    inboxtype.Identity
-	Status      string
-	Fingerprint []byte
+	ID          inboxtype.ID       // the receipt's ID
+	Identity    inboxtype.Identity // the identity it holds
+	Status      string             // its live status (the work row's while it has one)
+	Fingerprint []byte             // its content's fingerprint
 }
 
 // CommitError is a failed commit of a plan (a statement that was its own
 // commit, or COMMIT): unless the server answered with an error, the plan
 // may have committed.
-type CommitError struct{ Err error }
+type CommitError struct {
+	Err error // what the commit returned
+}
 
 func (e *CommitError) Error() string { return e.Err.Error() }
 func (e *CommitError) Unwrap() error { return e.Err }

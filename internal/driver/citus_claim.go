@@ -39,7 +39,9 @@ type scopeRounds struct {
 }
 
 // DueScope is a scope a discovery read listed.
-type DueScope struct{ Kind, ID string }
+type DueScope struct {
+	Kind, ID string // the scope's kind and tenant ID
+}
 
 func (c *scopeRounds) Claim(ctx context.Context, conn *pgxpool.Conn, most, n int) (_ []db.ReceiptClaimScopeRow, more bool, _ error) {
 	r := c.rounds.Claim(ctx, scopelisting.Source[DueScope, db.ReceiptClaimScopeRow]{
@@ -103,7 +105,9 @@ func (c *scopeRounds) Claim(ctx context.Context, conn *pgxpool.Conn, most, n int
 // answered its claims. The worker goes on claiming on notifications after
 // it, as after a claim that worked; after a claim that got no answer at all
 // it waits for its poll.
-type PartialClaimError struct{ Err error }
+type PartialClaimError struct {
+	Err error // the failures, joined
+}
 
 func (e *PartialClaimError) Error() string { return e.Err.Error() }
 func (e *PartialClaimError) Unwrap() error { return e.Err }

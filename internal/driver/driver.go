@@ -75,6 +75,7 @@ type Open struct {
 // Batcher sends a pipelined batch: a pool, a pooled connection or a
 // transaction.
 type Batcher interface {
+	// SendBatch sends b in one round trip.
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 

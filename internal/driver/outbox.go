@@ -31,6 +31,7 @@ type Outbox interface {
 
 // RelayClaimerConfig is what a relay's claims need.
 type RelayClaimerConfig struct {
+	// Lease is how long a claim holds its events.
 	Lease time.Duration
 	// Listed, when set, sees the scope count of each read of the scopes
 	// with due events (Citus; tests).
@@ -47,23 +48,23 @@ type RelayClaimer interface {
 
 // Settlement is what a relay records after a batch.
 type Settlement struct {
-	Published, Released []Fence
-	Failed              []EventFailure
-	MaxAttempts         int32
+	Published, Released []Fence        // the events to mark PUBLISHED, and to hand back
+	Failed              []EventFailure // the events whose publish failed
+	MaxAttempts         int32          // the retry budget
 }
 
 // Fence names a claimed event: its ID, claim token and scope.
 type Fence struct {
 	ID, Token string // UUID text
-	ScopeID   string
+	ScopeID   string // the event's scope
 }
 
 // EventFailure is a failed publish: retried after Delay, or DEAD.
 type EventFailure struct {
 	Fence
-	Error string
-	Delay time.Duration
-	Dead  bool
+	Error string        // stored as the event's last error
+	Delay time.Duration // until the retry
+	Dead  bool          // no retry
 }
 
 // Settled is what Settle recorded.

@@ -47,20 +47,33 @@ func (q batchQueue) QueryRow(_ context.Context, sql string, args ...any) pgx.Row
 }
 
 // ErrRow is a pgx.Row whose Scan fails with its error.
-type ErrRow struct{ Err error }
+type ErrRow struct {
+	Err error // what Scan returns
+}
 
 // Scan returns the row's error.
 func (r ErrRow) Scan(...any) error { return r.Err }
 
 // FailedBatch is the results of a batch that was not sent (or was sent on a
 // transaction that had ended).
-type FailedBatch struct{ Err error }
+type FailedBatch struct {
+	Err error // what every result returns
+}
 
+// Exec returns the batch's error.
 func (r FailedBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, r.Err }
-func (r FailedBatch) Query() (pgx.Rows, error)         { return nil, r.Err }
-func (r FailedBatch) QueryRow() pgx.Row                { return ErrRow(r) }
-func (r FailedBatch) Close() error                     { return r.Err }
-func (r FailedBatch) Tx() pgx.Tx                       { return nil }
+
+// Query returns the batch's error.
+func (r FailedBatch) Query() (pgx.Rows, error) { return nil, r.Err }
+
+// QueryRow returns a row whose Scan returns the batch's error.
+func (r FailedBatch) QueryRow() pgx.Row { return ErrRow(r) }
+
+// Close returns the batch's error.
+func (r FailedBatch) Close() error { return r.Err }
+
+// Tx returns nil: the batch ran in no transaction.
+func (r FailedBatch) Tx() pgx.Tx { return nil }
 
 // inTx reports whether b runs in a transaction already (a pgx.Tx).
 func inTx(b Batcher) bool {

@@ -44,6 +44,7 @@ type Program[O any] struct {
 
 // Runner consumes until ctx ends: every adapter's Consumer.
 type Runner interface {
+	// Run consumes until ctx ends.
 	Run(ctx context.Context) error
 }
 
@@ -130,7 +131,7 @@ func (p Program[O]) parse(flags []Flag, o *O, s *Session, args []string, getenv 
 // client, and what closes when the program ends.
 type Session struct {
 	Inbox
-	Log *slog.Logger
+	Log *slog.Logger // the program's logger
 	// Client accepts into the inbox, for -consumer (set for Serve).
 	Client *inbox.Client
 

@@ -15,6 +15,7 @@ import (
 
 // Accepter is the part of *inbox.Client a consumer uses.
 type Accepter interface {
+	// Accept stores msg durably: inbox.Client.Accept.
 	Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error)
 }
 
@@ -34,7 +35,7 @@ func Worker() string {
 // model: Close, the retry loop, and the accept that settles what it took.
 // Fill in the exported fields; the zero value of the rest is ready.
 type Base struct {
-	Acc Accepter
+	Acc Accepter // the inbox the consumer accepts into
 	// Pkg starts the log messages ("pginbox/redisstream").
 	Pkg string
 	// DeliveryLimit is Config.DeliveryLimit: past it, a delivery is
@@ -94,9 +95,9 @@ func (b *Base) Loop(ctx context.Context, log *slog.Logger, step func(context.Con
 // Delivery is one entry or job a consumer took, and how the broker settles
 // it.
 type Delivery struct {
-	ID        string // entry or job ID
-	Delivered int64  // deliveries so far, this one included
-	Log       *slog.Logger
+	ID        string       // entry or job ID
+	Delivered int64        // deliveries so far, this one included
+	Log       *slog.Logger // logs with the delivery's attributes
 
 	// Decode maps it to the message to accept, scope and message ID set.
 	Decode func() (inbox.Message, error)
