@@ -179,11 +179,12 @@ func (w *Worker) claimerOf(drv driver.Driver, node int) driver.Claimer {
 	return w.claims[node+1]
 }
 
-// claimNodes claims on every Citus worker node (WorkerConfig.Nodes), each
-// from its own shards. The node asked first goes round from claim to
-// claim, and each node is asked for its share of what the nodes before it
-// left of n. A node that fails is skipped: the others' rows come back with
-// a *driver.PartialClaimError.
+// claimNodes claims on the Citus worker nodes (WorkerConfig.Nodes), each
+// from its own shards and for its share of what the nodes before it left
+// of n, so a busy node's backlog cannot hold another node's scopes back
+// beyond one claim. The node asked first goes round from claim to claim. A
+// node that fails is skipped: the others' rows come back with a
+// *driver.PartialClaimError.
 func (w *Worker) claimNodes(ctx context.Context, n int, skipIdle bool) ([]claimed, bool, error) {
 	count := w.nodes.Count()
 	start := w.nextNode % count

@@ -20,3 +20,10 @@ func TestConformanceCitus(t *testing.T) {
 	t.Parallel()
 	drivertest.Run(t, drivertest.Harness{Driver: "citus", Database: inboxtest.CitusDatabase})
 }
+
+// The conformance suite on Citus with the claims of a worker whose
+// sessions run on the worker nodes: each node claims from its own shards.
+func TestConformanceCitusOnNodes(t *testing.T) {
+	t.Parallel()
+	drivertest.Run(t, drivertest.Harness{Driver: "citus", Database: inboxtest.CitusDatabase, OnNodes: true})
+}

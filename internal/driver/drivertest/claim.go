@@ -186,7 +186,9 @@ func claimTurns(e *env) {
 	for _, r := range rows {
 		per[r.ScopeID]++
 	}
-	if len(per) != 1 || len(rows) != 10 {
+	// On the worker nodes a claim's rows are shared among the nodes: one
+	// scope served takes that node's share only.
+	if len(per) != 1 || (len(rows) != 10 && e.nodes == nil) {
 		e.Fatalf("a claim of 10 serving at most one scope served %v", per)
 	}
 }

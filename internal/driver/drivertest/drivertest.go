@@ -31,6 +31,10 @@ type Harness struct {
 	// creates its own restricted roles). inboxtest.Database and
 	// inboxtest.CitusDatabase are two.
 	Database func(t testing.TB) string
+	// OnNodes claims as a worker with sessions on the Citus worker nodes
+	// does: on each node, from that node's shards (driver.ClaimerConfig's
+	// Local), every node in turn.
+	OnNodes bool
 }
 
 // testCase is one case of a group.

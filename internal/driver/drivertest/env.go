@@ -23,6 +23,8 @@ type env struct {
 	dsn  string
 	pool *pgxpool.Pool
 	drv  driver.Driver
+	// nodes, with Harness.OnNodes, are where claims run.
+	nodes *driver.Nodes
 }
 
 func newEnv(t *testing.T, h Harness) *env {
@@ -38,6 +40,12 @@ func newEnv(t *testing.T, h Harness) *env {
 		t.Fatalf("driver.For found %q on the harness's database, want %q", drv.Name(), h.Driver)
 	}
 	e.drv = drv
+	if h.OnNodes {
+		nodes, err := driver.ConnectNodes(e.ctx, e.pool, driver.NodesConfig{})
+		e.must(err, "connecting to the nodes")
+		t.Cleanup(nodes.Close)
+		e.nodes = nodes
+	}
 	return e
 }
 

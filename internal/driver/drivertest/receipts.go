@@ -2,9 +2,12 @@ package drivertest
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"errors"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -318,7 +321,16 @@ func (e *env) claimer(l time.Duration, consumers ...string) driver.Claimer {
 	if len(consumers) == 0 {
 		consumers = []string{consumer}
 	}
-	return e.drv.NewClaimer(driver.ClaimerConfig{Consumers: consumers, Lease: l})
+	cfg := driver.ClaimerConfig{Consumers: consumers, Lease: l}
+	if e.nodes == nil {
+		return e.drv.NewClaimer(cfg)
+	}
+	cfg.Local = true
+	nc := &nodeClaimer{e: e}
+	for range e.nodes.Count() {
+		nc.each = append(nc.each, e.drv.NewClaimer(cfg))
+	}
+	return nc
 }
 
 // claim runs one claim of c on a connection of the superuser's pool (a
@@ -330,6 +342,69 @@ func (e *env) claim(c driver.Claimer, scopes, n int) ([]db.ReceiptClaimScopeRow,
 	rows, more, err := c.Claim(e.ctx, conn, scopes, n)
 	e.must(err, "claim")
 	return rows, more
+}
+
+// nodeClaimer claims node by node, each node's claimer on a connection to
+// that node and from its own shards, as a worker with sessions on the
+// worker nodes does: each node is asked for its share of the scopes and
+// rows the nodes before it left. The connection it is given says as which
+// role: each node's connection copies its settings.
+type nodeClaimer struct {
+	e    *env
+	each []driver.Claimer
+}
+
+func (c *nodeClaimer) Claim(ctx context.Context, given *pgxpool.Conn, scopes, n int) ([]db.ReceiptClaimScopeRow, bool, error) {
+	var out []db.ReceiptClaimScopeRow
+	more := false
+	served := map[string]bool{}
+	for i, claims := range c.each {
+		left, scopesLeft := n-len(out), scopes-len(served)
+		if left <= 0 || scopesLeft <= 0 {
+			return out, true, nil
+		}
+		rest := len(c.each) - i
+		k := (scopesLeft + rest - 1) / rest
+		rows, m, err := c.onNode(ctx, given, i, claims, k, (left+rest-1)/rest)
+		out = append(out, rows...)
+		for _, r := range rows {
+			served[r.ScopeKind+"/"+r.ScopeID] = true
+		}
+		more = more || m
+		if err != nil {
+			return out, more, err
+		}
+	}
+	return out, more, nil
+}
+
+// onNode runs one claim of claims on node i, as given's role.
+func (c *nodeClaimer) onNode(ctx context.Context, given *pgxpool.Conn, i int, claims driver.Claimer, scopes, n int) ([]db.ReceiptClaimScopeRow, bool, error) {
+	cfg, err := pgxpool.ParseConfig("")
+	if err != nil {
+		return nil, false, err
+	}
+	cfg.ConnConfig = given.Conn().Config().Copy()
+	host, port, err := net.SplitHostPort(c.e.nodes.Addr(i))
+	if err != nil {
+		return nil, false, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return nil, false, err
+	}
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Fallbacks = host, uint16(p), nil
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, false, err
+	}
+	defer pool.Close()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer conn.Release()
+	return claims.Claim(ctx, conn, scopes, n)
 }
 
 // claimIDs is the receipt IDs of rows.
