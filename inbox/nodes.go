@@ -126,18 +126,28 @@ func (n *Nodes) poolFor(ctx context.Context, base *pgxpool.Pool, s Scope) (*pgxp
 	return n.n.Pool(base, i)
 }
 
-// notify sends ReceiptNotify on the first node that takes it: the workers
-// listen on every node.
-func (n *Nodes) notify(ctx context.Context, base *pgxpool.Pool, consumers []string) error {
+// notify sends ReceiptNotify on node, the node of the accepts it wakes the
+// workers for (a worker claims on the node a wake-up came from), or on the
+// first node that takes it when that node is unknown (-1) or down.
+func (n *Nodes) notify(ctx context.Context, base *pgxpool.Pool, node int, consumers []string) error {
 	var errs []error
-	for i := range n.n.Count() {
+	try := func(i int) bool {
 		p, err := n.n.Pool(base, i)
 		if err == nil {
 			if err = db.New(p).ReceiptNotify(ctx, consumers); err == nil {
-				return nil
+				return true
 			}
 		}
 		errs = append(errs, err)
+		return false
+	}
+	if node >= 0 && try(node) {
+		return nil
+	}
+	for i := range n.n.Count() {
+		if i != node && try(i) {
+			return nil
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -3,6 +3,7 @@ package inbox
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,14 +31,19 @@ const wakeupEarlyScopes = 4
 // wakeups coalesces the NOTIFYs of one Client's accepts.
 type wakeups struct {
 	log  *slog.Logger
-	send func(ctx context.Context, consumers []string) error // ReceiptNotify; tests record instead
-	now  func() time.Time                                    // time.Now; tests set their own clock
+	// send is ReceiptNotify on node (-1: the pool's server); tests record
+	// instead.
+	send func(ctx context.Context, node int, consumers []string) error
+	// nodeOf is the Citus worker node of a scope's accepts (Nodes), -1
+	// without Nodes: the workers there tell its wake-ups from the others'.
+	nodeOf func(Scope) int
+	now    func() time.Time // time.Now; tests set their own clock
 
 	mu       sync.Mutex
 	quietTil time.Time           // the current window's end
 	lastSeen map[Scope]time.Time // when each recently active scope last accepted
 	early    int                 // early wake-ups of the window
-	pending  map[string]struct{} // consumers of committed, not yet notified accepts
+	pending  map[wakeTarget]struct{} // consumers of committed, not yet notified accepts, and where
 	flushing bool
 	soon     bool           // the scheduled flush is an early one
 	timer    *time.Timer    // the scheduled flush, while flushing
@@ -45,14 +51,35 @@ type wakeups struct {
 	closed   bool
 }
 
-// newWakeups sends the wake-ups on pool, or with nodes on a worker node
-// (the workers listen on every node).
+// wakeTarget is a consumer to wake, and the Citus worker node whose
+// accepts it is woken for (-1: the pool's server).
+type wakeTarget struct {
+	node     int
+	consumer string
+}
+
+// newWakeups sends the wake-ups on pool, or with nodes on the node of the
+// accepts they are for: the workers there then know where to claim.
 func newWakeups(pool *pgxpool.Pool, nodes *Nodes, log *slog.Logger) *wakeups {
-	send := func(ctx context.Context, consumers []string) error { return db.New(pool).ReceiptNotify(ctx, consumers) }
+	w := &wakeups{log: log, now: time.Now, lastSeen: map[Scope]time.Time{}, pending: map[wakeTarget]struct{}{},
+		nodeOf: func(Scope) int { return -1 },
+		send: func(ctx context.Context, _ int, consumers []string) error {
+			return db.New(pool).ReceiptNotify(ctx, consumers)
+		}}
 	if nodes != nil {
-		send = func(ctx context.Context, consumers []string) error { return nodes.notify(ctx, pool, consumers) }
+		w.nodeOf = func(s Scope) int {
+			// Known: the accept just looked its scope's node up.
+			i, err := nodes.n.Of(context.Background(), s)
+			if err != nil {
+				return -1
+			}
+			return i
+		}
+		w.send = func(ctx context.Context, node int, consumers []string) error {
+			return nodes.notify(ctx, pool, node, consumers)
+		}
 	}
-	return &wakeups{log: log, send: send, now: time.Now, lastSeen: map[Scope]time.Time{}, pending: map[string]struct{}{}}
+	return w
 }
 
 // inline reports whether an accept of scopes starting now notifies in its own
@@ -79,8 +106,11 @@ func (w *wakeups) later(consumers []string, scopes []Scope) {
 	if w.closed {
 		return
 	}
-	for _, c := range consumers {
-		w.pending[c] = struct{}{}
+	for _, s := range scopes {
+		node := w.nodeOf(s)
+		for _, c := range consumers {
+			w.pending[wakeTarget{node, c}] = struct{}{}
+		}
 	}
 	now := w.now()
 	quiet := w.anyQuiet(scopes, now)
@@ -157,9 +187,9 @@ func (w *wakeups) flush() {
 		w.mu.Unlock()
 		return
 	}
-	consumers := make([]string, 0, len(w.pending))
-	for c := range w.pending {
-		consumers = append(consumers, c)
+	byNode := map[int][]string{}
+	for t := range w.pending {
+		byNode[t.node] = append(byNode[t.node], t.consumer)
 	}
 	clear(w.pending)
 	w.flushing = false
@@ -174,7 +204,10 @@ func (w *wakeups) flush() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	// Workers also poll, so a lost wake-up only delays work by the poll interval.
-	if err := w.send(ctx, consumers); err != nil {
-		w.log.Warn("pginbox: waking workers failed; they will find the work at their next poll", "error", err)
+	for node, consumers := range byNode {
+		slices.Sort(consumers)
+		if err := w.send(ctx, node, consumers); err != nil {
+			w.log.Warn("pginbox: waking workers failed; they will find the work at their next poll", "error", err)
+		}
 	}
 }

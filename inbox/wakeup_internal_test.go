@@ -69,7 +69,7 @@ func TestWakeupsSpendOneEarlyWakeupPerBatch(t *testing.T) {
 func recordedWakeups(t *testing.T) (w *wakeups, start time.Time, expectSend, expectNone func(step string)) {
 	sent := make(chan []string, 16)
 	w = newWakeups(nil, nil, nil)
-	w.send = func(_ context.Context, consumers []string) error {
+	w.send = func(_ context.Context, _ int, consumers []string) error {
 		sent <- consumers
 		return nil
 	}
