@@ -5,14 +5,14 @@ const (
 	fanOutDiscovery  = "a discovery read that locks nothing: one task per shard, then routed statements per scope"
 	fanOutAdmin      = "the operator's cross-tenant view: reads every shard"
 	coordinatorOnly  = "touches no distributed table: runs on the coordinator (wake-ups, settings, sessions)"
-	listenOnly       = "LISTEN: the session listens on the coordinator, where wake-ups are sent"
-	settingOnly      = "SET: a setting of the transaction, no plan; Citus sends the SET LOCAL statements after it (the scope, inbox/scope_citus.go) to the worker nodes the transaction uses"
+	listenOnly       = "LISTEN: the session listens on its own node, where wake-ups are sent (the coordinator, and with inbox.Nodes every worker node)"
+	settingOnly      = "SET: a setting of the transaction, no plan; Citus sends the SET LOCAL statements after it (the scope, internal/driver/citus_scope.go) to the worker nodes the transaction uses"
 	singleNodeClaim  = "the claim on one server: scopes in turns through a recursive walk of the due index, which locks rows of many scopes; on Citus the worker uses ReceiptDueScopes and ReceiptClaimScope instead"
 	singleNodeOutbox = "the relay's statement across scopes on one server; on Citus the relay runs the per-scope variant (...Scope) after a lock-free discovery read instead"
 	singleNodeEmit   = "the single-server emit (scope from the setting, advisory lock in the insert); on Citus Emit sends OutboxEmitScope, OutboxKeyLockScope and OutboxEventInsertScope instead"
 	lockedPerScope   = "the all-scopes form locks across shards, which Citus refuses, so pginbox never sends it: an admin change reads the receipt's scope with ReceiptState (lock-free) and locks with the one-scope form"
 	purgedPerScope   = "the all-scopes form locks across shards, which Citus refuses: there the operator's purge lists the scopes with ReceiptPurgeScopes and purges each with the one-scope form"
-	singleNodeBatch  = "the single-server batch accept (one statement for the batch of a scope); on Citus AcceptBatch and GroupCommit call ReceiptAcceptBatchRouted per scope, and read duplicates with ReceiptsByIdentitiesRouted"
+	singleNodeBatch  = "the single-server batch accept (one statement for the batch of a scope); on Citus a batch of one scope outside a transaction calls ReceiptAcceptBatchRouted, a batch in a transaction sends ReceiptInsertRouted per message and ReceiptQueueBatchRouted per scope, and duplicates are read with ReceiptsByIdentitiesRouted"
 	nodeLocal        = "a worker's discovery on one Citus node (sessions on the worker nodes): a function that reads the shards of the node it is called on, and no other"
 )
 
@@ -27,6 +27,8 @@ var plans = map[string]expectation{
 	"ReceiptAcceptBatch":         {kind: multi, why: singleNodeBatch},
 	"ReceiptsByIdentities":       {kind: multi, why: singleNodeBatch},
 	"ReceiptAcceptBatchRouted":   {kind: delegated},
+	"ReceiptInsertRouted":        {kind: router},
+	"ReceiptQueueBatchRouted":    {kind: router},
 	"ReceiptsByIdentitiesRouted": {kind: router},
 
 	// Ordering keys: accept of a keyed message, promotion at completion, skip.

@@ -21,7 +21,7 @@ import (
 // The citus scenario's cost account: per node (the single node; the Citus
 // coordinator and each worker), what a phase cost in transactions committed,
 // statements executed, rows written and CPU time of the node's postgres
-// processes, for the per-node cost model in docs/SCALE-OUT.md.
+// processes (docs/SCALE-OUT.md, "Cost per message"; figures in BENCHMARKS.md).
 
 // citusStatsSettle is how long the cost account waits before reading a
 // node's counters: a backend flushes its pg_stat_database counts when it
