@@ -30,7 +30,7 @@ const wakeupEarlyScopes = 4
 
 // wakeups coalesces the NOTIFYs of one Client's accepts.
 type wakeups struct {
-	log  *slog.Logger
+	log *slog.Logger
 	// send is ReceiptNotify on node (-1: the pool's server); tests record
 	// instead.
 	send func(ctx context.Context, node int, consumers []string) error
@@ -40,9 +40,9 @@ type wakeups struct {
 	now    func() time.Time // time.Now; tests set their own clock
 
 	mu       sync.Mutex
-	quietTil time.Time           // the current window's end
-	lastSeen map[Scope]time.Time // when each recently active scope last accepted
-	early    int                 // early wake-ups of the window
+	quietTil time.Time               // the current window's end
+	lastSeen map[Scope]time.Time     // when each recently active scope last accepted
+	early    int                     // early wake-ups of the window
 	pending  map[wakeTarget]struct{} // consumers of committed, not yet notified accepts, and where
 	flushing bool
 	soon     bool           // the scheduled flush is an early one
