@@ -204,7 +204,7 @@ func Build(ctx context.Context, root string, blocks []Block, binDir string) (bin
 		found := false
 		byFile := map[string]unit{}
 		for _, u := range units {
-			byFile[u.file] = u
+			byFile[filepath.Clean(u.file)] = u
 		}
 		sc := bufio.NewScanner(bytes.NewReader(out))
 		for sc.Scan() {
@@ -212,7 +212,13 @@ func Build(ctx context.Context, root string, blocks []Block, binDir string) (bin
 			if mm == nil {
 				continue
 			}
-			u, ok := byFile[mm[1]]
+			// The go command names a file relative to dir when that is
+			// shorter (a checkout next to the temporary directory).
+			f := mm[1]
+			if !filepath.IsAbs(f) {
+				f = filepath.Join(dir, f)
+			}
+			u, ok := byFile[filepath.Clean(f)]
 			if !ok {
 				continue
 			}
