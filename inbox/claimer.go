@@ -180,9 +180,10 @@ func (w *Worker) claimerOf(drv driver.Driver, node int) driver.Claimer {
 }
 
 // claimNodes claims on the Citus worker nodes (WorkerConfig.Nodes), each
-// from its own shards and for its share of what the nodes before it left
-// of n, so a busy node's backlog cannot hold another node's scopes back
-// beyond one claim. The node asked first goes round from claim to claim. A
+// from its own shards: first each node for its share of what the nodes
+// before it left of n, so a busy node's backlog cannot hold another node's
+// scopes back beyond one claim, then the nodes that filled their share for
+// what is left. The node asked first goes round from claim to claim. A
 // node that fails is skipped: the others' rows come back with a
 // *driver.PartialClaimError.
 func (w *Worker) claimNodes(ctx context.Context, n int, skipIdle bool) ([]claimed, bool, error) {
@@ -199,19 +200,13 @@ func (w *Worker) claimNodes(ctx context.Context, n int, skipIdle bool) ([]claime
 	more := false
 	var errs []error
 	answered := 0
-	for k, i := range asked {
-		left := n - len(out)
-		if left <= 0 {
-			more = true
-			break
-		}
+	ask := func(i, k int) bool {
 		pool, err := w.nodes.n.Pool(w.sys, i)
 		if err != nil {
 			errs = append(errs, err)
-			continue
+			return false
 		}
-		share := (left + len(asked) - k - 1) / (len(asked) - k)
-		rows, m, err := w.claimOn(ctx, pool, i, share)
+		rows, m, err := w.claimOn(ctx, pool, i, k)
 		w.idle.claimed(i, err == nil && len(rows) == 0)
 		out = append(out, rows...)
 		more = more || m
@@ -221,10 +216,27 @@ func (w *Worker) claimNodes(ctx context.Context, n int, skipIdle bool) ([]claime
 				answered++
 			}
 			errs = append(errs, fmt.Errorf("node %s: %w", w.nodes.n.Addr(i), err))
-			continue
+			return false
 		}
 		answered++
+		return len(rows) == k
 	}
+	var filled []int
+	for k, i := range asked {
+		left := n - len(out)
+		if left <= 0 {
+			break
+		}
+		if ask(i, (left+len(asked)-k-1)/(len(asked)-k)) {
+			filled = append(filled, i)
+		}
+	}
+	for _, i := range filled {
+		if left := n - len(out); left > 0 {
+			ask(i, left)
+		}
+	}
+	more = more || len(out) == n
 	err := errors.Join(errs...)
 	if err != nil && answered > 0 {
 		err = &driver.PartialClaimError{Err: err}

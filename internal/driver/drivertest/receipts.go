@@ -347,8 +347,9 @@ func (e *env) claim(c driver.Claimer, scopes, n int) ([]db.ReceiptClaimScopeRow,
 // nodeClaimer claims node by node, each node's claimer on a connection to
 // that node and from its own shards, as a worker with sessions on the
 // worker nodes does: each node is asked for its share of the scopes and
-// rows the nodes before it left. The connection it is given says as which
-// role: each node's connection copies its settings.
+// rows the nodes before it left, then the nodes that filled their share
+// for what is left. The connection it is given says as which role: each
+// node's connection copies its settings.
 type nodeClaimer struct {
 	e    *env
 	each []driver.Claimer
@@ -358,24 +359,39 @@ func (c *nodeClaimer) Claim(ctx context.Context, given *pgxpool.Conn, scopes, n 
 	var out []db.ReceiptClaimScopeRow
 	more := false
 	served := map[string]bool{}
-	for i, claims := range c.each {
-		left, scopesLeft := n-len(out), scopes-len(served)
-		if left <= 0 || scopesLeft <= 0 {
-			return out, true, nil
-		}
-		rest := len(c.each) - i
-		k := (scopesLeft + rest - 1) / rest
-		rows, m, err := c.onNode(ctx, given, i, claims, k, (left+rest-1)/rest)
+	ask := func(i, scopes, k int) (bool, error) {
+		rows, m, err := c.onNode(ctx, given, i, c.each[i], scopes, k)
 		out = append(out, rows...)
 		for _, r := range rows {
 			served[r.ScopeKind+"/"+r.ScopeID] = true
 		}
 		more = more || m
+		return len(rows) == k, err
+	}
+	var filled []int
+	for i := range c.each {
+		left, scopesLeft, rest := n-len(out), scopes-len(served), len(c.each)-i
+		if left <= 0 || scopesLeft <= 0 {
+			break
+		}
+		full, err := ask(i, (scopesLeft+rest-1)/rest, (left+rest-1)/rest)
 		if err != nil {
 			return out, more, err
 		}
+		if full {
+			filled = append(filled, i)
+		}
 	}
-	return out, more, nil
+	for _, i := range filled {
+		left, scopesLeft := n-len(out), scopes-len(served)
+		if left <= 0 || scopesLeft <= 0 {
+			break
+		}
+		if _, err := ask(i, scopesLeft, left); err != nil {
+			return out, more, err
+		}
+	}
+	return out, more || len(out) == n, nil
 }
 
 // onNode runs one claim of claims on node i, as given's role.
