@@ -206,8 +206,9 @@ func (w *Worker) claimNodes(ctx context.Context, n int, skipIdle bool) ([]claime
 			errs = append(errs, err)
 			return false
 		}
+		woken := w.idle.before(i)
 		rows, m, err := w.claimOn(ctx, pool, i, k)
-		w.idle.claimed(i, err == nil && len(rows) == 0)
+		w.idle.claimed(i, err == nil && len(rows) == 0, woken)
 		out = append(out, rows...)
 		more = more || m
 		if err != nil {

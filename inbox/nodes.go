@@ -155,34 +155,53 @@ func (n *Nodes) notify(ctx context.Context, base *pgxpool.Pool, node int, consum
 // nodeIdle remembers which Citus worker nodes had nothing due at their
 // last claim, so the claim loop asks them again only after a wake-up from
 // them (or one it cannot place) or a poll interval: every claim round
-// would otherwise run a discovery read on every idle node. Its zero value
-// is ready.
+// would otherwise run a discovery read on every idle node. A wake-up that
+// arrives while a claim runs counts: the claim may have read before the
+// work it announces committed. Its zero value is ready.
 type nodeIdle struct {
 	mu    sync.Mutex
-	since map[int]time.Time // idle nodes, and since when
-	woken map[int]bool      // woken since they went idle
+	wakes map[int]uint64 // wake-ups from each node so far
+	all   uint64         // wake-ups from no node in particular so far
+	idle  map[int]idleMark
+}
+
+// idleMark is when a node's claim found nothing, and the wake-ups counted
+// when that claim began.
+type idleMark struct {
+	since      time.Time
+	wakes, all uint64
+}
+
+// wakeCount is what a claim of node i records before it begins.
+type wakeCount struct{ wakes, all uint64 }
+
+// before returns node i's wake-ups so far, for claimed.
+func (n *nodeIdle) before(i int) wakeCount {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return wakeCount{n.wakes[i], n.all}
 }
 
 // skip reports whether the claim loop passes over node i now.
 func (n *nodeIdle) skip(i int, poll time.Duration) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	at, idle := n.since[i]
-	return idle && !n.woken[i] && time.Since(at) < poll
+	m, idle := n.idle[i]
+	return idle && m.wakes == n.wakes[i] && m.all == n.all && time.Since(m.since) < poll
 }
 
-// claimed records node i's claim: it found nothing due (idle), or it did.
-func (n *nodeIdle) claimed(i int, idle bool) {
+// claimed records node i's claim, begun at c: it found nothing due (idle),
+// or it did.
+func (n *nodeIdle) claimed(i int, idle bool, c wakeCount) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.since == nil {
-		n.since, n.woken = map[int]time.Time{}, map[int]bool{}
+	if n.idle == nil {
+		n.idle = map[int]idleMark{}
 	}
-	delete(n.woken, i)
 	if idle {
-		n.since[i] = time.Now()
+		n.idle[i] = idleMark{since: time.Now(), wakes: c.wakes, all: c.all}
 	} else {
-		delete(n.since, i)
+		delete(n.idle, i)
 	}
 }
 
@@ -190,10 +209,10 @@ func (n *nodeIdle) claimed(i int, idle bool) {
 func (n *nodeIdle) wake(i int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.woken == nil {
-		n.since, n.woken = map[int]time.Time{}, map[int]bool{}
+	if n.wakes == nil {
+		n.wakes = map[int]uint64{}
 	}
-	n.woken[i] = true
+	n.wakes[i]++
 }
 
 // wakeAll records a wake-up whose node is unknown (sent through the
@@ -201,5 +220,5 @@ func (n *nodeIdle) wake(i int) {
 func (n *nodeIdle) wakeAll() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	clear(n.since)
+	n.all++
 }
