@@ -17,6 +17,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 func TestAcceptBatchResolvesEveryItem(t *testing.T) {
@@ -361,5 +362,5 @@ func TestAcceptBatchLostReplyIsUncertainThenReconciles(t *testing.T) {
 
 func waitForRows(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d receipts", n), func() bool { return countRows(t, pool, "true") == n })
+	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, pool, "true") == n }, "%d receipts", n)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // A claim round whose scopes each had fewer due receipts than their share
@@ -49,9 +50,9 @@ func TestClaimsGoOnAfterShortScopes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer w.Stop(context.Background())
-			eventually(t, 30*time.Second, fmt.Sprintf("%d messages handled (the poll is a minute away)", scopes*each), func() bool {
+			testkit.Eventually(t, 30*time.Second, func() bool {
 				return handled.Load() == scopes*each
-			})
+			}, "%d messages handled (the poll is a minute away)", scopes*each)
 		})
 	}
 }

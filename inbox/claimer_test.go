@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"

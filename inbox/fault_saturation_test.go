@@ -13,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // saturatedApp names the sessions of the small pools below.
@@ -377,9 +378,9 @@ func TestFaultWorkerOnSaturatedPool(t *testing.T) {
 		t.Error("the worker completed nothing while the pool was saturated")
 	}
 
-	eventually(t, 60*time.Second, "every receipt to complete", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		return countRows(t, direct, "status = 'COMPLETED'") == total
-	})
+	}, "every receipt to complete")
 	t.Logf("attempts: %s", attemptSummary(t, direct))
 	requireOneEffectPerReceipt(t, direct, total)
 	if rec.logged("recovered an expired lease") {

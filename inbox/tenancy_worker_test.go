@@ -15,6 +15,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -207,9 +208,9 @@ func TestRunningWorkerReportsANewRestriction(t *testing.T) {
 	if err := schema.DisableTenancy(ctx, td.owner); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the end of the restriction to be logged", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return logs.logged("row-level security no longer restricts the SystemPool's role")
-	})
+	}, "the end of the restriction to be logged")
 }
 
 // An operator turns tenancy on and off while workers claim and clients
