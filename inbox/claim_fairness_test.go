@@ -54,7 +54,7 @@ func TestClaimsServeScopesInTurns(t *testing.T) {
 		mu.Lock()
 		order = append(order, m.Scope.ID)
 		mu.Unlock()
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the handler's work: claims run while handlers do
 		return nil
 	})
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 2, ClaimBatch: 20})
@@ -139,6 +139,8 @@ func hotRunsBeforeCold(t *testing.T, holdListen bool) int {
 			coldAt = hotRuns
 		}
 		mu.Unlock()
+		// The handler's work, long beside a claim: what is counted is the
+		// handler runs a claim takes to reach the cold message.
 		time.Sleep(50 * time.Millisecond)
 		return nil
 	})
@@ -281,6 +283,14 @@ func (c *claimTrace) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 	if after, _ := ctx.Value(claimTraceKey{}).(bool); after {
 		c.afterListen++
 	}
+}
+
+// waitClaims waits until n more claim statements have completed than had
+// when it was called: a barrier for what a worker's polls did not do.
+func (c *claimTrace) waitClaims(t testing.TB, n int) {
+	t.Helper()
+	from, _ := c.counts()
+	testkit.Eventually(t, 10*time.Second, func() bool { claims, _ := c.counts(); return claims >= from+n }, "%d more claims", n)
 }
 
 // counts returns the claims so far and those that started after LISTEN.

@@ -42,7 +42,7 @@ func TestWorkerFailedClaimWaitsForPoll(t *testing.T) {
 	start := time.Now()
 	for i := range accepts {
 		acceptAll(t, client, orderMsg(fmt.Sprintf("m-%d", i), map[string]int{"n": i}))
-		time.Sleep(15 * time.Millisecond)
+		time.Sleep(15 * time.Millisecond) // pacing the accepts: their notifications span several polls
 	}
 	elapsed := time.Since(start)
 	failed := rec.count("pginbox worker: claim failed")

@@ -57,7 +57,7 @@ func TestHandlerPastDeadlineCannotCommit(t *testing.T) {
 				_, err := w.Drain(context.Background())
 				done <- err
 			}()
-			waitClosed(t, wrote, "the business write")
+			testkit.WaitFor(t, wrote, 10*time.Second, "the business write")
 			start := time.Now()
 
 			// While the handler still blocks, the server ends its transaction.

@@ -50,3 +50,6 @@ func GroupCommitQueued(c *Client) int {
 	}
 	return n
 }
+
+// WorkerStopping reports whether Stop was called on w.
+func WorkerStopping(w *Worker) bool { return w.life.Stopping() }

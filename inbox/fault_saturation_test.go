@@ -225,7 +225,7 @@ func TestFaultPoolSaturationDeadlines(t *testing.T) {
 		}
 		unlocked := make(chan error, 1)
 		go func() {
-			time.Sleep(locked)
+			time.Sleep(locked) // the lock's length is the fault the callers' deadlines meet
 			unlocked <- lockTx.Commit(ctx)
 		}()
 
@@ -233,7 +233,7 @@ func TestFaultPoolSaturationDeadlines(t *testing.T) {
 		var wg sync.WaitGroup
 		for k := range callers {
 			wg.Go(func() {
-				time.Sleep(spread * time.Duration(k) / callers)
+				time.Sleep(spread * time.Duration(k) / callers) // pacing: the callers arrive spread over the lock
 				cctx, cancel := context.WithTimeout(ctx, callDeadline)
 				defer cancel()
 				res, err := c.Accept(cctx, faultMsg(k))

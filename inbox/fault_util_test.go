@@ -179,7 +179,7 @@ func redeliver(t testing.TB, c *inbox.Client, msg inbox.Message, tries int) (inb
 			t.Fatalf("redelivery of %s: action %v for %v, want retry", msg.MessageID, a, err)
 		}
 		lastErr = err
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a transport's redelivery delay, bounded by tries, not time
 	}
 	t.Fatalf("redelivery of %s still failing after %d tries: %v", msg.MessageID, tries, lastErr)
 	return inbox.AcceptResult{}, 0

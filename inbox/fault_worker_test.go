@@ -59,7 +59,7 @@ func TestFaultWorkerDrainsBacklogThroughCuts(t *testing.T) {
 
 	cutsWhileDraining := 0
 	for range cuts {
-		time.Sleep(120 * time.Millisecond)
+		time.Sleep(120 * time.Millisecond) // pacing the faults: cuts spread over the drain
 		if countRows(t, direct, "status = 'COMPLETED'") < messages {
 			cutsWhileDraining++
 		}

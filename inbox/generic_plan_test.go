@@ -132,17 +132,13 @@ SELECT gen_random_uuid(), 'tenant', 'tenant-a', 'orders-service', 'orders.projec
 FROM generate_series(1, $1::int) g`, history)
 	is.NoErr(err)
 	// Sessions report their reads late (an idle one within 10 s): the
-	// insert's are sent now, and the count starts once the worker's are in.
+	// insert's are sent now. The worker's sessions may report reads of the
+	// first 1,200 completions after this point, and they are counted below:
+	// a few thousand blocks at most, far under the bound.
 	_, err = conn.Exec(ctx, "SELECT pg_stat_force_next_flush()")
 	is.NoErr(err)
 	conn.Release()
 	before := tableStat(t, dsn, false, receiptsBlocks)
-	testkit.Eventually(t, 30*time.Second, func() bool {
-		time.Sleep(1500 * time.Millisecond)
-		now := tableStat(t, dsn, false, receiptsBlocks)
-		defer func() { before = now }()
-		return now == before
-	}, "the reads so far reported")
 
 	for range 10 {
 		batch(5)

@@ -51,8 +51,11 @@ func TestHungHandlerIsAbandoned(t *testing.T) {
 
 	// The only slot is lost: new work waits for others instead of being held.
 	others := acceptAll(t, c, orderMsg("next-1", map[string]int{"n": 1}), orderMsg("next-2", map[string]int{"n": 2}))
-	time.Sleep(500 * time.Millisecond)
-	is.Equal(countRows(t, pool, "id = ANY($1) AND status = 'PENDING' AND attempts = 0", others), 2)
+	// A worker with no slot runs no claim, so no event marks a round that
+	// took nothing: watch ten poll intervals.
+	testkit.Never(t, 10*50*time.Millisecond, func() bool {
+		return countRows(t, pool, "id = ANY($1) AND status = 'PENDING' AND attempts = 0", others) != 2
+	}, "the worker whose only slot hung claimed new work")
 	healthy := newWorker(t, poolFor(t, dsn), registry(t, func(context.Context, *handler.Msg) error { return nil }), inbox.WorkerConfig{})
 	n, err := healthy.Drain(ctx)
 	is.NoErr(err)
@@ -128,9 +131,9 @@ func TestStopGivesUpOnHandlersThatDoNotReturn(t *testing.T) {
 	st := stateOf(t, pool, id)
 	is.Equal(st.Status, "RETRYABLE")
 	is.True(strings.Contains(deref(st.LastError), "did not return after the worker was stopped"))
-	// Nothing extends a lease any more.
-	time.Sleep(2500 * time.Millisecond)
-	is.Equal(countRows(t, pool, "lease_expires_at > now()"), 0)
+	// Nothing extends a lease any more: the last one (2s) runs out.
+	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, pool, "lease_expires_at > now()") == 0 },
+		"every lease to run out after Stop")
 }
 
 // Stop with a context that ends before ShutdownGrace cancels the running
@@ -172,7 +175,7 @@ func TestStopHonoursContextWhileAClaimIsStuck(t *testing.T) {
 	defer p.Resume()
 	p.Blackhole()
 	acceptAll(t, c, orderMsg("b", map[string]int{"n": 2}))
-	time.Sleep(300 * time.Millisecond) // a poll's claim is now stuck in the partition
+	testkit.Eventually(t, 10*time.Second, func() bool { return p.Held() > 0 }, "a poll's claim stuck in the partition")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -249,7 +252,8 @@ func TestLongestHandlerTimeoutWorksWithBatches(t *testing.T) {
 	for i := range n {
 		acceptAll(t, c, orderMsg(fmt.Sprint("evt-", i), map[string]int{"n": i}))
 	}
-	time.Sleep(300 * time.Millisecond) // claimed into the queue
+	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, pool, "status = 'PROCESSING'") == n+1 },
+		"the %d messages claimed into the queue", n)
 	close(proceed)
 	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == n+1 }, "every receipt COMPLETED")
 	if failed := countRows(t, pool, "attempts > 1"); failed != 0 {
@@ -394,7 +398,7 @@ func TestRequeueProcessingReceipts(t *testing.T) {
 		drained <- err
 	}()
 	<-entered
-	time.Sleep(300 * time.Millisecond) // its lease has expired
+	waitLeaseExpired(t, pool, running)
 	version := stateOf(t, pool, running).Version
 	_, err = ops.Requeue(ctx, running, inbox.ChangeParams{ExpectedVersion: version, Actor: "ops", Reason: "looks stuck"})
 	close(unblock)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/handler"
@@ -64,7 +65,8 @@ func TestOrderingKeyDeadHeadBlocksUntilSkipped(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t)
+	trace := &claimTrace{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trace })
 	c := newClient(t, pool, inbox.Config{})
 	reg := orderedRegistry(t, pool, func(ctx context.Context, m *handler.Msg, p orderedPayload) error {
 		if p.N == 1 {
@@ -79,7 +81,7 @@ func TestOrderingKeyDeadHeadBlocksUntilSkipped(t *testing.T) {
 	startWorker(t, w)
 	waitStatus(t, pool, ids[0], "DEAD", 10*time.Second)
 	testkit.Eventually(t, 10*time.Second, func() bool { return stateOf(t, pool, unkeyed.ID).Status == "COMPLETED" }, "the unkeyed receipt")
-	time.Sleep(300 * time.Millisecond) // several polls
+	trace.waitClaims(t, 3) // several polls, none of which may take the key's next receipt
 	is.Equal(len(handledOrder(t, pool)["k"]), 0)
 
 	admin := admNew(t, pool).Operator()
@@ -141,7 +143,8 @@ func TestOrderingKeyRequeueOfTheDeadHeadRestoresOrder(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t)
+	trace := &claimTrace{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trace })
 	c := newClient(t, pool, inbox.Config{})
 	var fixed atomic.Bool
 	reg := orderedRegistry(t, pool, func(ctx context.Context, m *handler.Msg, p orderedPayload) error {
@@ -154,7 +157,7 @@ func TestOrderingKeyRequeueOfTheDeadHeadRestoresOrder(t *testing.T) {
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 4, PollInterval: 20 * time.Millisecond})
 	startWorker(t, w)
 	waitStatus(t, pool, ids[0], "DEAD", 10*time.Second)
-	time.Sleep(200 * time.Millisecond)
+	trace.waitClaims(t, 3) // polls that must leave the key's next receipts waiting
 	fixed.Store(true)
 	admin := admNew(t, pool).Operator()
 	dead, err := admin.Get(ctx, ids[0])

@@ -89,7 +89,9 @@ func orderedHandler(t testing.TB, before func(ctx context.Context, m *handler.Ms
 				return err
 			}
 		}
-		time.Sleep(time.Millisecond) // give an overtaking receipt the chance to show
+		// Widen the window in which an overtaking receipt would show; it
+		// waits for nothing.
+		time.Sleep(time.Millisecond)
 		_, err := m.Tx.Exec(ctx, "INSERT INTO handled (key, n, attempt) VALUES ($1, $2, $3)", p.OrderID, p.N, m.Attempt)
 		return err
 	})
