@@ -20,14 +20,13 @@ import (
 	"github.com/pginbox/pginbox/internal/testkit"
 )
 
+// A batch accept resolves every item, with the same outcomes on one server
+// and on Citus.
 func TestAcceptBatchResolvesEveryItem(t *testing.T) {
 	t.Parallel()
-	pool, _ := newPool(t)
-	acceptBatchResolvesEveryItem(t, pool)
+	onEachLayout(t, acceptBatchResolvesEveryItem)
 }
 
-// acceptBatchResolvesEveryItem is TestAcceptBatchResolvesEveryItem on pool
-// (one server or Citus: the outcomes must be the same).
 func acceptBatchResolvesEveryItem(t *testing.T, pool *pgxpool.Pool) {
 	is := is.New(t)
 	ctx := context.Background()
@@ -238,15 +237,13 @@ func TestAcceptBatchTxCommitsWithTheCaller(t *testing.T) {
 }
 
 // Batches that overlap, each listing the identities in another order, must not
-// deadlock, and each identity ends up with exactly one receipt.
+// deadlock, and each identity ends up with exactly one receipt, on one
+// server and on Citus.
 func TestConcurrentOverlappingBatchesConverge(t *testing.T) {
 	t.Parallel()
-	pool, _ := newPool(t)
-	concurrentOverlappingBatchesConverge(t, pool)
+	onEachLayout(t, concurrentOverlappingBatchesConverge)
 }
 
-// concurrentOverlappingBatchesConverge is
-// TestConcurrentOverlappingBatchesConverge on pool (one server or Citus).
 func concurrentOverlappingBatchesConverge(t *testing.T, pool *pgxpool.Pool) {
 	is := is.New(t)
 	ctx := context.Background()
