@@ -28,7 +28,7 @@ func ProcessGone(pid int) bool {
 func WaitProcessGone(t testing.TB, pid int, timeout time.Duration, format string, args ...any) {
 	t.Helper()
 	// A process that is not our child has no exit event to wait on: poll.
-	if !poll(timeout, func() bool { return ProcessGone(pid) }) {
+	if !Poll(timeout, func() bool { return ProcessGone(pid) }) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Fatalf("process %d still running after %v: %s", pid, timeout, fmt.Sprintf(format, args...))
 	}

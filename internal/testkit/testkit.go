@@ -28,15 +28,17 @@ const PollInterval = 10 * time.Millisecond
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) time.Duration {
 	t.Helper()
 	start := time.Now()
-	if !poll(timeout, cond) {
+	if !Poll(timeout, cond) {
 		t.Fatalf("timed out after %v waiting for %s", timeout, fmt.Sprintf(format, args...))
 	}
 	return time.Since(start)
 }
 
-// poll checks cond every PollInterval until it holds (true) or timeout
+// Poll checks cond every PollInterval until it holds (true) or timeout
 // passed (false). It checks at least once, and once more at the deadline.
-func poll(timeout time.Duration, cond func() bool) bool {
+// It is for waits that report instead of failing a test: code that returns
+// an error, a cleanup.
+func Poll(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if !time.Now().Before(deadline) {
@@ -67,7 +69,7 @@ func EventuallyNoError(t testing.TB, timeout time.Duration, f func() error, form
 // none.
 func Never(t testing.TB, window time.Duration, cond func() bool, format string, args ...any) {
 	t.Helper()
-	if poll(window, cond) {
+	if Poll(window, cond) {
 		t.Fatalf("within %v: %s", window, fmt.Sprintf(format, args...))
 	}
 }
