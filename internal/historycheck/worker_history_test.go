@@ -26,6 +26,7 @@ import (
 	"github.com/pginbox/pginbox/internal/faultproxy"
 	"github.com/pginbox/pginbox/internal/pgcluster"
 	"github.com/pginbox/pginbox/internal/pipetx"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -551,9 +552,8 @@ func (h *workerHistory) slot(id inbox.ID) int {
 // what a killed session was running has then committed or rolled back.
 func (h *workerHistory) quiesce(t *testing.T, ctx context.Context) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var active int
+	var active int
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		err := retry(func() error {
 			return h.direct.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
@@ -562,14 +562,8 @@ func (h *workerHistory) quiesce(t *testing.T, ctx context.Context) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if active == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions still busy 30s after the epoch ended", active)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return active == 0
+	}, "every session idle after the epoch; %v still busy", testkit.Lazy(func() string { return fmt.Sprint(active) }))
 }
 
 // complete runs a handler transaction on a claimed receipt: the completion

@@ -23,6 +23,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/childtest"
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // The runtime history's worker settings: a lease shorter than the slow
@@ -423,19 +424,14 @@ func (rt *runtimeHistory) finalDrain(t *testing.T, ctx context.Context) time.Dur
 		t.Fatal(err)
 	}
 	defer w.Stop(context.Background())
-	for {
-		var open int
+	var open int
+	testkit.Eventually(t, time.Minute, func() bool {
 		if err := rt.direct.QueryRow(ctx, `SELECT count(*) FROM pginbox_receipts_live WHERE status NOT IN ('COMPLETED', 'DEAD') AND NOT blocked`).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
-		if open == 0 {
-			return time.Since(start)
-		}
-		if time.Since(start) > time.Minute {
-			t.Fatalf("%d receipts neither COMPLETED, DEAD nor BLOCKED a minute into the final drain", open)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return open == 0
+	}, "every receipt COMPLETED, DEAD or BLOCKED in the final drain; %v still open", testkit.Lazy(func() string { return fmt.Sprint(open) }))
+	return time.Since(start)
 }
 
 // check reads every receipt and business row and checks the history's
