@@ -167,8 +167,7 @@ func rtMessage(n int) inbox.Message {
 func (rt *runtimeHistory) operate(ctx context.Context, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	bg := context.Background() // a call is not cut short by the run's end
-	for ctx.Err() == nil {
-		time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
+	for testkit.Pace(ctx, time.Duration(5+rng.IntN(20))*time.Millisecond) {
 		switch p := rng.IntN(100); {
 		case p < 55:
 			rt.mu.Lock()
@@ -347,7 +346,7 @@ func TestWorkerRuntimeChild(t *testing.T) {
 			}
 		}
 		t.Logf("starting the worker: %v", err)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // pacing the restarts, as a supervisor does; the child runs until killed
 	}
 }
 
@@ -373,7 +372,7 @@ func rtHandle(ctx context.Context, m *handler.Msg, tag, kind string, started fun
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	case "hang": // ignores its context past the server's timeouts
+	case "hang": // ignores its context past the server's timeouts: the hang is the point
 		time.Sleep(rtHandlerTimeout + 1500*time.Millisecond)
 		return nil // the watchdog ended the transaction: the commit fails
 	}

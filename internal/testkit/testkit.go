@@ -13,6 +13,7 @@
 package testkit
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -112,6 +113,21 @@ func WaitMatch[T any](t testing.TB, ch <-chan T, timeout time.Duration, match fu
 		case <-timer.C:
 			t.Fatalf("timed out after %v waiting for %s", timeout, fmt.Sprintf(format, args...))
 		}
+	}
+}
+
+// Pace waits d, or until ctx ends, and reports whether ctx is still live.
+// It is for time that is itself the point, never for something a test
+// could observe: the pacing of a load generator or a fault injector. A loop
+// paced with it ends with its context, not a pause later.
+func Pace(ctx context.Context, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
 	}
 }
 

@@ -1,6 +1,7 @@
 package testkit_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -131,7 +132,9 @@ func TestWaitFor(t *testing.T) {
 	if msg := run(func(tb testing.TB) { testkit.WaitFor(tb, closed, time.Minute, "the close") }); msg != "" {
 		t.Fatal(msg)
 	}
-	msg := run(func(tb testing.TB) { testkit.WaitFor(tb, make(chan struct{}), 20*time.Millisecond, "the %s to start", "handler") })
+	msg := run(func(tb testing.TB) {
+		testkit.WaitFor(tb, make(chan struct{}), 20*time.Millisecond, "the %s to start", "handler")
+	})
 	if want := "timed out after 20ms waiting for the handler to start"; msg != want {
 		t.Fatalf("failure %q, want %q", msg, want)
 	}
@@ -150,7 +153,9 @@ func TestWaitMatch(t *testing.T) {
 		t.Fatalf("got %q (%d left), failure %q", got, len(ch), msg)
 	}
 	close(ch)
-	msg = run(func(tb testing.TB) { testkit.WaitMatch(tb, ch, time.Minute, func(string) bool { return true }, "an event") })
+	msg = run(func(tb testing.TB) {
+		testkit.WaitMatch(tb, ch, time.Minute, func(string) bool { return true }, "an event")
+	})
 	if msg != "channel closed while waiting for an event" {
 		t.Fatalf("failure %q", msg)
 	}
@@ -191,5 +196,20 @@ func TestWaitProcessGone(t *testing.T) {
 	// Not reaped yet: a zombie has exited.
 	if msg := run(func(tb testing.TB) { testkit.WaitProcessGone(tb, zombie.Process.Pid, time.Minute, "true") }); msg != "" {
 		t.Fatal(msg)
+	}
+}
+
+func TestPaceEndsWithItsContext(t *testing.T) {
+	if !testkit.Pace(t.Context(), time.Millisecond) {
+		t.Fatal("Pace with a live context reported it done")
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	start := time.Now()
+	if testkit.Pace(ctx, time.Hour) {
+		t.Fatal("Pace with a done context reported it live")
+	}
+	if took := time.Since(start); took > time.Minute {
+		t.Fatalf("Pace took %v with a done context", took)
 	}
 }
