@@ -193,13 +193,9 @@ func TestRunningWorkerReportsANewRestriction(t *testing.T) {
 	if err := schema.EnableTenancy(ctx, td.owner); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case e := <-sub.C():
-		if !errors.Is(e.Err, inbox.ErrTenancyRestricted) || !strings.Contains(e.Err.Error(), "WorkerConfig.SystemPool") {
-			t.Errorf("event error = %v, want ErrTenancyRestricted naming WorkerConfig.SystemPool", e.Err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no EventRestricted after tenancy was enabled under the worker")
+	e := testkit.WaitFor(t, sub.C(), 30*time.Second, "EventRestricted after tenancy was enabled under the worker")
+	if !errors.Is(e.Err, inbox.ErrTenancyRestricted) || !strings.Contains(e.Err.Error(), "WorkerConfig.SystemPool") {
+		t.Errorf("event error = %v, want ErrTenancyRestricted naming WorkerConfig.SystemPool", e.Err)
 	}
 	if !logs.logged("claims find nothing because row-level security now restricts the SystemPool's role") {
 		t.Error("no error logged")
