@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // TestDrillKilledBackends terminates a random pginbox session (accepts,
@@ -19,15 +21,15 @@ func TestDrillKilledBackends(t *testing.T) {
 	c := startCluster(t, nil)
 	admin, dsn := prepare(t, c)
 	a := startApp(t, dsn, appConfig{})
-	eventually(t, 10*time.Second, "the worker to LISTEN", func() bool { return listening(t, admin) })
+	testkit.Eventually(t, 10*time.Second, func() bool { return listening(t, admin) }, "the worker to LISTEN")
 
 	load := a.load(t, count, rate)
 	// Something to kill: the accepts have sessions of their own.
-	eventually(t, 30*time.Second, "accept sessions to exist", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		var n int
 		err := admin.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", appAccept).Scan(&n)
 		return err == nil && n > 0
-	})
+	}, "accept sessions to exist")
 	ctx, stopKilling := context.WithCancel(t.Context())
 	killed := make(chan map[string]int, 1)
 	go func() {
@@ -77,7 +79,7 @@ func TestDrillKilledBackends(t *testing.T) {
 	stopKilling()
 	kills := <-killed
 	stopped := time.Now()
-	relisten := eventually(t, 30*time.Second, "the worker to LISTEN again", func() bool { return listening(t, admin) })
+	relisten := testkit.Eventually(t, 30*time.Second, func() bool { return listening(t, admin) }, "the worker to LISTEN again")
 	recovery := firstAckAfter(t, load, stopped).Sub(stopped)
 	finish(t, "killed-backends", admin, load, recovery,
 		fmt.Sprintf("killed_accept=%d killed_worker=%d killed_listen=%d listen_back_after=%s worker_warnings=%d",

@@ -16,6 +16,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/drillkit"
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -105,7 +106,7 @@ func startCitusEnv(t *testing.T, tenants int, mode string) *citusEnv {
 		e.onNodes = true
 	}
 	e.app = startApp(t, dsn, cfg)
-	eventually(t, 10*time.Second, "the worker to LISTEN", func() bool { return listening(t, e.admin) })
+	testkit.Eventually(t, 10*time.Second, func() bool { return listening(t, e.admin) }, "the worker to LISTEN")
 	return e
 }
 
@@ -136,7 +137,7 @@ func (e *citusEnv) acked() int {
 // waitAcked waits until the loads acknowledged n accepts.
 func (e *citusEnv) waitAcked(t *testing.T, n int) {
 	t.Helper()
-	eventually(t, 2*time.Minute, fmt.Sprintf("%d acknowledged accepts", n), func() bool { return e.acked() >= n })
+	testkit.Eventually(t, 2*time.Minute, func() bool { return e.acked() >= n }, "%d acknowledged accepts", n)
 }
 
 // failed is the number of accepts of worker w's load that failed (and were
@@ -162,11 +163,11 @@ func (e *citusEnv) ackedBetween(w int, from, to time.Time) int {
 func (e *citusEnv) firstAckAfter(t *testing.T, w int, after time.Time) time.Time {
 	t.Helper()
 	var at time.Time
-	eventually(t, 2*time.Minute, "an accept acknowledged after the fault", func() bool {
+	testkit.Eventually(t, 2*time.Minute, func() bool {
 		var ok bool
 		at, ok = e.loads[w].Snapshot().FirstAckAfter(after)
 		return ok
-	})
+	}, "an accept acknowledged after the fault")
 	return at
 }
 
@@ -194,20 +195,16 @@ func (e *citusEnv) finish(t *testing.T, drill string, recovery time.Duration, mo
 			t.Logf("first %s accept error: %s", class, text)
 		}
 	}
-	settleBy := time.Now().Add(2 * time.Minute)
-	for {
+	settled := testkit.Poll(2*time.Minute, func() bool {
 		ok, err := drillkit.Settled(ctx, e.admin)
 		if err != nil {
 			t.Logf("checking receipts: %v", err)
 		}
-		if ok {
-			break
-		}
-		if time.Now().After(settleBy) {
-			e.diagnose(t)
-			t.Fatalf("drill %s: the worker did not settle every receipt within 2m", drill)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return ok
+	})
+	if !settled {
+		e.diagnose(t)
+		t.Fatalf("drill %s: the worker did not settle every receipt within 2m", drill)
 	}
 	tally, err := drillkit.CountCitus(ctx, e.admin, all.Acked)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // The Citus drills run accepts for many tenants spread over both worker
@@ -75,7 +76,7 @@ func TestDrillCitusRestartCoordinator(t *testing.T) {
 				t.Fatal(err)
 			}
 			ready := time.Now()
-			relisten := eventually(t, 30*time.Second, "the worker to LISTEN again", func() bool { return listening(t, e.admin) })
+			relisten := testkit.Eventually(t, 30*time.Second, func() bool { return listening(t, e.admin) }, "the worker to LISTEN again")
 			a, b := e.firstAckAfter(t, 0, ready), e.firstAckAfter(t, 1, ready)
 			if b.After(a) {
 				a = b
@@ -114,7 +115,7 @@ func TestDrillCitusStopWorker(t *testing.T) {
 			if err := victim.Shutdown(pgcluster.ShutdownFast); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(outage)
+			time.Sleep(outage) // the outage's length is the fault the load meets
 			back := time.Now()
 			if err := victim.Start(t.Context()); err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // TestDrillRestart restarts the server (pg_ctl restart -m fast, then -m
@@ -30,7 +31,7 @@ func restartDrill(t *testing.T, mode pgcluster.ShutdownMode) {
 	c := startCluster(t, nil)
 	admin, dsn := prepare(t, c)
 	a := startApp(t, dsn, appConfig{})
-	eventually(t, 10*time.Second, "the worker to LISTEN", func() bool { return listening(t, admin) })
+	testkit.Eventually(t, 10*time.Second, func() bool { return listening(t, admin) }, "the worker to LISTEN")
 
 	load := a.load(t, count, rate)
 	waitAcked(t, load, count/3)
@@ -49,7 +50,7 @@ func restartDrill(t *testing.T, mode pgcluster.ShutdownMode) {
 	if startedAfter := postmasterStart(t, admin); !startedAfter.After(startedBefore) {
 		t.Errorf("the postmaster start time did not move (%s, before %s): the server did not restart", startedAfter, startedBefore)
 	}
-	relisten := eventually(t, 30*time.Second, "the worker to LISTEN again", func() bool { return listening(t, admin) })
+	relisten := testkit.Eventually(t, 30*time.Second, func() bool { return listening(t, admin) }, "the worker to LISTEN again")
 	recovery := firstAckAfter(t, load, ready).Sub(t0)
 	finish(t, "restart-"+mode.String(), admin, load, recovery,
 		fmt.Sprintf("restart=%s listen_back_after=%s", ready.Sub(t0).Round(time.Millisecond), relisten.Round(time.Millisecond)))
@@ -62,13 +63,9 @@ func restartDrill(t *testing.T, mode pgcluster.ShutdownMode) {
 func postmasterStart(t *testing.T, admin *pgxpool.Pool) time.Time {
 	t.Helper()
 	var at time.Time
-	var err error
-	for range 50 { // the pool's first try after a restart may meet a dead session
-		if err = admin.QueryRow(t.Context(), "SELECT pg_postmaster_start_time()").Scan(&at); err == nil {
-			return at
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatal(err)
+	// The pool's first tries after a restart may meet dead sessions.
+	testkit.EventuallyNoError(t, 5*time.Second, func() error {
+		return admin.QueryRow(t.Context(), "SELECT pg_postmaster_start_time()").Scan(&at)
+	}, "the postmaster's start time")
 	return at
 }

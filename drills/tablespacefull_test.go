@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // TestDrillTablespaceFull puts pginbox's tables (receipts and work queue)
@@ -43,9 +45,9 @@ func TestDrillTablespaceFull(t *testing.T) {
 
 	a := startApp(t, dsn, appConfig{})
 	load := a.load(t, count, rate)
-	eventually(t, 2*time.Minute, "the tablespace to fill (an accept failing with SQLSTATE 53100)", func() bool {
+	testkit.Eventually(t, 2*time.Minute, func() bool {
 		return load.Snapshot().Codes["53100"] > 0
-	})
+	}, "the tablespace to fill (an accept failing with SQLSTATE 53100)")
 	// The fault is the one meant: the server ran out of space on the
 	// tablespace's file system (ENOSPC), in the receipts' files.
 	if n := logCount(t, c, "No space left on device", "pg_tblspc/"); n == 0 {
@@ -53,7 +55,7 @@ func TestDrillTablespaceFull(t *testing.T) {
 	}
 	full := time.Now()
 	ackedWhenFull := len(load.Snapshot().Acked)
-	time.Sleep(3 * time.Second) // accepts and the worker meet the full disk
+	time.Sleep(3 * time.Second) // the fault's window: accepts and the worker meet the full disk
 	during := load.Snapshot()
 	if len(during.Acked) != ackedWhenFull {
 		t.Logf("%d accepts acknowledged while the disk was full (space freed by the worker's updates or vacuum)", len(during.Acked)-ackedWhenFull)

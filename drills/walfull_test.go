@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // TestDrillWALVolumeFull puts the cluster's write-ahead log (pg_wal, 1 MB
@@ -42,20 +43,20 @@ func TestDrillWALVolumeFull(t *testing.T) {
 	})
 	admin, dsn := prepare(t, c)
 	a := startApp(t, dsn, appConfig{})
-	eventually(t, 10*time.Second, "the worker to LISTEN", func() bool { return listening(t, admin) })
+	testkit.Eventually(t, 10*time.Second, func() bool { return listening(t, admin) }, "the worker to LISTEN")
 	// Ballast leaves 4 MB for WAL: four segments, a few seconds of load.
 	ballast := filepath.Join(mnt, "ballast")
 	fill(t, mnt, ballast, 4<<20)
 
 	load := a.load(t, count, rate)
-	eventually(t, 2*time.Minute, "the WAL volume to fill (ENOSPC in the server log)", func() bool {
+	testkit.Eventually(t, 2*time.Minute, func() bool {
 		return logCount(t, c, "No space left on device") > 0
-	})
+	}, "the WAL volume to fill (ENOSPC in the server log)")
 	full := time.Now()
 	ackedWhenFull := len(load.Snapshot().Acked)
 	logFrom := len(logLines(t, c))
 	// What the server does with a full WAL volume, and what accepts see,
-	// over ten seconds.
+	// over ten seconds: the fault's window, not a wait for an event.
 	time.Sleep(10 * time.Second)
 	during := load.Snapshot()
 	exited := !c.Running()
@@ -86,7 +87,7 @@ func TestDrillWALVolumeFull(t *testing.T) {
 	// A postmaster that gave up stays down until someone starts it: that
 	// is the operator's step after freeing space.
 	startedAgain := 0
-	eventually(t, 2*time.Minute, "the server to accept connections again", func() bool {
+	testkit.Eventually(t, 2*time.Minute, func() bool {
 		if !c.Running() {
 			if err := c.StartAgain(t.Context()); err != nil {
 				t.Logf("starting the server again: %v", err)
@@ -97,7 +98,7 @@ func TestDrillWALVolumeFull(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
 		return admin.Ping(ctx) == nil
-	})
+	}, "the server to accept connections again")
 	recovery := firstAckAfter(t, load, freed).Sub(freed)
 	for class, text := range during.Errors {
 		t.Logf("while full, first %s accept error: %s", class, text)

@@ -17,16 +17,16 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
+// A batch accept resolves every item, with the same outcomes on one server
+// and on Citus.
 func TestAcceptBatchResolvesEveryItem(t *testing.T) {
 	t.Parallel()
-	pool, _ := newPool(t)
-	acceptBatchResolvesEveryItem(t, pool)
+	onEachLayout(t, acceptBatchResolvesEveryItem)
 }
 
-// acceptBatchResolvesEveryItem is TestAcceptBatchResolvesEveryItem on pool
-// (one server or Citus: the outcomes must be the same).
 func acceptBatchResolvesEveryItem(t *testing.T, pool *pgxpool.Pool) {
 	is := is.New(t)
 	ctx := context.Background()
@@ -237,15 +237,13 @@ func TestAcceptBatchTxCommitsWithTheCaller(t *testing.T) {
 }
 
 // Batches that overlap, each listing the identities in another order, must not
-// deadlock, and each identity ends up with exactly one receipt.
+// deadlock, and each identity ends up with exactly one receipt, on one
+// server and on Citus.
 func TestConcurrentOverlappingBatchesConverge(t *testing.T) {
 	t.Parallel()
-	pool, _ := newPool(t)
-	concurrentOverlappingBatchesConverge(t, pool)
+	onEachLayout(t, concurrentOverlappingBatchesConverge)
 }
 
-// concurrentOverlappingBatchesConverge is
-// TestConcurrentOverlappingBatchesConverge on pool (one server or Citus).
 func concurrentOverlappingBatchesConverge(t *testing.T, pool *pgxpool.Pool) {
 	is := is.New(t)
 	ctx := context.Background()
@@ -361,5 +359,5 @@ func TestAcceptBatchLostReplyIsUncertainThenReconciles(t *testing.T) {
 
 func waitForRows(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d receipts", n), func() bool { return countRows(t, pool, "true") == n })
+	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, pool, "true") == n }, "%d receipts", n)
 }

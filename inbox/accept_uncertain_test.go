@@ -11,6 +11,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 func TestLostCommitReplyIsUncertainThenReconciles(t *testing.T) {
@@ -40,13 +41,8 @@ func TestLostCommitReplyIsUncertainThenReconciles(t *testing.T) {
 			is.True(!armed.Load()) // the cut really happened
 
 			// The server committed although the client never heard back.
-			deadline := time.Now().Add(5 * time.Second)
-			for countRows(t, pool, "message_id = 'evt-lost'") == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("the accept never committed on the server")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testkit.Eventually(t, 5*time.Second, func() bool { return countRows(t, pool, "message_id = 'evt-lost'") > 0 },
+				"the accept to commit on the server")
 			// The transport redelivers; the next Accept reconciles.
 			res, err := c.Accept(ctx, msg)
 			is.NoErr(err)

@@ -13,20 +13,21 @@ import (
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // waitForLockWait returns once a session of pool's database waits for a row
 // lock: the admin change has reached the row the open transaction holds.
 func waitForLockWait(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
-	eventually(t, 15*time.Second, "a session to wait for the held row lock", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		var n int
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n > 0
-	})
+	}, "a session to wait for the held row lock")
 }
 
 // A requeue that a worker overtakes returns the documented sentinel errors:

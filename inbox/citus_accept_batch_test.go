@@ -13,20 +13,6 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 )
 
-// The batch accept's per-item outcomes on Citus are the ones on one server.
-func TestCitusAcceptBatchResolvesEveryItem(t *testing.T) {
-	t.Parallel()
-	pool, _ := citusPool(t)
-	acceptBatchResolvesEveryItem(t, pool)
-}
-
-// Concurrent overlapping batches on Citus accept each identity once.
-func TestCitusConcurrentOverlappingBatchesConverge(t *testing.T) {
-	t.Parallel()
-	pool, _ := citusPool(t)
-	concurrentOverlappingBatchesConverge(t, pool)
-}
-
 // On Citus a batch of several scopes is split per scope, and each scope's
 // part runs on its node: its inserts are routed statements sent to the
 // scope's node, none is pulled through the coordinator. AcceptBatchTx and

@@ -16,6 +16,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // On Citus the operator's view (every scope) requeues, replays and purges:
@@ -209,15 +210,13 @@ func TestCitusRetriesThenDead(t *testing.T) {
 		is.NoErr(err)
 		return got
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for status("hopeless").Status != inbox.StatusDead || status("flaky").Status != inbox.StatusCompleted {
-		if time.Now().After(deadline) {
-			t.Fatalf("not settled: flaky %s, hopeless %s", status("flaky").Status, status("hopeless").Status)
-		}
-		_, err := w.Drain(ctx)
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		_, err := w.Drain(ctx) // due again after the 1ms backoff
 		is.NoErr(err)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return status("hopeless").Status == inbox.StatusDead && status("flaky").Status == inbox.StatusCompleted
+	}, "flaky COMPLETED and hopeless DEAD; saw %v", testkit.Lazy(func() string {
+		return fmt.Sprintf("flaky %s, hopeless %s", status("flaky").Status, status("hopeless").Status)
+	}))
 	mu.Lock()
 	is.Equal(calls["flaky"], 2)
 	is.Equal(calls["hopeless"], 3) // MaxAttempts

@@ -14,6 +14,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/citustest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // On Citus, the worker's discovery reads (the claim's and lease recovery's,
@@ -60,13 +61,8 @@ func TestCitusDiscoveryOpensNoConnections(t *testing.T) {
 	wctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for handled.Load() < messages {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d messages handled after 60s", handled.Load(), messages)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, time.Minute, func() bool { return handled.Load() >= messages },
+		"%d messages handled; saw %v", messages, testkit.Lazy(func() string { return fmt.Sprint(handled.Load()) }))
 	for range 10 {
 		if _, err := w.RecoverExpired(ctx); err != nil {
 			t.Fatal(err)
@@ -121,7 +117,7 @@ func TestCitusListingServesSeveralRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Stop(context.Background())
-	eventually(t, 2*time.Minute, "1,000 messages handled", func() bool { return handled.Load() >= 1000 })
+	testkit.Eventually(t, 2*time.Minute, func() bool { return handled.Load() >= 1000 }, "1,000 messages handled")
 	l, r := listings.Load(), rounds.Load()
 	t.Logf("%d listing reads for %d claim rounds", l, r)
 	if l*2 > r {

@@ -17,6 +17,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/citustest"
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // On Citus, Accept runs on the scope's node alone: every command Citus
@@ -159,13 +160,8 @@ func (r *nodeDownRig) count(tenant string) int {
 // waitHandled waits up to 30s for n messages of tenant to be handled.
 func (r *nodeDownRig) waitHandled(t *testing.T, tenant string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for r.count(tenant) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d messages handled after 30s, want %d", tenant, r.count(tenant), n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool { return r.count(tenant) >= n },
+		"%s: %d messages handled; saw %v", tenant, n, testkit.Lazy(func() string { return fmt.Sprint(r.count(tenant)) }))
 }
 
 // With one Citus worker node stopped, the other node's tenants keep

@@ -14,6 +14,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/citustest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // commits reads the transactions committed in pool's database on its server.
@@ -121,19 +122,14 @@ func TestCitusNodesRunSessionsOnTheWorkerNodes(t *testing.T) {
 		}
 		want += perBatch + 1
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	n := 0
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
-		n := len(handled)
-		mu.Unlock()
-		if n == want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d messages handled after 30s with the worker polling once a minute: the wake-ups sent on the nodes did not reach it", n, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		n = len(handled)
+		return n == want
+	}, "%d messages handled with the worker polling once a minute (the wake-ups sent on the nodes must reach it); %v handled",
+		want, testkit.Lazy(func() string { return fmt.Sprint(n) }))
 	mu.Lock()
 	for k, n := range handled {
 		if n != 1 {
@@ -294,19 +290,13 @@ func idleNodeNotReadEveryClaim(t *testing.T, busyNode int) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	n := 0
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
-		n := handled
-		mu.Unlock()
-		if n == messages {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d handled after 30s", n, messages)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		n = handled
+		return n == messages
+	}, "%d messages handled; %v handled", messages, testkit.Lazy(func() string { return fmt.Sprint(n) }))
 	// The idle node: a read at start, and one after each wake-up the
 	// worker cannot place (none here); the busy node's reads found work.
 	if e := empty.Load(); e > 5 {

@@ -9,6 +9,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // On Citus, keyed accepts (single and batched, two tenants on their nodes)
@@ -38,9 +39,9 @@ func TestCitusOrderingKeyOrder(t *testing.T) {
 	}
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 2, MessagesPerTx: 2, PollInterval: 20 * time.Millisecond})
 	startWorker(t, w)
-	eventually(t, 60*time.Second, "every message handled", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		return countRows(t, pool, "status = 'COMPLETED'") == 4*perKey
-	})
+	}, "every message handled")
 	got := handledOrder(t, pool)
 	is.Equal(len(got), 4)
 	for k, ns := range got {
@@ -86,9 +87,9 @@ func TestCitusOrderingKeyUnderTenancy(t *testing.T) {
 	w := newWorker(t, d.app, reg, inbox.WorkerConfig{SystemPool: d.sys, Concurrency: 2, MessagesPerTx: 2,
 		PollInterval: 20 * time.Millisecond})
 	startWorker(t, w)
-	eventually(t, 60*time.Second, "every message handled", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		return d.count(t, "pginbox_receipts", "status = 'COMPLETED' AND ordering_key IS NOT NULL") == 2*perKey
-	})
+	}, "every message handled")
 	got := handledOrder(t, d.owner) // the fixture's own unkeyed receipts run too
 	for _, k := range []string{"a/x", "b/y"} {
 		if fmt.Sprint(got[k]) != fmt.Sprint(seq(1, perKey)) {

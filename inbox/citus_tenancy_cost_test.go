@@ -111,14 +111,16 @@ func measureAccepts(t *testing.T, pool *pgxpool.Pool, counter *statementCounter,
 		is.NoErr(err)
 	}
 	const n = 10
-	time.Sleep(100 * time.Millisecond) // the warm-ups' coalesced wake-ups go out
+	// Past the coalescing window (25ms), which a Client keeps by the clock:
+	// the warm-ups' owed wake-up goes out before the count starts.
+	time.Sleep(100 * time.Millisecond)
 	counter.reset()
 	if rc != nil {
 		rc.reset()
 	}
 	for i := range n {
-		// Past the window in which a Client coalesces wake-ups (25ms): every
-		// accept sends its own, in its round trip.
+		// Past the window in which a Client coalesces wake-ups (25ms), kept
+		// by the clock: every accept sends its own, in its round trip.
 		time.Sleep(30 * time.Millisecond)
 		res, err := c.Accept(ctx, tenantMsg(s, fmt.Sprint(prefix, "cost-", i)))
 		is.NoErr(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // A tenant's burst cannot starve the others: a claim serves the scopes with
@@ -28,7 +29,7 @@ func TestClaimsServeScopesInTurns(t *testing.T) {
 	// runs 20-30 hot handlers on a connection the claims warmed (seen under
 	// -race on a loaded machine), which counts connection setup, not turns.
 	pool, _ := newPool(t, func(c *pgxpool.Config) { c.MinConns = 8 })
-	eventually(t, 30*time.Second, "the pool's 8 connections open", func() bool { return pool.Stat().TotalConns() >= 8 })
+	testkit.Eventually(t, 30*time.Second, func() bool { return pool.Stat().TotalConns() >= 8 }, "the pool's 8 connections open")
 	c := newClient(t, pool, inbox.Config{})
 
 	const hot = 1000
@@ -53,12 +54,12 @@ func TestClaimsServeScopesInTurns(t *testing.T) {
 		mu.Lock()
 		order = append(order, m.Scope.ID)
 		mu.Unlock()
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // the handler's work: claims run while handlers do
 		return nil
 	})
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 2, ClaimBatch: 20})
 	is.NoErr(w.Start(ctx))
-	eventually(t, 60*time.Second, "the cold tenant's message handled", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, s := range order {
@@ -67,7 +68,7 @@ func TestClaimsServeScopesInTurns(t *testing.T) {
 			}
 		}
 		return false
-	})
+	}, "the cold tenant's message handled")
 	is.NoErr(w.Stop(ctx))
 
 	mu.Lock()
@@ -138,6 +139,8 @@ func hotRunsBeforeCold(t *testing.T, holdListen bool) int {
 			coldAt = hotRuns
 		}
 		mu.Unlock()
+		// The handler's work, long beside a claim: what is counted is the
+		// handler runs a claim takes to reach the cold message.
 		time.Sleep(50 * time.Millisecond)
 		return nil
 	})
@@ -157,11 +160,11 @@ func hotRunsBeforeCold(t *testing.T, holdListen bool) int {
 	defer unblock()
 	// The queue is full (a claim of 50 against one running handler) once
 	// the first hot handlers have run.
-	eventually(t, 30*time.Second, "the hot backlog draining", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return hotRuns >= 3
-	})
+	}, "the hot backlog draining")
 	if !holdListen {
 		waitListening(t, pool)
 	}
@@ -173,11 +176,11 @@ func hotRunsBeforeCold(t *testing.T, holdListen bool) int {
 	_, err = c.Accept(ctx, cold)
 	is.NoErr(err)
 	unblock()
-	eventually(t, 60*time.Second, "the cold tenant's message handled", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return coldAt >= 0
-	})
+	}, "the cold tenant's message handled")
 	mu.Lock()
 	defer mu.Unlock()
 	t.Logf("the cold message ran after %d more hot handler runs", coldAt-acceptedAt)
@@ -188,7 +191,7 @@ func hotRunsBeforeCold(t *testing.T, holdListen bool) int {
 // the receipts' notifications.
 func waitListening(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	eventually(t, 30*time.Second, "the worker's LISTEN session", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		var n int
 		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid()
@@ -197,7 +200,7 @@ func waitListening(t *testing.T, pool *pgxpool.Pool) {
 			t.Fatal(err)
 		}
 		return n > 0
-	})
+	}, "the worker's LISTEN session")
 }
 
 // A claim serves fewer scopes rather than give each a share smaller than a
@@ -225,9 +228,9 @@ func TestClaimSharesFillHandlerTransactions(t *testing.T) {
 	w := newWorker(t, pool, registry(t, func(context.Context, *handler.Msg) error { return nil }),
 		inbox.WorkerConfig{Concurrency: 4, MessagesPerTx: 10, ClaimBatch: 40, PollInterval: 50 * time.Millisecond})
 	is.NoErr(w.Start(ctx))
-	eventually(t, 60*time.Second, "every receipt COMPLETED", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		return countRows(t, pool, "status = 'COMPLETED'") == tenants*each
-	})
+	}, "every receipt COMPLETED")
 	is.NoErr(w.Stop(ctx))
 
 	// A handler transaction's completions share completed_at (now(), the
@@ -241,20 +244,33 @@ func TestClaimSharesFillHandlerTransactions(t *testing.T) {
 	}
 }
 
-// claimTrace counts the claim statements and those that claimed nothing.
+// claimTrace counts the claim statements and those that claimed nothing,
+// and the claims that started after the worker's LISTEN returned.
 type claimTrace struct {
 	mu           sync.Mutex
 	claims, none int
+	listened     bool
+	afterListen  int
 }
 
-func (c *claimTrace) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
+type claimTraceKey struct{}
+
+func (c *claimTrace) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	return context.WithValue(ctx, claimTraceKey{}, strings.HasPrefix(d.SQL, "-- name: ReceiptListen :exec"))
 }
-func (c *claimTrace) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *claimTrace) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryEndData) {
+	if listen, _ := ctx.Value(claimTraceKey{}).(bool); listen && d.Err == nil {
+		c.mu.Lock()
+		c.listened = true
+		c.mu.Unlock()
+	}
+}
 func (c *claimTrace) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return context.WithValue(ctx, claimTraceKey{}, c.listened)
 }
-func (c *claimTrace) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+func (c *claimTrace) TraceBatchQuery(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
 	if !strings.HasPrefix(d.SQL, "-- name: ReceiptClaim :many") || d.Err != nil {
 		return
 	}
@@ -264,7 +280,26 @@ func (c *claimTrace) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Trace
 	if d.CommandTag.RowsAffected() == 0 {
 		c.none++
 	}
+	if after, _ := ctx.Value(claimTraceKey{}).(bool); after {
+		c.afterListen++
+	}
 }
+
+// waitClaims waits until n more claim statements have completed than had
+// when it was called: a barrier for what a worker's polls did not do.
+func (c *claimTrace) waitClaims(t testing.TB, n int) {
+	t.Helper()
+	from, _ := c.counts()
+	testkit.Eventually(t, 10*time.Second, func() bool { claims, _ := c.counts(); return claims >= from+n }, "%d more claims", n)
+}
+
+// counts returns the claims so far and those that started after LISTEN.
+func (c *claimTrace) counts() (claims, afterListen int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.claims, c.afterListen
+}
+
 func (c *claimTrace) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // A turn goes round in one statement: a claim after the last scope serves

@@ -11,7 +11,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
-	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // A claim round whose scopes each had fewer due receipts than their share
@@ -25,33 +25,26 @@ import (
 // over 64 tenants drained at 188-202/s against 1,254/s after the fix).
 func TestClaimsGoOnAfterShortScopes(t *testing.T) {
 	t.Parallel()
-	for _, layout := range []struct {
-		name string
-		dsn  func(testing.TB) string
-	}{{"one server", inboxtest.Database}, {"Citus", inboxtest.CitusDatabase}} {
-		t.Run(layout.name, func(t *testing.T) {
-			t.Parallel()
-			ctx := t.Context()
-			pool := poolFor(t, layout.dsn(t), func(c *pgxpool.Config) { c.MaxConns = 4 })
-			c := newClient(t, pool, inbox.Config{})
-			const scopes, each = 32, 3
-			for i := range scopes * each {
-				m := orderMsg(fmt.Sprint(i), map[string]int{"n": i})
-				m.Scope = inbox.Tenant(fmt.Sprintf("tenant-%02d", i%scopes))
-				if _, err := c.Accept(ctx, m); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var handled atomic.Int64
-			reg := registry(t, func(context.Context, *handler.Msg) error { handled.Add(1); return nil })
-			w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 10, ClaimBatch: 10, PollInterval: time.Minute})
-			if err := w.Start(ctx); err != nil {
+	onEachLayout(t, func(t *testing.T, pool *pgxpool.Pool) {
+		ctx := t.Context()
+		c := newClient(t, pool, inbox.Config{})
+		const scopes, each = 32, 3
+		for i := range scopes * each {
+			m := orderMsg(fmt.Sprint(i), map[string]int{"n": i})
+			m.Scope = inbox.Tenant(fmt.Sprintf("tenant-%02d", i%scopes))
+			if _, err := c.Accept(ctx, m); err != nil {
 				t.Fatal(err)
 			}
-			defer w.Stop(context.Background())
-			eventually(t, 30*time.Second, fmt.Sprintf("%d messages handled (the poll is a minute away)", scopes*each), func() bool {
-				return handled.Load() == scopes*each
-			})
-		})
-	}
+		}
+		var handled atomic.Int64
+		reg := registry(t, func(context.Context, *handler.Msg) error { handled.Add(1); return nil })
+		w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 10, ClaimBatch: 10, PollInterval: time.Minute})
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop(context.Background())
+		testkit.Eventually(t, 30*time.Second, func() bool {
+			return handled.Load() == scopes*each
+		}, "%d messages handled (the poll is a minute away)", scopes*each)
+	}, func(c *pgxpool.Config) { c.MaxConns = 4 })
 }

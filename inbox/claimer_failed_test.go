@@ -12,6 +12,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // A worker whose claims fail claims again at the poll, not on each
@@ -41,7 +42,7 @@ func TestWorkerFailedClaimWaitsForPoll(t *testing.T) {
 	start := time.Now()
 	for i := range accepts {
 		acceptAll(t, client, orderMsg(fmt.Sprintf("m-%d", i), map[string]int{"n": i}))
-		time.Sleep(15 * time.Millisecond)
+		time.Sleep(15 * time.Millisecond) // pacing the accepts: their notifications span several polls
 	}
 	elapsed := time.Since(start)
 	failed := rec.count("pginbox worker: claim failed")
@@ -54,7 +55,7 @@ func TestWorkerFailedClaimWaitsForPoll(t *testing.T) {
 	if _, err := owner.Exec(ctx, "GRANT UPDATE ON pginbox_work TO "+role); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "every message completed after the grant", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return countRows(t, owner, "status = 'COMPLETED'") == accepts
-	})
+	}, "every message completed after the grant")
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
+
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
@@ -17,7 +19,8 @@ func TestWorkerClaimsOnlyOwnedConsumers(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t)
+	trace := &claimTrace{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trace })
 	setupEffects(t, pool)
 	c := newClient(t, pool, inbox.Config{})
 
@@ -46,8 +49,11 @@ func TestWorkerClaimsOnlyOwnedConsumers(t *testing.T) {
 	for _, id := range orders {
 		waitStatus(t, pool, id, "COMPLETED", 10*time.Second)
 	}
-	// Several polls and recovery rounds later, billing is untouched.
-	time.Sleep(time.Second)
+	// Several polls and a recovery round later, billing is untouched.
+	trace.waitClaims(t, 3)
+	recovered, err := w.RecoverExpired(ctx)
+	is.NoErr(err)
+	is.Equal(recovered, 0)
 	is.Equal(billingCalls.Load(), int32(0))
 	is.Equal(effectCount(t, pool, "worker = 'billing'"), 0)
 	is.Equal(stateOf(t, pool, bills[0]).Status, "PROCESSING")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // roundTrips records what each round trip to the server carried: one
@@ -97,7 +98,7 @@ func TestHandlerTransactionOpensWithItsFirstStatement(t *testing.T) {
 		return nil
 	}), inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 3, HandlerTimeout: 4 * time.Second, PollInterval: 50 * time.Millisecond})
 	is.NoErr(w.Start(ctx))
-	eventually(t, 20*time.Second, "every receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 })
+	testkit.Eventually(t, 20*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 }, "every receipt COMPLETED")
 	is.NoErr(w.Stop(ctx))
 
 	starts := trips.with("-- name: ReceiptStart")
@@ -156,12 +157,12 @@ func TestHandlerStartRunsOnAGenericPlan(t *testing.T) {
 		return nil
 	}), inbox.WorkerConfig{Concurrency: 1, PollInterval: 50 * time.Millisecond})
 	is.NoErr(w.Start(ctx))
-	eventually(t, 20*time.Second, "every receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 8 })
+	testkit.Eventually(t, 20*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 8 }, "every receipt COMPLETED")
 	// The claims ran on generic plans too (pipetx.Async with GenericPlan).
 	// Read while the worker runs: Stop may cancel a claim in flight, which
 	// closes its connection and the session's record with it.
 	var custom int64
-	eventually(t, 20*time.Second, "a claim's generic plan on an idle connection", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		var generic int64
 		for _, conn := range pool.AcquireAllIdle(ctx) {
 			var g, c int64
@@ -172,7 +173,7 @@ func TestHandlerStartRunsOnAGenericPlan(t *testing.T) {
 			generic, custom = generic+g, custom+c
 		}
 		return generic > 0
-	})
+	}, "a claim's generic plan on an idle connection")
 	is.Equal(custom, int64(0))
 	is.NoErr(w.Stop(ctx))
 	is.Equal(len(seen), 8)

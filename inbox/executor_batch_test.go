@@ -13,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // With MessagesPerTx, several messages commit in one transaction, yet each one
@@ -41,7 +42,7 @@ func TestBatchedTransactionsKeepPerMessageOutcomes(t *testing.T) {
 	})
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 2, MessagesPerTx: 10, ClaimBatch: 20, PollInterval: 50 * time.Millisecond})
 	is.NoErr(w.Start(ctx))
-	eventually(t, 20*time.Second, "no receipt left PENDING or PROCESSING", func() bool { return countRows(t, pool, "status IN ('PENDING', 'PROCESSING')") == 0 })
+	testkit.Eventually(t, 20*time.Second, func() bool { return countRows(t, pool, "status IN ('PENDING', 'PROCESSING')") == 0 }, "no receipt left PENDING or PROCESSING")
 	is.NoErr(w.Stop(ctx))
 
 	is.Equal(countRows(t, pool, "status = 'COMPLETED'"), n-6)
@@ -84,7 +85,7 @@ func TestBatchedTransactionLeaseLossIsPerMessage(t *testing.T) {
 		}
 	}, nil)
 	is.NoErr(w.Start(ctx))
-	eventually(t, 10*time.Second, "2 receipts COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 2 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 2 }, "2 receipts COMPLETED")
 	is.NoErr(w.Stop(ctx))
 
 	is.True(stolen.Load())
@@ -124,7 +125,7 @@ func TestBatchSurvivesOneMessageTimingOutMidStatement(t *testing.T) {
 	})
 	is.NoErr(w.Start(ctx))
 	defer w.Stop(ctx)
-	eventually(t, 15*time.Second, "3 receipts COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 })
+	testkit.Eventually(t, 15*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 }, "3 receipts COMPLETED")
 
 	is.True(slept.Load())
 	is.Equal(effectCount(t, pool, "true"), 3)
@@ -158,7 +159,7 @@ func TestBatchedTransactionsGroupInterleavedTenants(t *testing.T) {
 	reg := registry(t, func(context.Context, *handler.Msg) error { return nil })
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: perTenant, ClaimBatch: tenants * perTenant})
 	is.NoErr(w.Start(ctx))
-	eventually(t, 20*time.Second, "every receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == tenants*perTenant })
+	testkit.Eventually(t, 20*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == tenants*perTenant }, "every receipt COMPLETED")
 	is.NoErr(w.Stop(ctx))
 
 	// completed_at is the transaction's start time: one value per transaction.

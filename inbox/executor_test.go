@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 func TestHandlerPastDeadlineCannotCommit(t *testing.T) {
@@ -55,14 +57,14 @@ func TestHandlerPastDeadlineCannotCommit(t *testing.T) {
 				_, err := w.Drain(context.Background())
 				done <- err
 			}()
-			waitClosed(t, wrote, "the business write")
+			testkit.WaitFor(t, wrote, 10*time.Second, "the business write")
 			start := time.Now()
 
 			// While the handler still blocks, the server ends its transaction.
 			if tc.idle {
-				eventually(t, 10*time.Second, "the idle transaction to be ended", func() bool {
+				testkit.Eventually(t, 10*time.Second, func() bool {
 					return idleInTransaction(t, pool) == 0
-				})
+				}, "the idle transaction to be ended")
 			} else {
 				sleeping := func() int {
 					var n int
@@ -70,8 +72,8 @@ func TestHandlerPastDeadlineCannotCommit(t *testing.T) {
 						WHERE datname = current_database() AND query = 'SELECT pg_sleep(30)' AND state = 'active'`).Scan(&n))
 					return n
 				}
-				eventually(t, 10*time.Second, "pg_sleep to start", func() bool { return sleeping() == 1 })
-				eventually(t, 10*time.Second, "pg_sleep to be cancelled", func() bool { return sleeping() == 0 })
+				testkit.Eventually(t, 10*time.Second, func() bool { return sleeping() == 1 }, "pg_sleep to start")
+				testkit.Eventually(t, 10*time.Second, func() bool { return sleeping() == 0 }, "pg_sleep to be cancelled")
 			}
 			t.Logf("transaction ended %v after the business write", time.Since(start).Round(time.Millisecond))
 			is.Equal(effectCount(t, pool, "true"), 0)

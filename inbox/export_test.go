@@ -36,3 +36,20 @@ func ClaimNow(ctx context.Context, w *Worker, n int) ([]HeldLease, error) {
 // RunTogether runs ls in one handler slot's run, as a slot that took them
 // together would, and returns when they reached their outcomes.
 func RunTogether(w *Worker, ls []HeldLease) { w.newRun(ls).execute() }
+
+// GroupCommitQueued is how many calls wait in c's group commit queue, not
+// yet taken into a batch.
+func GroupCommitQueued(c *Client) int {
+	c.group.mu.Lock()
+	defer c.group.mu.Unlock()
+	n := 0
+	for _, call := range c.group.queue {
+		if call != nil && call.state.Load() == callQueued {
+			n++
+		}
+	}
+	return n
+}
+
+// WorkerStopping reports whether Stop was called on w.
+func WorkerStopping(w *Worker) bool { return w.life.Stopping() }

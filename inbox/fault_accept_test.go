@@ -5,7 +5,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,12 +50,13 @@ func TestFaultConnectionCutDuringAcceptBurst(t *testing.T) {
 			// The burst: every delivery once, concurrently.
 			work := make(chan int)
 			results := make(chan delivery, len(order))
-			var started atomic.Bool
+			started := make(chan struct{}) // closed by the first call
+			markStarted := sync.OnceFunc(func() { close(started) })
 			var callersWG sync.WaitGroup
 			for range callers {
 				callersWG.Go(func() {
 					for i := range work {
-						started.Store(true)
+						markStarted()
 						ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 						res, err := c.Accept(ctx, faultMsg(i))
 						cancel()
@@ -68,9 +68,7 @@ func TestFaultConnectionCutDuringAcceptBurst(t *testing.T) {
 			cutterDone := make(chan int)
 			go func() {
 				n := 0
-				for !started.Load() {
-					time.Sleep(time.Millisecond)
-				}
+				<-started
 				for n < cuts {
 					select {
 					case <-burstDone:
@@ -83,6 +81,7 @@ func TestFaultConnectionCutDuringAcceptBurst(t *testing.T) {
 						// Down for a while: new connections fail too.
 						p.Refuse()
 						p.Cut()
+						// The outage's length is the fault: calls meet it as they come.
 						time.Sleep(30 * time.Millisecond)
 						p.Resume()
 						continue

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // saturatedApp names the sessions of the small pools below.
@@ -224,7 +225,7 @@ func TestFaultPoolSaturationDeadlines(t *testing.T) {
 		}
 		unlocked := make(chan error, 1)
 		go func() {
-			time.Sleep(locked)
+			time.Sleep(locked) // the lock's length is the fault the callers' deadlines meet
 			unlocked <- lockTx.Commit(ctx)
 		}()
 
@@ -232,7 +233,7 @@ func TestFaultPoolSaturationDeadlines(t *testing.T) {
 		var wg sync.WaitGroup
 		for k := range callers {
 			wg.Go(func() {
-				time.Sleep(spread * time.Duration(k) / callers)
+				time.Sleep(spread * time.Duration(k) / callers) // pacing: the callers arrive spread over the lock
 				cctx, cancel := context.WithTimeout(ctx, callDeadline)
 				defer cancel()
 				res, err := c.Accept(cctx, faultMsg(k))
@@ -377,9 +378,9 @@ func TestFaultWorkerOnSaturatedPool(t *testing.T) {
 		t.Error("the worker completed nothing while the pool was saturated")
 	}
 
-	eventually(t, 60*time.Second, "every receipt to complete", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		return countRows(t, direct, "status = 'COMPLETED'") == total
-	})
+	}, "every receipt to complete")
 	t.Logf("attempts: %s", attemptSummary(t, direct))
 	requireOneEffectPerReceipt(t, direct, total)
 	if rec.logged("recovered an expired lease") {

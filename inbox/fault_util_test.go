@@ -13,6 +13,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // Helpers of the TCP fault tests (fault_*_test.go): a real TCP proxy between
@@ -90,7 +91,7 @@ func sessions(t testing.TB, direct *pgxpool.Pool, app string) (total, busy int) 
 func waitSettled(t testing.TB, p *faultproxy.Proxy, direct *pgxpool.Pool, app string, gone bool) {
 	t.Helper()
 	quietSince := time.Time{}
-	eventually(t, 15*time.Second, "sessions "+app+" to settle", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		total, busy := sessions(t, direct, app)
 		if (p != nil && p.Held() > 0) || busy > 0 || (gone && total > 0) {
 			quietSince = time.Time{}
@@ -100,7 +101,7 @@ func waitSettled(t testing.TB, p *faultproxy.Proxy, direct *pgxpool.Pool, app st
 			quietSince = time.Now()
 		}
 		return time.Since(quietSince) >= 250*time.Millisecond
-	})
+	}, "sessions %s to settle", app)
 }
 
 // receiptID is the ID of the receipt of message id, and whether it exists.
@@ -178,7 +179,7 @@ func redeliver(t testing.TB, c *inbox.Client, msg inbox.Message, tries int) (inb
 			t.Fatalf("redelivery of %s: action %v for %v, want retry", msg.MessageID, a, err)
 		}
 		lastErr = err
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a transport's redelivery delay, bounded by tries, not time
 	}
 	t.Fatalf("redelivery of %s still failing after %d tries: %v", msg.MessageID, tries, lastErr)
 	return inbox.AcceptResult{}, 0

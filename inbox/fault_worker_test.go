@@ -11,6 +11,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // TestFaultWorkerDrainsBacklogThroughCuts runs a worker whose every
@@ -58,7 +59,7 @@ func TestFaultWorkerDrainsBacklogThroughCuts(t *testing.T) {
 
 	cutsWhileDraining := 0
 	for range cuts {
-		time.Sleep(120 * time.Millisecond)
+		time.Sleep(120 * time.Millisecond) // pacing the faults: cuts spread over the drain
 		if countRows(t, direct, "status = 'COMPLETED'") < messages {
 			cutsWhileDraining++
 		}
@@ -69,9 +70,9 @@ func TestFaultWorkerDrainsBacklogThroughCuts(t *testing.T) {
 		t.Fatalf("only %d cuts landed while the backlog drained; the test proved little", cutsWhileDraining)
 	}
 
-	eventually(t, 60*time.Second, "every receipt to complete", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		return countRows(t, direct, "status = 'COMPLETED'") == messages
-	})
+	}, "every receipt to complete")
 	t.Logf("backlog of %d drained through the cuts in %v; attempts: %s", messages,
 		time.Since(start).Round(time.Millisecond), attemptSummary(t, direct))
 	requireOneEffectPerReceipt(t, direct, messages)
@@ -161,13 +162,13 @@ func TestFaultBlackholeDuringHandlerFencesStaleWorker(t *testing.T) {
 	wB := newWorker(t, direct, registry(t, func(ctx context.Context, m *handler.Msg) error {
 		return writeEffect(ctx, m, "B")
 	}), inbox.WorkerConfig{Lease: lease})
-	eventually(t, 15*time.Second, "B to recover A's expired lease", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		n, err := wB.RecoverExpired(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return n == 1
-	})
+	}, "B to recover A's expired lease")
 	t.Logf("B recovered the receipt %v after the partition began", time.Since(partitioned).Round(time.Millisecond))
 	if n, err := wB.Drain(ctx); err != nil || n != 1 {
 		t.Fatalf("B's Drain: %d, %v", n, err)

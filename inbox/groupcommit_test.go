@@ -14,6 +14,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 type concurrentCall struct {
@@ -234,18 +235,11 @@ func TestGroupCommitCallerGivingUp(t *testing.T) {
 		_, err := c.Accept(ctxA, orderMsg("evt-held", raw(`{}`)))
 		errA <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var waiting int
 		is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()").Scan(&waiting))
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the flush never blocked on the held identity")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return waiting > 0
+	}, "the flush to block on the held identity")
 
 	ctxB, cancelB := context.WithCancel(ctx)
 	errB := make(chan error, 1)
@@ -253,7 +247,7 @@ func TestGroupCommitCallerGivingUp(t *testing.T) {
 		_, err := c.Accept(ctxB, orderMsg("evt-queued", raw(`{}`)))
 		errB <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // let B reach the queue (either way it must not be stored)
+	testkit.Eventually(t, 10*time.Second, func() bool { return inbox.GroupCommitQueued(c) == 1 }, "B queued behind the blocked flush")
 	cancelB()
 	err = <-errB
 	is.True(errors.Is(err, context.Canceled))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 func TestHeartbeatKeepsLongHandlerOwned(t *testing.T) {
@@ -92,11 +93,11 @@ func TestStaleClaimCannotRunAfterRecovery(t *testing.T) {
 	wB := newWorker(t, poolB, registry(t, func(ctx context.Context, m *handler.Msg) error {
 		return writeEffect(ctx, m, "B")
 	}), inbox.WorkerConfig{Lease: time.Second})
-	eventually(t, 10*time.Second, "B to recover A's expired lease", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		n, err := wB.RecoverExpired(ctx)
 		is.NoErr(err)
 		return n == 1
-	})
+	}, "B to recover A's expired lease")
 	n, err := wB.Drain(ctx)
 	is.NoErr(err)
 	is.Equal(n, 1)
@@ -141,12 +142,8 @@ func TestRunningHandlerKeepsItsReceiptPastItsLease(t *testing.T) {
 		_, err := wA.Drain(ctx)
 		doneA <- err
 	}()
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("A's handler never ran")
-	}
-	time.Sleep(time.Second) // well past the lease
+	testkit.WaitFor(t, entered, 10*time.Second, "A's handler to run")
+	waitLeaseExpired(t, poolA, id)
 	wB := newWorker(t, poolB, registry(t, func(ctx context.Context, m *handler.Msg) error {
 		return writeEffect(ctx, m, "B")
 	}), inbox.WorkerConfig{Lease: 500 * time.Millisecond})

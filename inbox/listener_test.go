@@ -9,6 +9,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // listeners counts sessions of this database that issued the worker's LISTEN.
@@ -28,9 +29,10 @@ func listeners(t testing.TB, pool *pgxpool.Pool) int {
 
 // timeToHandle accepts one message into an idle started worker and returns
 // how long it took to be handled.
-func timeToHandle(t *testing.T, cfg inbox.WorkerConfig, idle func(pool *pgxpool.Pool)) (time.Duration, *pgxpool.Pool) {
+func timeToHandle(t *testing.T, cfg inbox.WorkerConfig, idle func(pool *pgxpool.Pool, trace *claimTrace)) (time.Duration, *pgxpool.Pool) {
 	t.Helper()
-	pool, _ := newPool(t)
+	trace := &claimTrace{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trace })
 	setupEffects(t, pool)
 	handled := make(chan struct{}, 1)
 	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
@@ -41,7 +43,7 @@ func timeToHandle(t *testing.T, cfg inbox.WorkerConfig, idle func(pool *pgxpool.
 		return writeEffect(ctx, m, "w")
 	}), cfg)
 	startWorker(t, w)
-	idle(pool)
+	idle(pool, trace)
 
 	start := time.Now()
 	id := acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))[0]
@@ -57,19 +59,19 @@ func timeToHandle(t *testing.T, cfg inbox.WorkerConfig, idle func(pool *pgxpool.
 
 func TestNotifyWakesIdleWorker(t *testing.T) {
 	t.Parallel()
-	took, _ := timeToHandle(t, inbox.WorkerConfig{PollInterval: 10 * time.Second}, func(pool *pgxpool.Pool) {
-		eventually(t, 10*time.Second, "the worker to LISTEN", func() bool { return listeners(t, pool) == 1 })
+	took, _ := timeToHandle(t, inbox.WorkerConfig{PollInterval: 10 * time.Second}, func(pool *pgxpool.Pool, trace *claimTrace) {
+		testkit.Eventually(t, 10*time.Second, func() bool { return listeners(t, pool) == 1 }, "the worker to LISTEN")
 		// Let the catch-up claim after LISTEN pass: from here only a
 		// notification (or the poll, 10s away) wakes the worker.
-		time.Sleep(300 * time.Millisecond)
+		testkit.Eventually(t, 10*time.Second, func() bool { _, after := trace.counts(); return after > 0 }, "the catch-up claim after LISTEN")
 	})
 	t.Logf("handled %v after Accept", took.Round(time.Millisecond))
 }
 
 func TestPollOnlyWorkerProcesses(t *testing.T) {
 	t.Parallel()
-	took, pool := timeToHandle(t, inbox.WorkerConfig{PollOnly: true, PollInterval: 200 * time.Millisecond}, func(*pgxpool.Pool) {
-		time.Sleep(300 * time.Millisecond) // past the first, empty claim
+	took, pool := timeToHandle(t, inbox.WorkerConfig{PollOnly: true, PollInterval: 200 * time.Millisecond}, func(_ *pgxpool.Pool, trace *claimTrace) {
+		testkit.Eventually(t, 10*time.Second, func() bool { claims, _ := trace.counts(); return claims > 0 }, "the first, empty claim")
 	})
 	t.Logf("handled %v after Accept", took.Round(time.Millisecond))
 	if n := listeners(t, pool); n != 0 {

@@ -15,6 +15,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // A handler that ignores its context and never returns is abandoned shortly
@@ -43,15 +44,18 @@ func TestHungHandlerIsAbandoned(t *testing.T) {
 	}), inbox.WorkerConfig{Concurrency: 1, HandlerTimeout: time.Second, PollInterval: 50 * time.Millisecond, Logger: logger})
 	startWorker(t, w)
 
-	eventually(t, 20*time.Second, "the hung handler's attempt to be recorded", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		return countRows(t, pool, "id = $1 AND status = 'RETRYABLE' AND last_error LIKE 'handler hung%'", hung) == 1
-	})
+	}, "the hung handler's attempt to be recorded")
 	is.True(rec.logged("abandoning a handler that does not return"))
 
 	// The only slot is lost: new work waits for others instead of being held.
 	others := acceptAll(t, c, orderMsg("next-1", map[string]int{"n": 1}), orderMsg("next-2", map[string]int{"n": 2}))
-	time.Sleep(500 * time.Millisecond)
-	is.Equal(countRows(t, pool, "id = ANY($1) AND status = 'PENDING' AND attempts = 0", others), 2)
+	// A worker with no slot runs no claim, so no event marks a round that
+	// took nothing: watch ten poll intervals.
+	testkit.Never(t, 10*50*time.Millisecond, func() bool {
+		return countRows(t, pool, "id = ANY($1) AND status = 'PENDING' AND attempts = 0", others) != 2
+	}, "the worker whose only slot hung claimed new work")
 	healthy := newWorker(t, poolFor(t, dsn), registry(t, func(context.Context, *handler.Msg) error { return nil }), inbox.WorkerConfig{})
 	n, err := healthy.Drain(ctx)
 	is.NoErr(err)
@@ -60,11 +64,11 @@ func TestHungHandlerIsAbandoned(t *testing.T) {
 	// When the handler finally returns, its slot works again.
 	unblockOnce.Do(func() { close(unblock) })
 	<-returned
-	eventually(t, 10*time.Second, "the returned slot to log it", func() bool { return rec.logged("its slot is back in use") })
+	testkit.Eventually(t, 10*time.Second, func() bool { return rec.logged("its slot is back in use") }, "the returned slot to log it")
 	late := acceptAll(t, c, orderMsg("late", map[string]int{"n": 3}))[0]
-	eventually(t, 10*time.Second, "the worker to handle new work again", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return countRows(t, pool, "id = $1 AND status = 'COMPLETED'", late) == 1
-	})
+	}, "the worker to handle new work again")
 }
 
 // In a batch, a hung handler's receipt is charged and the batch's other
@@ -85,17 +89,17 @@ func TestHungHandlerInABatchReleasesTheOthers(t *testing.T) {
 		return nil
 	}), inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 3, ClaimBatch: 3, HandlerTimeout: time.Second, PollOnly: true, PollInterval: time.Hour})
 	startWorker(t, w)
-	eventually(t, 20*time.Second, "the hung batch to be abandoned", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		return countRows(t, pool, "message_id = 'hang' AND last_error LIKE 'handler hung%'") == 1
-	})
+	}, "the hung batch to be abandoned")
 	// The others were released without spending an attempt, whether their
 	// handler ran inside the abandoned transaction or never started. A slot
 	// may start a batch before the claim queued all three, so one that ran
 	// in an earlier transaction of its own may have completed instead. The
 	// abandonment records the hung attempt between releases: wait for them.
-	eventually(t, 10*time.Second, "the others to be released unspent (or completed before the hang)", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return countRows(t, pool, "id = ANY($1) AND message_id <> 'hang' AND ((status = 'PENDING' AND attempts = 0) OR (status = 'COMPLETED' AND attempts = 1))", ids) == 2
-	})
+	}, "the others to be released unspent (or completed before the hang)")
 	is.Equal(countRows(t, pool, "status = 'PROCESSING'"), 0)
 }
 
@@ -127,9 +131,9 @@ func TestStopGivesUpOnHandlersThatDoNotReturn(t *testing.T) {
 	st := stateOf(t, pool, id)
 	is.Equal(st.Status, "RETRYABLE")
 	is.True(strings.Contains(deref(st.LastError), "did not return after the worker was stopped"))
-	// Nothing extends a lease any more.
-	time.Sleep(2500 * time.Millisecond)
-	is.Equal(countRows(t, pool, "lease_expires_at > now()"), 0)
+	// Nothing extends a lease any more: the last one (2s) runs out.
+	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, pool, "lease_expires_at > now()") == 0 },
+		"every lease to run out after Stop")
 }
 
 // Stop with a context that ends before ShutdownGrace cancels the running
@@ -167,11 +171,11 @@ func TestStopHonoursContextWhileAClaimIsStuck(t *testing.T) {
 	w := newWorker(t, proxyPool(t, p, dsn), registry(t, func(context.Context, *handler.Msg) error { return nil }),
 		inbox.WorkerConfig{PollOnly: true, PollInterval: 20 * time.Millisecond})
 	startWorker(t, w)
-	eventually(t, 10*time.Second, "the first receipt to complete", func() bool { return countRows(t, direct, "status = 'COMPLETED'") == 1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, direct, "status = 'COMPLETED'") == 1 }, "the first receipt to complete")
 	defer p.Resume()
 	p.Blackhole()
 	acceptAll(t, c, orderMsg("b", map[string]int{"n": 2}))
-	time.Sleep(300 * time.Millisecond) // a poll's claim is now stuck in the partition
+	testkit.Eventually(t, 10*time.Second, func() bool { return p.Held() > 0 }, "a poll's claim stuck in the partition")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -210,9 +214,9 @@ func TestDeferredConstraintChargesOnlyTheCulprit(t *testing.T) {
 	}), inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: 6, ClaimBatch: 6, PollInterval: 50 * time.Millisecond,
 		Backoff: func(int) time.Duration { return 0 }})
 	startWorker(t, w) // a started worker batches; Drain runs one message per transaction
-	eventually(t, 20*time.Second, "every receipt settled", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		return countRows(t, pool, "status IN ('COMPLETED', 'DEAD')") == 6
-	})
+	}, "every receipt settled")
 	is.Equal(countRows(t, pool, "status = 'COMPLETED' AND attempts = 1"), 5)
 	var status, lastError string
 	var attempts int
@@ -248,9 +252,10 @@ func TestLongestHandlerTimeoutWorksWithBatches(t *testing.T) {
 	for i := range n {
 		acceptAll(t, c, orderMsg(fmt.Sprint("evt-", i), map[string]int{"n": i}))
 	}
-	time.Sleep(300 * time.Millisecond) // claimed into the queue
+	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, pool, "status = 'PROCESSING'") == n+1 },
+		"the %d messages claimed into the queue", n)
 	close(proceed)
-	eventually(t, 10*time.Second, "every receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == n+1 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == n+1 }, "every receipt COMPLETED")
 	if failed := countRows(t, pool, "attempts > 1"); failed != 0 {
 		t.Fatalf("%d receipts needed more than one attempt: the batch's transaction could not start", failed)
 	}
@@ -393,7 +398,7 @@ func TestRequeueProcessingReceipts(t *testing.T) {
 		drained <- err
 	}()
 	<-entered
-	time.Sleep(300 * time.Millisecond) // its lease has expired
+	waitLeaseExpired(t, pool, running)
 	version := stateOf(t, pool, running).Version
 	_, err = ops.Requeue(ctx, running, inbox.ChangeParams{ExpectedVersion: version, Actor: "ops", Reason: "looks stuck"})
 	close(unblock)

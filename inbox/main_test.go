@@ -22,6 +22,26 @@ func newPool(t testing.TB, configure ...func(*pgxpool.Config)) (*pgxpool.Pool, s
 	return poolFor(t, dsn, configure...), dsn
 }
 
+// layouts are the database layouts a behaviour that must not depend on
+// one is checked on: one server, and Citus (a coordinator and worker nodes;
+// its tests skip where Citus is not installed, outside CI).
+var layouts = []struct {
+	name     string
+	database func(testing.TB) string
+}{{"postgres", inboxtest.Database}, {"citus", inboxtest.CitusDatabase}}
+
+// onEachLayout runs body as a parallel subtest per layout, each on a pool of
+// a fresh migrated database of its own.
+func onEachLayout(t *testing.T, body func(t *testing.T, pool *pgxpool.Pool), configure ...func(*pgxpool.Config)) {
+	t.Helper()
+	for _, l := range layouts {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			body(t, poolFor(t, l.database(t), configure...))
+		})
+	}
+}
+
 func poolFor(t testing.TB, dsn string, configure ...func(*pgxpool.Config)) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)

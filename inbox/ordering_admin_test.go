@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 func orderedIDs(t testing.TB, c *inbox.Client, key string, from, to int) []inbox.ID {
@@ -50,7 +52,7 @@ func TestOrderingKeyRetryKeepsTheHeadFirst(t *testing.T) {
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 4, PollInterval: 20 * time.Millisecond,
 		Backoff: func(int) time.Duration { return 200 * time.Millisecond }})
 	startWorker(t, w)
-	eventually(t, 20*time.Second, "all handled", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 5 })
+	testkit.Eventually(t, 20*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 5 }, "all handled")
 	got := handledOrder(t, pool)
 	is.Equal(got["k"], []int{1, 2, 3})
 	is.Equal(got["other"], []int{1, 2})
@@ -63,7 +65,8 @@ func TestOrderingKeyDeadHeadBlocksUntilSkipped(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t)
+	trace := &claimTrace{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trace })
 	c := newClient(t, pool, inbox.Config{})
 	reg := orderedRegistry(t, pool, func(ctx context.Context, m *handler.Msg, p orderedPayload) error {
 		if p.N == 1 {
@@ -77,8 +80,8 @@ func TestOrderingKeyDeadHeadBlocksUntilSkipped(t *testing.T) {
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 4, PollInterval: 20 * time.Millisecond})
 	startWorker(t, w)
 	waitStatus(t, pool, ids[0], "DEAD", 10*time.Second)
-	eventually(t, 10*time.Second, "the unkeyed receipt", func() bool { return stateOf(t, pool, unkeyed.ID).Status == "COMPLETED" })
-	time.Sleep(300 * time.Millisecond) // several polls
+	testkit.Eventually(t, 10*time.Second, func() bool { return stateOf(t, pool, unkeyed.ID).Status == "COMPLETED" }, "the unkeyed receipt")
+	trace.waitClaims(t, 3) // several polls, none of which may take the key's next receipt
 	is.Equal(len(handledOrder(t, pool)["k"]), 0)
 
 	admin := admNew(t, pool).Operator()
@@ -117,7 +120,7 @@ func TestOrderingKeyDeadHeadBlocksUntilSkipped(t *testing.T) {
 	is.Equal(res.OrderingKey, "k")
 	is.True(res.Promoted)
 	is.True(res.Version > dead.Version)
-	eventually(t, 10*time.Second, "the rest of the key", func() bool { return len(handledOrder(t, pool)["k"]) == 2 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(handledOrder(t, pool)["k"]) == 2 }, "the rest of the key")
 	is.Equal(handledOrder(t, pool)["k"], []int{2, 3})
 	is.Equal(stateOf(t, pool, ids[0]).Status, "DEAD")
 	details, err := admin.Get(ctx, ids[0])
@@ -132,7 +135,7 @@ func TestOrderingKeyDeadHeadBlocksUntilSkipped(t *testing.T) {
 	is.True(errors.Is(err, inbox.ErrWrongState))
 	// A new message of the key runs at once: the skipped one holds nothing back.
 	orderedIDs(t, c, "k", 4, 4)
-	eventually(t, 10*time.Second, "the new message", func() bool { return len(handledOrder(t, pool)["k"]) == 3 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(handledOrder(t, pool)["k"]) == 3 }, "the new message")
 }
 
 // A requeued DEAD head runs first again, then the rest of its key.
@@ -140,7 +143,8 @@ func TestOrderingKeyRequeueOfTheDeadHeadRestoresOrder(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	pool, _ := newPool(t)
+	trace := &claimTrace{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trace })
 	c := newClient(t, pool, inbox.Config{})
 	var fixed atomic.Bool
 	reg := orderedRegistry(t, pool, func(ctx context.Context, m *handler.Msg, p orderedPayload) error {
@@ -153,14 +157,14 @@ func TestOrderingKeyRequeueOfTheDeadHeadRestoresOrder(t *testing.T) {
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 4, PollInterval: 20 * time.Millisecond})
 	startWorker(t, w)
 	waitStatus(t, pool, ids[0], "DEAD", 10*time.Second)
-	time.Sleep(200 * time.Millisecond)
+	trace.waitClaims(t, 3) // polls that must leave the key's next receipts waiting
 	fixed.Store(true)
 	admin := admNew(t, pool).Operator()
 	dead, err := admin.Get(ctx, ids[0])
 	is.NoErr(err)
 	_, err = admin.Requeue(ctx, ids[0], inbox.ChangeParams{ExpectedVersion: dead.Version, Actor: "ops", Reason: "fixed"})
 	is.NoErr(err)
-	eventually(t, 10*time.Second, "the key", func() bool { return len(handledOrder(t, pool)["k"]) == 3 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(handledOrder(t, pool)["k"]) == 3 }, "the key")
 	is.Equal(handledOrder(t, pool)["k"], []int{1, 2, 3})
 }
 
@@ -177,7 +181,7 @@ func TestOrderingKeyLeaseExpiryKeepsTheHeadFirst(t *testing.T) {
 	w := newWorker(t, pool, reg, inbox.WorkerConfig{Concurrency: 4, PollInterval: 20 * time.Millisecond,
 		Lease: time.Second, RecoverInterval: 100 * time.Millisecond})
 	startWorker(t, w)
-	eventually(t, 20*time.Second, "the key", func() bool { return len(handledOrder(t, pool)["k"]) == 3 })
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(handledOrder(t, pool)["k"]) == 3 }, "the key")
 	is.Equal(handledOrder(t, pool)["k"], []int{1, 2, 3})
 	is.Equal(stateOf(t, pool, ids[0]).Attempts, 2)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // orderedMsg is message n of key k, for the ordering tests.
@@ -88,7 +89,9 @@ func orderedHandler(t testing.TB, before func(ctx context.Context, m *handler.Ms
 				return err
 			}
 		}
-		time.Sleep(time.Millisecond) // give an overtaking receipt the chance to show
+		// Widen the window in which an overtaking receipt would show; it
+		// waits for nothing.
+		time.Sleep(time.Millisecond)
 		_, err := m.Tx.Exec(ctx, "INSERT INTO handled (key, n, attempt) VALUES ($1, $2, $3)", p.OrderID, p.N, m.Attempt)
 		return err
 	})
@@ -180,9 +183,9 @@ func TestOrderingKeyOrderUnderConcurrency(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	eventually(t, 60*time.Second, "every message handled", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		return countRows(t, pool, "status = 'COMPLETED'") == keys*perKey
-	})
+	}, "every message handled")
 	got := handledOrder(t, pool)
 	is.Equal(len(got), keys)
 	for k, ns := range got {
@@ -223,9 +226,9 @@ func TestOrderingKeyWithGroupCommit(t *testing.T) {
 	}
 	wg.Wait()
 	total := countRows(t, pool, "true")
-	eventually(t, 60*time.Second, "every message handled", func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		return countRows(t, pool, "status = 'COMPLETED'") == total
-	})
+	}, "every message handled")
 	got := handledOrder(t, pool)
 	for k := range keys {
 		ns := got[fmt.Sprintf("k%d", k)]
@@ -272,9 +275,9 @@ func TestOrderingKeyOrderWithRandomFailures(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	eventually(t, 90*time.Second, "every message handled", func() bool {
+	testkit.Eventually(t, 90*time.Second, func() bool {
 		return countRows(t, pool, "status = 'COMPLETED'") == keys*perKey
-	})
+	}, "every message handled")
 	got := handledOrder(t, pool)
 	is.Equal(len(got), keys)
 	for k, ns := range got {
@@ -318,9 +321,9 @@ func TestOrderingPromotionRunsOnAGenericPlan(t *testing.T) {
 	}
 	w := newWorker(t, pool, orderedRegistry(t, pool, nil), inbox.WorkerConfig{Concurrency: 1, PollInterval: 20 * time.Millisecond})
 	is.NoErr(w.Start(ctx))
-	eventually(t, 30*time.Second, "every message handled", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 8 })
+	testkit.Eventually(t, 30*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 8 }, "every message handled")
 	is.NoErr(w.Stop(ctx))
-	eventually(t, 10*time.Second, "every connection given back", func() bool { return pool.Stat().AcquiredConns() == 0 })
+	testkit.Eventually(t, 10*time.Second, func() bool { return pool.Stat().AcquiredConns() == 0 }, "every connection given back")
 
 	var generic, custom int64
 	mu.Lock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // poisonPayload is short as text, but PostgreSQL's numeric prints each
@@ -121,9 +122,9 @@ func TestUnstartableReceiptDoesNotBlockItsConsumer(t *testing.T) {
 				return nil
 			}), inbox.WorkerConfig{Concurrency: 1, MessagesPerTx: perTx, PollInterval: 50 * time.Millisecond})
 			startWorker(t, w)
-			eventually(t, 10*time.Second, "every receipt settled", func() bool {
+			testkit.Eventually(t, 10*time.Second, func() bool {
 				return countRows(t, pool, "status IN ('COMPLETED', 'DEAD')") == 3
-			})
+			}, "every receipt settled")
 			_, poisonRan := handled.Load("poison")
 			is.True(!poisonRan)
 			is.Equal(countRows(t, pool, "status = 'COMPLETED'"), 2)

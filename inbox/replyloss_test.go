@@ -3,8 +3,10 @@ package inbox_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,9 +16,9 @@ import (
 )
 
 // replyLoser forwards a connection until a write contains marker while armed;
-// from then on every read lets the server work for a moment and drops the
-// connection instead of returning the reply, like a network cut after the
-// statement was sent.
+// from then on a read waits for the server's answer to that statement and
+// drops the connection instead of returning it, like a network cut after the
+// statement was sent and ran.
 //
 // The check runs after the underlying read as well: pgx starts a background
 // reader when a write takes longer than 15 ms, and that read may already be
@@ -28,11 +30,12 @@ type replyLoser struct {
 	armed     *atomic.Bool
 	slowWrite time.Duration
 	lost      atomic.Bool
+	cutOnce   sync.Once
 }
 
 func (c *replyLoser) Write(b []byte) (int, error) {
 	if bytes.Contains(b, []byte(c.marker)) && c.armed.CompareAndSwap(true, false) {
-		time.Sleep(c.slowWrite)
+		time.Sleep(c.slowWrite) // the delay is the fault: pgx acts on a write's duration
 		c.lost.Store(true)
 	}
 	return c.Conn.Write(b)
@@ -40,19 +43,50 @@ func (c *replyLoser) Write(b []byte) (int, error) {
 
 func (c *replyLoser) Read(b []byte) (int, error) {
 	if c.lost.Load() {
-		return c.cut()
+		return c.cut(nil)
 	}
 	n, err := c.Conn.Read(b)
 	if c.lost.Load() {
-		return c.cut()
+		return c.cut(b[:n])
 	}
 	return n, err
 }
 
-func (c *replyLoser) cut() (int, error) {
-	time.Sleep(300 * time.Millisecond)
-	c.Conn.Close()
+// cut reads the server's answer to the statement, starting with seen (read
+// already), up to its ReadyForQuery, and closes the connection without
+// returning it. The answer shows the statement ran; closing earlier could
+// reset the connection before the server read it.
+func (c *replyLoser) cut(seen []byte) (int, error) {
+	c.cutOnce.Do(func() {
+		answer := append([]byte(nil), seen...)
+		buf := make([]byte, 4096)
+		c.Conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		for !readyForQuery(answer) {
+			n, err := c.Conn.Read(buf)
+			answer = append(answer, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		c.Conn.Close()
+	})
 	return 0, errors.New("test: reply lost")
+}
+
+// readyForQuery reports whether b, backend messages from a message boundary
+// on, holds a ReadyForQuery: the end of the server's answer to a query.
+func readyForQuery(b []byte) bool {
+	for len(b) >= 5 {
+		if b[0] == 'Z' {
+			return true
+		}
+		n := 1 + int(binary.BigEndian.Uint32(b[1:5]))
+		if len(b) < n {
+			return false
+		}
+		b = b[n:]
+	}
+	return false
 }
 
 // losingPool returns a pool whose connections lose the reply to the next

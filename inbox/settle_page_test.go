@@ -12,6 +12,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // Receipts accepted together share a page and settle together, in handler
@@ -70,9 +71,9 @@ func TestConcurrentSettlingStaysOnTheReceiptsPage(t *testing.T) {
 	}), inbox.WorkerConfig{Concurrency: n, MessagesPerTx: 1, PollInterval: 50 * time.Millisecond})
 	is.NoErr(w.Start(ctx))
 	t.Cleanup(func() { _ = w.Stop(ctx) })
-	eventually(t, 30*time.Second, "every receipt COMPLETED", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return countRows(t, pool, "status = 'COMPLETED'") == n
-	})
+	}, "every receipt COMPLETED")
 	select {
 	case <-all:
 	default:

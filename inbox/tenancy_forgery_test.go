@@ -12,6 +12,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // asTenant runs sql on the application role inside tenant's scope and
@@ -58,10 +59,10 @@ func TestForgedWorkRowCannotDamageAnotherTenant(t *testing.T) {
 		// The row went in: let the worker and recovery do what they do with it.
 		w := newWorker(t, td.app, reg, inbox.WorkerConfig{SystemPool: td.sys, Lease: 200 * time.Millisecond, RecoverInterval: 100 * time.Millisecond})
 		startWorker(t, w)
-		eventually(t, 15*time.Second, "the forged work row to be settled", func() bool {
+		testkit.Eventually(t, 15*time.Second, func() bool {
 			return td.allCount(t, "pginbox_work", "receipt_id = $1 AND status = 'PROCESSING'", victim) == 0 &&
 				td.allCount(t, "pginbox_work", "receipt_id = $1 AND status = 'PENDING'", victim) == 0
-		})
+		}, "the forged work row to be settled")
 	}
 	if st := stateOf(t, td.sys, victim); st.Status != "COMPLETED" {
 		t.Errorf("tenant b's receipt is %s (last error %v), want COMPLETED", st.Status, deref(st.LastError))

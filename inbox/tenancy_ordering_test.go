@@ -9,6 +9,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // Under row-level security (the application role accepts and runs the
@@ -41,9 +42,9 @@ func TestOrderingKeyUnderTenancy(t *testing.T) {
 	w := newWorker(t, td.app, reg, inbox.WorkerConfig{SystemPool: td.sys, Concurrency: 4, MessagesPerTx: 3,
 		PollInterval: 20 * time.Millisecond})
 	startWorker(t, w)
-	eventually(t, 30*time.Second, "every message handled", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return td.allCount(t, "pginbox_receipts", "status = 'COMPLETED'") == 3*perKey
-	})
+	}, "every message handled")
 	got := handledOrder(t, td.owner)
 	is.Equal(len(got), 3)
 	for k, ns := range got {

@@ -15,6 +15,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -192,13 +193,9 @@ func TestRunningWorkerReportsANewRestriction(t *testing.T) {
 	if err := schema.EnableTenancy(ctx, td.owner); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case e := <-sub.C():
-		if !errors.Is(e.Err, inbox.ErrTenancyRestricted) || !strings.Contains(e.Err.Error(), "WorkerConfig.SystemPool") {
-			t.Errorf("event error = %v, want ErrTenancyRestricted naming WorkerConfig.SystemPool", e.Err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no EventRestricted after tenancy was enabled under the worker")
+	e := testkit.WaitFor(t, sub.C(), 30*time.Second, "EventRestricted after tenancy was enabled under the worker")
+	if !errors.Is(e.Err, inbox.ErrTenancyRestricted) || !strings.Contains(e.Err.Error(), "WorkerConfig.SystemPool") {
+		t.Errorf("event error = %v, want ErrTenancyRestricted naming WorkerConfig.SystemPool", e.Err)
 	}
 	if !logs.logged("claims find nothing because row-level security now restricts the SystemPool's role") {
 		t.Error("no error logged")
@@ -207,9 +204,9 @@ func TestRunningWorkerReportsANewRestriction(t *testing.T) {
 	if err := schema.DisableTenancy(ctx, td.owner); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the end of the restriction to be logged", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return logs.logged("row-level security no longer restricts the SystemPool's role")
-	})
+	}, "the end of the restriction to be logged")
 }
 
 // An operator turns tenancy on and off while workers claim and clients

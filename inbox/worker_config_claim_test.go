@@ -11,6 +11,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // With ClaimBatch left to its default, a worker's first claim on a deep
@@ -42,16 +43,16 @@ func TestDefaultClaimFillsEveryHandlerSlot(t *testing.T) {
 		mu.Unlock()
 	}, nil)
 	is.NoErr(w.Start(ctx))
-	eventually(t, 10*time.Second, "a claim", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(claims) > 0
-	})
+	}, "a claim")
 	mu.Lock()
 	first := claims[0]
 	mu.Unlock()
 	close(release)
-	eventually(t, 20*time.Second, "every receipt COMPLETED", func() bool { return countRows(t, pool, "status = 'COMPLETED'") == len(msgs) })
+	testkit.Eventually(t, 20*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == len(msgs) }, "every receipt COMPLETED")
 	is.NoErr(w.Stop(ctx))
 	is.Equal(first, 8*4) // the default ClaimBatch: Concurrency x MessagesPerTx
 }

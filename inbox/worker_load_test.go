@@ -14,6 +14,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 func TestLoadManyWorkersWithRetriesAndRedeliveries(t *testing.T) {
@@ -116,13 +117,8 @@ func TestLoadManyWorkersWithRetriesAndRedeliveries(t *testing.T) {
 	}
 	t.Logf("accepted %d messages and %d redeliveries in %v", messages, duplicates.Load(), time.Since(start).Round(time.Millisecond))
 
-	deadline := time.Now().Add(2 * time.Minute)
-	for countRows(t, pool, "status = 'COMPLETED'") < messages {
-		if time.Now().After(deadline) {
-			t.Fatalf("not all completed in time: %s", statusSummary(t, pool))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.Eventually(t, 2*time.Minute, func() bool { return countRows(t, pool, "status = 'COMPLETED'") >= messages },
+		"all %d COMPLETED; saw %v", messages, testkit.Lazy(func() string { return statusSummary(t, pool) }))
 	perWorker := make([]int64, workers)
 	for n := range handled {
 		perWorker[n] = handled[n].Load()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 func stopWorker(t testing.TB, w *inbox.Worker) (time.Duration, error) {
@@ -24,15 +25,6 @@ func stopWorker(t testing.TB, w *inbox.Worker) (time.Duration, error) {
 	return time.Since(start), err
 }
 
-func waitClosed(t testing.TB, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 func TestStopLetsRunningHandlerFinish(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
@@ -40,19 +32,26 @@ func TestStopLetsRunningHandlerFinish(t *testing.T) {
 	setupEffects(t, pool)
 	id := acceptAll(t, newClient(t, pool, inbox.Config{}), orderMsg("evt-1", raw(`{"orderId":"o-1"}`)))[0]
 
-	entered := make(chan struct{})
+	entered, finish := make(chan struct{}), make(chan struct{})
 	w := newWorker(t, pool, registry(t, func(ctx context.Context, m *handler.Msg) error {
 		close(entered)
-		time.Sleep(500 * time.Millisecond)
+		<-finish // still running when Stop begins
 		return writeEffect(ctx, m, "w")
 	}), inbox.WorkerConfig{ShutdownGrace: 5 * time.Second})
 	is.NoErr(w.Start(context.Background()))
-	waitClosed(t, entered, "the handler to start")
+	testkit.WaitFor(t, entered, 10*time.Second, "the handler to start")
 
-	took, err := stopWorker(t, w)
-	is.NoErr(err)
-	if took > 4*time.Second {
-		t.Fatalf("Stop took %v: it did not return when the handler finished", took)
+	stopped := make(chan error, 1)
+	go func() {
+		_, err := stopWorker(t, w)
+		stopped <- err
+	}()
+	testkit.Eventually(t, 10*time.Second, func() bool { return inbox.WorkerStopping(w) }, "Stop to begin")
+	finished := time.Now()
+	close(finish)
+	is.NoErr(testkit.WaitFor(t, stopped, 30*time.Second, "Stop to return"))
+	if took := time.Since(finished); took > 4*time.Second {
+		t.Fatalf("Stop returned %v after the handler finished: it waited for the grace period", took)
 	}
 	st := stateOf(t, pool, id)
 	is.Equal(st.Status, "COMPLETED")
@@ -69,9 +68,10 @@ func TestStopCancelsHandlerPastGrace(t *testing.T) {
 			<-ctx.Done()
 			return ctx.Err()
 		},
-		// Ignores its context and returns nil late: too late to commit.
+		// Returns nil after it was cancelled, as if it had finished: too
+		// late to commit.
 		"handler ignores its context": func(ctx context.Context) error {
-			time.Sleep(5 * grace)
+			<-ctx.Done()
 			return nil
 		},
 	}
@@ -94,7 +94,7 @@ func TestStopCancelsHandlerPastGrace(t *testing.T) {
 				return err
 			}), inbox.WorkerConfig{ShutdownGrace: grace})
 			is.NoErr(w.Start(context.Background()))
-			waitClosed(t, entered, "the handler to start")
+			testkit.WaitFor(t, entered, 10*time.Second, "the handler to start")
 
 			took, err := stopWorker(t, w)
 			is.NoErr(err)
@@ -152,7 +152,7 @@ func TestStopReleasesUnstartedClaims(t *testing.T) {
 		_, err := stopWorker(t, w)
 		stopped <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // Stop marks the worker as stopping at once
+	testkit.Eventually(t, 10*time.Second, func() bool { return inbox.WorkerStopping(w) }, "Stop to begin")
 	close(proceed)
 	is.NoErr(<-stopped)
 

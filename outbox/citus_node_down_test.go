@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/pginbox/pginbox/internal/citustest"
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -34,23 +36,17 @@ func TestCitusRelayNodeDownOtherNodePublishes(t *testing.T) {
 	t.Cleanup(func() { stop(); <-done })
 	waitPublished := func(ids []outbox.ID) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		missing := 0
+		testkit.Eventually(t, 30*time.Second, func() bool {
 			got := rec.published()
-			missing := 0
+			missing = 0
 			for _, id := range ids {
 				if !slices.Contains(got, id) {
 					missing++
 				}
 			}
-			if missing == 0 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d events not published after 30s", missing, len(ids))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return missing == 0
+		}, "%d events published; %v missing", len(ids), testkit.Lazy(func() string { return fmt.Sprint(missing) }))
 	}
 	// Both nodes up: the relay sees both tenants.
 	waitPublished(append(emitAs(t, pool, down, event("", 1)), emitAs(t, pool, up, event("", 1))...))

@@ -11,6 +11,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -66,23 +67,13 @@ func TestCitusRelayHearsEmitsOnTheNodes(t *testing.T) {
 		}
 	}
 	// Wait until the relay is listening everywhere before the emits.
-	deadline := time.Now().Add(30 * time.Second)
-	for listeners(t, pool) < 1+nodes.Count() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d LISTEN sessions of the relay after 30s, want %d", listeners(t, pool), 1+nodes.Count())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool { return listeners(t, pool) >= 1+nodes.Count() },
+		"%d LISTEN sessions of the relay", 1+nodes.Count())
 	if n, err := w.Drain(ctx); err != nil || n != tenants {
 		t.Fatalf("drain: %d, %v; want %d handled", n, err, tenants)
 	}
-	deadline = time.Now().Add(20 * time.Second)
-	for len(pub.published()) < tenants {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events published 20s after their emits, the relay polling once a minute: the wake-ups on the nodes did not reach it", len(pub.published()), tenants)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(pub.published()) >= tenants },
+		"%d events published with the relay polling once a minute (the wake-ups on the nodes must reach it)", tenants)
 }
 
 // listeners counts the sessions listening for Emit's wake-ups on the

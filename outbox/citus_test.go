@@ -18,6 +18,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/citustest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -258,9 +259,9 @@ func TestCitusRelaysKeepOrder(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, 2*time.Minute, "every event to be PUBLISHED or DEAD", func() bool {
+	testkit.Eventually(t, 2*time.Minute, func() bool {
 		return count(t, emitPool, "status IN ('PENDING', 'PUBLISHING')") == 0
-	})
+	}, "every event to be PUBLISHED or DEAD")
 	for _, r := range started {
 		is.NoErr(r.Stop(ctx))
 	}
@@ -359,7 +360,9 @@ func TestCitusRecoverAndPurge(t *testing.T) {
 	}
 
 	is.Equal(drain(t, r), 2)
-	time.Sleep(10 * time.Millisecond) // published before the cutoff below
+	// Published before the cutoff below, without waiting for the clock.
+	_, err = pool.Exec(ctx, "UPDATE pginbox_outbox SET published_at = now() - interval '1 minute' WHERE status = 'PUBLISHED'")
+	is.NoErr(err)
 	admin, err := outbox.NewAdmin(pool, outbox.AdminConfig{Logger: quiet})
 	is.NoErr(err)
 	rc.Reset()

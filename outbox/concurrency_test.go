@@ -14,6 +14,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -147,9 +148,9 @@ func TestConcurrentRelaysKeepOrderAndExclusivity(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, time.Minute, "every event to be PUBLISHED or DEAD", func() bool {
+	testkit.Eventually(t, time.Minute, func() bool {
 		return count(t, emitPool, "status IN ('PENDING', 'PUBLISHING')") == 0
-	})
+	}, "every event to be PUBLISHED or DEAD")
 	for _, r := range started {
 		is.NoErr(r.Stop(ctx))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/childtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -41,9 +42,7 @@ func TestRelayCrashChild(t *testing.T) {
 	r := newRelay(t, poolOn(t, outboxDSN), outbox.InboxPublisher{Client: client}, outbox.RelayConfig{Lease: crashLease})
 	outbox.SetAfterPublish(r, func(published []outbox.ID) {
 		childtest.Mark("published %d", len(published))
-		for {
-			time.Sleep(time.Hour) // the parent kills us here
-		}
+		select {} // the parent kills us here
 	})
 	n, err := r.Drain(context.Background())
 	t.Fatalf("Drain returned (%d, %v) without reaching the crash point", n, err)
@@ -80,12 +79,12 @@ func TestRelayCrashAfterPublishBeforeMark(t *testing.T) {
 		return outbox.InboxPublisher{Client: inboxClient(t, b, inbox.Config{})}.Publish(ctx, msgs)
 	})
 	r := newRelay(t, a, pub, outbox.RelayConfig{Lease: crashLease})
-	waitFor(t, 30*time.Second, "the killed relay's lease to expire and be recovered", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		if _, err := r.RecoverExpired(ctx); err != nil {
 			t.Fatal(err)
 		}
 		return count(t, a, "status = 'PUBLISHING'") == 0
-	})
+	}, "the killed relay's lease to expire and be recovered")
 	for _, id := range ids {
 		s := row(t, a, id)
 		is.Equal(s.status, "PENDING")

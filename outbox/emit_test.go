@@ -15,6 +15,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -218,12 +219,12 @@ func TestEmitOrderingKeySerializesTransactions(t *testing.T) {
 			return err
 		})
 	}()
-	waitFor(t, 10*time.Second, "the second emit of order-1 to wait for the key lock", func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		var waiting int
 		is.NoErr(pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&waiting))
 		return waiting == 1
-	})
+	}, "the second emit of order-1 to wait for the key lock")
 	is.NoErr(first.Commit(ctx))
 	wg.Wait()
 	is.NoErr(secondErr)

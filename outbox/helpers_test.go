@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -152,19 +151,6 @@ func (r *recorder) messages() []outbox.Message {
 		out = append(out, c...)
 	}
 	return out
-}
-
-// waitFor polls cond until it holds, failing the test after timeout. The
-// timeout only bounds a hang; nothing is measured.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func ids(evs []outbox.Message) string {

@@ -15,6 +15,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/schema"
 )
@@ -85,14 +86,14 @@ func TestRelayReportsARoleRowSecurityRestricts(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })
 	emit(t, app, event("", 1))
-	waitFor(t, 15*time.Second, "the event to be published", func() bool { return len(pub.published()) == 1 })
+	testkit.Eventually(t, 15*time.Second, func() bool { return len(pub.published()) == 1 }, "the event to be published")
 
 	if err := schema.EnableTenancy(ctx, owner); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the restriction to be logged", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return logs.logged("claims find nothing because row-level security now restricts the pool's role")
-	})
+	}, "the restriction to be logged")
 	other := newRelay(t, app, pub, outbox.RelayConfig{PollOnly: true})
 	if err := other.Start(ctx); !errors.Is(err, inbox.ErrTenancyRestricted) || !strings.Contains(err.Error(), "BYPASSRLS") {
 		t.Errorf("Start = %v, want ErrTenancyRestricted naming BYPASSRLS", err)
@@ -104,7 +105,7 @@ func TestRelayReportsARoleRowSecurityRestricts(t *testing.T) {
 	if err := schema.DisableTenancy(ctx, owner); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the end of the restriction to be logged", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return logs.logged("row-level security no longer restricts the pool's role")
-	})
+	}, "the end of the restriction to be logged")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -301,7 +302,7 @@ func TestRelayWakesOnNotify(t *testing.T) {
 	<-listening
 	for i := range 3 {
 		id := emit(t, pool, event("", i))[0]
-		waitFor(t, 10*time.Second, "the notified relay to publish", func() bool { return row(t, pool, id).status == "PUBLISHED" })
+		testkit.Eventually(t, 10*time.Second, func() bool { return row(t, pool, id).status == "PUBLISHED" }, "the notified relay to publish")
 	}
 }
 
@@ -315,7 +316,7 @@ func TestRelayPollOnly(t *testing.T) {
 	is.NoErr(r.Start(ctx))
 	defer r.Stop(ctx)
 	id := emit(t, pool, event("", 1))[0]
-	waitFor(t, 10*time.Second, "the polling relay to publish", func() bool { return row(t, pool, id).status == "PUBLISHED" })
+	testkit.Eventually(t, 10*time.Second, func() bool { return row(t, pool, id).status == "PUBLISHED" }, "the polling relay to publish")
 	var listening int
 	is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN%'").Scan(&listening))
 	is.Equal(listening, 0)
@@ -386,8 +387,8 @@ func TestRelayDeletesPublishedPastRetention(t *testing.T) {
 	r := newRelay(t, pool, &recorder{}, outbox.RelayConfig{Retention: time.Hour, PollOnly: true})
 	is.NoErr(r.Start(ctx))
 	defer r.Stop(ctx)
-	waitFor(t, 10*time.Second, "the old published event to be deleted", func() bool { return count(t, pool, "id = $1", ids[0]) == 0 })
-	waitFor(t, 10*time.Second, "the new event to be published", func() bool { return row(t, pool, ids[2]).status == "PUBLISHED" })
+	testkit.Eventually(t, 10*time.Second, func() bool { return count(t, pool, "id = $1", ids[0]) == 0 }, "the old published event to be deleted")
+	testkit.Eventually(t, 10*time.Second, func() bool { return row(t, pool, ids[2]).status == "PUBLISHED" }, "the new event to be published")
 	is.Equal(row(t, pool, ids[1]).status, "DEAD") // DEAD events are never deleted
 }
 

@@ -21,26 +21,19 @@ import (
 
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/schema"
 )
 
-// waitUntil polls query (a boolean) until it is true: the tests below wait
-// for a session to be blocked on a lock, a state of the server.
-func waitUntil(t *testing.T, pool *pgxpool.Pool, what, query string, args ...any) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+// holds runs query (a boolean) on pool: the tests below wait for a session
+// to be blocked on a lock, a state of the server.
+func holds(t *testing.T, pool *pgxpool.Pool, query string, args ...any) func() bool {
+	return func() bool {
 		var ok bool
 		if err := pool.QueryRow(t.Context(), query, args...).Scan(&ok); err != nil {
-			t.Fatalf("waiting until %s: %v", what, err)
+			t.Fatal(err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute, and still not: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return ok
 	}
 }
 
@@ -138,9 +131,9 @@ func givesWay(t *testing.T, version int64, victim string) {
 		applied, err := m.UpTo(ctx, version)
 		migrated <- result{applied, err}
 	}()
-	waitUntil(t, pool, "the migration waits for pginbox_receipts",
+	testkit.Eventually(t, time.Minute, holds(t, pool,
 		`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'pginbox_receipts'::regclass
-			AND mode = 'AccessExclusiveLock' AND NOT granted)`)
+			AND mode = 'AccessExclusiveLock' AND NOT granted)`), "the migration to wait for pginbox_receipts")
 
 	// Another worker's claim, on a new connection: the server parses it.
 	conn, err := pgx.ConnectConfig(ctx, withDeadlockTimeout(t, dsn, claimTimeout))
@@ -162,9 +155,10 @@ func givesWay(t *testing.T, version int64, victim string) {
 		claims <- result{[]int64{int64(n)}, err}
 	}()
 	pid := conn.PgConn().PID()
-	waitUntil(t, pool, "the claim holds pginbox_work and waits for pginbox_receipts",
+	testkit.Eventually(t, time.Minute, holds(t, pool,
 		`SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND relation = 'pginbox_receipts'::regclass AND NOT granted)
-		    AND EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND relation = 'pginbox_work'::regclass AND granted)`, pid)
+		    AND EXISTS (SELECT 1 FROM pg_locks WHERE pid = $1 AND relation = 'pginbox_work'::regclass AND granted)`, pid),
+		"the claim to hold pginbox_work and wait for pginbox_receipts")
 
 	// The first claim commits: the migration goes on.
 	is.NoErr(held.Commit(ctx))

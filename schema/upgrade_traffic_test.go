@@ -21,6 +21,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -117,7 +118,7 @@ func upgradeUnderWorkers(t *testing.T) (deadlocks, retries int64) {
 	for range 3 {
 		f.startV6Worker(traffic, 3)
 	}
-	waitFor(t, "the v6 workers handle messages", func() bool { return f.nHandled.Load() >= 50 })
+	testkit.Eventually(t, 2*time.Minute, func() bool { return f.nHandled.Load() >= 50 }, "the v6 workers to handle messages")
 
 	start := time.Now()
 	applied, err := m.Up(ctx)
@@ -174,7 +175,7 @@ func upgradeUnderWorkers(t *testing.T) (deadlocks, retries int64) {
 			f.nAccepted.Add(1)
 		}
 	}()
-	waitFor(t, "today's worker handles messages", func() bool { return todayHandled.Load() >= 20 })
+	testkit.Eventually(t, 2*time.Minute, func() bool { return todayHandled.Load() >= 20 }, "today's worker to handle messages")
 
 	// A later release's migration, under today's workers and the v6 ones.
 	later, err := schema.NewMigratorFS(db, laterMigration(t))
@@ -196,11 +197,11 @@ func upgradeUnderWorkers(t *testing.T) (deadlocks, retries int64) {
 	}
 	stopAccepting()
 	f.accepters.Wait() // an accept under way when it stopped commits first
-	waitFor(t, "the queue drains", func() bool {
+	testkit.Eventually(t, 2*time.Minute, func() bool {
 		var left int
 		is.NoErr(pool.QueryRow(ctx, "SELECT count(*) FROM pginbox_work").Scan(&left))
 		return left == 0
-	})
+	}, "the queue to drain")
 	stopTraffic()
 	f.wg.Wait()
 	is.NoErr(w.Stop(ctx))
@@ -281,17 +282,4 @@ ALTER TABLE pginbox_work ADD COLUMN later text;
 ALTER TABLE pginbox_receipts DROP COLUMN later;
 `)}
 	return files
-}
-
-// waitFor polls cond (an in-process condition the traffic's goroutines
-// change) until it holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited two minutes, and still not: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -393,7 +393,8 @@ func (w *v6Worker) handle(ctx context.Context, l v6Lease) {
 				return err
 			}
 		}
-		// The handler's work: the transaction holds its locks meanwhile.
+		// The handler's work, a load the migrations meet: the transaction
+		// holds its locks meanwhile.
 		time.Sleep(2 * time.Millisecond)
 		handled = true
 		return nil

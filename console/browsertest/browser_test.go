@@ -28,6 +28,7 @@ import (
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // EnvScreenshotDir names a directory that receives a copy of every
@@ -364,7 +365,11 @@ type browserSession struct {
 	expected []string // console errors a step provokes on purpose
 	messages []string // console errors, CSP violations, exceptions
 	dialogs  []string // alert/confirm/prompt: only injected script opens them
+	barriers int      // checkConsole's own messages read so far
 }
+
+// barrierMark starts the console message checkConsole logs itself.
+const barrierMark = "pginbox browsertest barrier"
 
 func newBrowserSession(t *testing.T, path string) *browserSession {
 	t.Helper()
@@ -386,6 +391,12 @@ func newBrowserSession(t *testing.T, path string) *browserSession {
 		for m, err := range messages {
 			if err != nil {
 				return
+			}
+			if strings.HasPrefix(m.Text, barrierMark) {
+				b.mu.Lock()
+				b.barriers++
+				b.mu.Unlock()
+				continue
 			}
 			if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleException || strings.Contains(m.Text, "Content Security Policy") {
 				msg := fmt.Sprintf("%s %s:%d %s", m.Type, m.URL, m.Line+1, m.Text)
@@ -499,8 +510,18 @@ func (b *browserSession) screenshot(name string) {
 // failed asset, an exception) or opened a dialog.
 func (b *browserSession) checkConsole() {
 	b.t.Helper()
-	b.eval("1") // a round trip: events sent before its answer have arrived
-	time.Sleep(100 * time.Millisecond)
+	// A message of its own after whatever the pages logged: once the reader
+	// has it, it has every message before it. A dialog blocks the page, so
+	// the call returns once any was recorded and dismissed.
+	b.mu.Lock()
+	seen := b.barriers
+	b.mu.Unlock()
+	b.eval("console.error(" + jsString(barrierMark) + ")")
+	testkit.Eventually(b.t, 15*time.Second, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.barriers > seen
+	}, "the console's barrier message")
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, m := range b.messages {

@@ -18,6 +18,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/childtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 )
 
@@ -76,9 +77,7 @@ func TestChainChild(t *testing.T) {
 		t.Fatalf("unknown role %q", role)
 	}
 	childtest.Mark("running")
-	for {
-		time.Sleep(time.Hour) // until the parent kills us
-	}
+	select {} // until the parent kills us
 }
 
 func childPool(t *testing.T, service string) *pgxpool.Pool {
@@ -169,7 +168,8 @@ func TestChainSurvivesKills(t *testing.T) {
 		}
 		role := order[i%len(roles)]
 		place(10)
-		time.Sleep(time.Duration(20+rnd.IntN(300)) * time.Millisecond) // a random point of the work in flight
+		// A random point of the work in flight: the kill's timing is the fault.
+		time.Sleep(time.Duration(20+rnd.IntN(300)) * time.Millisecond)
 		children[role].Kill(t)
 		killed[role]++
 		children[role] = start(role)
@@ -177,15 +177,11 @@ func TestChainSurvivesKills(t *testing.T) {
 
 	// Drain: the last processes run until every order is through and
 	// nothing is left pending anywhere.
-	deadline := time.Now().Add(2 * time.Minute)
-	for !drained(t, pools, placed) {
-		if time.Now().After(deadline) {
-			for _, name := range services.Names {
-				t.Logf("%s: %s", name, pending(t, pools[name]))
-			}
-			t.Fatalf("the chain did not drain within 2 minutes after %d kills", kills)
+	if !testkit.Poll(2*time.Minute, func() bool { return drained(t, pools, placed) }) {
+		for _, name := range services.Names {
+			t.Logf("%s: %s", name, pending(t, pools[name]))
 		}
-		time.Sleep(50 * time.Millisecond)
+		t.Fatalf("the chain did not drain within 2 minutes after %d kills", kills)
 	}
 
 	effects := map[string]int{}

@@ -17,6 +17,7 @@ import (
 	"github.com/pginbox/pginbox/examples/tenancy"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // TestTenancydRuns runs cmd/tenancyd as a process, as its doc comment says, on
@@ -80,22 +81,16 @@ func TestTenancydRuns(t *testing.T) {
 			t.Fatalf("POST %s for %s: %s\n%s", id, tenant, resp.Status, logs.String())
 		}
 	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("tenancyd: %s: timed out\n%s", what, logs.String())
-			}
-		}
-	}
-	waitFor("serving", func() bool { code, _ := get("acme"); return code == http.StatusOK })
+	logged := testkit.Lazy(logs.String)
+	testkit.Eventually(t, 30*time.Second, func() bool { code, _ := get("acme"); return code == http.StatusOK }, "tenancyd serving; log:\n%v", logged)
 
 	post("acme", "evt-1", tenancy.OrderImported{TenantID: "acme", OrderID: "o-1", TotalCents: 1250})
 	post("acme", "evt-2", tenancy.OrderImported{TenantID: "globex", OrderID: "o-2", TotalCents: 990})
 	post("globex", "evt-1", tenancy.OrderImported{TenantID: "globex", OrderID: "o-3", TotalCents: 10})
 	want := []tenancy.Order{{TenantID: "acme", OrderID: "o-1", TotalCents: 1250}}
-	waitFor("acme's order projected", func() bool { _, o := get("acme"); return len(o) == 1 && o[0] == want[0] })
-	waitFor("globex's order projected", func() bool { _, o := get("globex"); return len(o) == 1 })
+	testkit.Eventually(t, 30*time.Second, func() bool { _, o := get("acme"); return len(o) == 1 && o[0] == want[0] },
+		"acme's order projected; log:\n%v", logged)
+	testkit.Eventually(t, 30*time.Second, func() bool { _, o := get("globex"); return len(o) == 1 }, "globex's order projected; log:\n%v", logged)
 	// acme's message that names globex was tried and refused by the policy.
 	var foreign inbox.ID
 	if err := s.owner.QueryRow(context.Background(),

@@ -3,6 +3,7 @@ package faultproxy_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // echoServer answers every line with "echo: <line>" and records what it read,
@@ -151,15 +153,29 @@ func expectClosed(t *testing.T, c net.Conn, r *bufio.Reader) {
 	}
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
+// finReceived reports whether the kernel delivered the FIN of the TCP
+// connection from client to the proxy's side of it (which is in
+// CLOSE_WAIT): the proxy could see the close, whether it reads or not.
+func finReceived(t *testing.T, client net.Conn) bool {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
 	}
+	hexAddr := func(a net.Addr) string {
+		ta := a.(*net.TCPAddr)
+		ip := ta.IP.To4()
+		return fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ta.Port)
+	}
+	// The proxy's side: local is the client's remote, remote the client's local.
+	local, remote := hexAddr(client.RemoteAddr()), hexAddr(client.LocalAddr())
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[1] == local && f[2] == remote {
+			return f[3] == "08" // TCP_CLOSE_WAIT
+		}
+	}
+	return false
 }
 
 func tcpEcho(t *testing.T) (*echoServer, *faultproxy.Proxy) {
@@ -196,12 +212,12 @@ func TestCutClosesBothSidesAndLaterConnectionsPass(t *testing.T) {
 	}
 	expectClosed(t, c1, r1)
 	expectClosed(t, c2, r2)
-	eventually(t, "the upstream side to close", func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.eofs == 2
-	})
-	eventually(t, "no open links", func() bool { return p.Open() == 0 })
+	}, "the upstream side to close")
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Open() == 0 }, "no open links")
 
 	c3, r3 := dial(t, p)
 	roundTrip(t, c3, r3, "after the cut")
@@ -219,7 +235,7 @@ func TestBlackholeHoldsTrafficUntilResume(t *testing.T) {
 	p.Blackhole()        // idempotent
 	send(t, c, "during") // the write succeeds: it is buffered
 	expectSilence(t, c, r, 200*time.Millisecond)
-	eventually(t, "the write to be held", func() bool { return p.Held() == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Held() == 1 }, "the write to be held")
 	if got := s.received(); len(got) != 1 {
 		t.Fatalf("upstream received %q while blackholed", got)
 	}
@@ -243,7 +259,7 @@ func TestCutDuringBlackholeLosesHeldData(t *testing.T) {
 	roundTrip(t, c, r, "before")
 	p.Blackhole()
 	send(t, c, "lost")
-	eventually(t, "the write to be held", func() bool { return p.Held() == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Held() == 1 }, "the write to be held")
 	p.Cut()
 	expectClosed(t, c, r)
 	p.Resume()
@@ -262,15 +278,15 @@ func TestClientCloseDuringBlackholeStillDeliversHeldData(t *testing.T) {
 	roundTrip(t, c, r, "before")
 	p.Blackhole()
 	send(t, c, "last words")
-	eventually(t, "the write to be held", func() bool { return p.Held() == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Held() == 1 }, "the write to be held")
 	c.Close() // the client gives up; its data is already on the wire
-	time.Sleep(50 * time.Millisecond)
+	testkit.Eventually(t, 5*time.Second, func() bool { return finReceived(t, c) }, "the close to reach the proxy")
 	p.Resume()
-	eventually(t, "the held data to arrive", func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		got := s.received()
 		return len(got) == 2 && got[1] == "last words"
-	})
-	eventually(t, "the link to close", func() bool { return p.Open() == 0 })
+	}, "the held data to arrive")
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Open() == 0 }, "the link to close")
 }
 
 func TestRefuseClosesNewConnectionsOnly(t *testing.T) {
@@ -303,7 +319,7 @@ func TestCloseEndsEverything(t *testing.T) {
 	roundTrip(t, c, r, "x")
 	p.Blackhole()
 	send(t, c, "held")
-	eventually(t, "the write to be held", func() bool { return p.Held() == 1 })
+	testkit.Eventually(t, 5*time.Second, func() bool { return p.Held() == 1 }, "the write to be held")
 	done := make(chan error, 1)
 	go func() { done <- p.Close() }()
 	select {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // A call the histories leave out as never sent (notSent) must not have
@@ -32,8 +33,7 @@ func TestNotSentCallsDidNotCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	cuts := 0
 	wg.Go(func() {
-		for runCtx.Err() == nil {
-			time.Sleep(time.Duration(50+rand.IntN(200)) * time.Millisecond)
+		for testkit.Pace(runCtx, time.Duration(50+rand.IntN(200))*time.Millisecond) {
 			if proxy.Cut() > 0 {
 				cuts++
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/pginbox/pginbox/internal/faultproxy"
 	"github.com/pginbox/pginbox/internal/pgcluster"
 	"github.com/pginbox/pginbox/internal/pipetx"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/schema"
 )
 
@@ -551,9 +552,8 @@ func (h *workerHistory) slot(id inbox.ID) int {
 // what a killed session was running has then committed or rolled back.
 func (h *workerHistory) quiesce(t *testing.T, ctx context.Context) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var active int
+	var active int
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		err := retry(func() error {
 			return h.direct.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
@@ -562,14 +562,8 @@ func (h *workerHistory) quiesce(t *testing.T, ctx context.Context) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if active == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions still busy 30s after the epoch ended", active)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return active == 0
+	}, "every session idle after the epoch; %v still busy", testkit.Lazy(func() string { return fmt.Sprint(active) }))
 }
 
 // complete runs a handler transaction on a claimed receipt: the completion
@@ -626,8 +620,7 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 		}
 	}
 	wg.Go(func() {
-		for n := 0; runCtx.Err() == nil; n++ {
-			time.Sleep(100 * time.Millisecond / time.Duration(receipts))
+		for n := 0; testkit.Pace(runCtx, 100*time.Millisecond/time.Duration(receipts)); n++ {
 			i := n % receipts
 			call := h.now()
 			rows, err := q.ReceiptRecover(ctx, db.ReceiptRecoverParams{Consumers: []string{h.consumers[i]}, MaxCount: 100})
@@ -723,7 +716,7 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 					out.Result = "unknown"
 				}
 				record(c, in, call, out, h.now())
-				time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
+				testkit.Pace(runCtx, time.Duration(rng.IntN(30))*time.Millisecond)
 			}
 		})
 	}
@@ -758,8 +751,7 @@ func (h *workerHistory) run(ctx context.Context, d time.Duration) []porcupine.Op
 // connection, and each server session finds out on its next read or write.
 // Cuts are rarer: every client reconnects after one.
 func faults(ctx context.Context, direct *pgxpool.Pool, proxy *faultproxy.Proxy, kills, cuts *atomic.Int64) {
-	for ctx.Err() == nil {
-		time.Sleep(time.Duration(20+rand.IntN(60)) * time.Millisecond)
+	for testkit.Pace(ctx, time.Duration(20+rand.IntN(60))*time.Millisecond) {
 		if rand.IntN(8) == 0 {
 			if proxy.Cut() > 0 {
 				cuts.Add(1)
@@ -860,7 +852,7 @@ func (h *workerHistory) workerLoop(ctx, runCtx context.Context, c int, seed uint
 		rows, err := h.claim(ctx, db.ReceiptClaimParams{Consumers: []string{h.consumers[i]}, MaxWalk: 1, MaxScopes: 1, MaxCount: 1, ClaimToken: tok, LeaseMs: 300})
 		if notSent(err) {
 			rec.drop(in, call)
-			time.Sleep(20 * time.Millisecond)
+			testkit.Pace(runCtx, 20*time.Millisecond)
 			continue
 		}
 		out := wOutput{Result: "ok"}
@@ -885,10 +877,10 @@ func (h *workerHistory) workerLoop(ctx, runCtx context.Context, c int, seed uint
 			}
 			fallthrough
 		default:
-			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+			testkit.Pace(runCtx, time.Duration(rng.IntN(20))*time.Millisecond)
 			continue
 		}
-		time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+		testkit.Pace(runCtx, time.Duration(rng.IntN(500))*time.Millisecond)
 		// Rarely: a COMPLETED receipt changes no more until the next epoch
 		// gives its consumer a new message.
 		if rng.IntN(8) == 0 {

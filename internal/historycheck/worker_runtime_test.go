@@ -23,6 +23,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/childtest"
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // The runtime history's worker settings: a lease shorter than the slow
@@ -166,8 +167,7 @@ func rtMessage(n int) inbox.Message {
 func (rt *runtimeHistory) operate(ctx context.Context, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(time.Now().UnixNano())))
 	bg := context.Background() // a call is not cut short by the run's end
-	for ctx.Err() == nil {
-		time.Sleep(time.Duration(5+rng.IntN(20)) * time.Millisecond)
+	for testkit.Pace(ctx, time.Duration(5+rng.IntN(20))*time.Millisecond) {
 		switch p := rng.IntN(100); {
 		case p < 55:
 			rt.mu.Lock()
@@ -346,7 +346,7 @@ func TestWorkerRuntimeChild(t *testing.T) {
 			}
 		}
 		t.Logf("starting the worker: %v", err)
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // pacing the restarts, as a supervisor does; the child runs until killed
 	}
 }
 
@@ -372,7 +372,7 @@ func rtHandle(ctx context.Context, m *handler.Msg, tag, kind string, started fun
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	case "hang": // ignores its context past the server's timeouts
+	case "hang": // ignores its context past the server's timeouts: the hang is the point
 		time.Sleep(rtHandlerTimeout + 1500*time.Millisecond)
 		return nil // the watchdog ended the transaction: the commit fails
 	}
@@ -423,19 +423,14 @@ func (rt *runtimeHistory) finalDrain(t *testing.T, ctx context.Context) time.Dur
 		t.Fatal(err)
 	}
 	defer w.Stop(context.Background())
-	for {
-		var open int
+	var open int
+	testkit.Eventually(t, time.Minute, func() bool {
 		if err := rt.direct.QueryRow(ctx, `SELECT count(*) FROM pginbox_receipts_live WHERE status NOT IN ('COMPLETED', 'DEAD') AND NOT blocked`).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
-		if open == 0 {
-			return time.Since(start)
-		}
-		if time.Since(start) > time.Minute {
-			t.Fatalf("%d receipts neither COMPLETED, DEAD nor BLOCKED a minute into the final drain", open)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return open == 0
+	}, "every receipt COMPLETED, DEAD or BLOCKED in the final drain; %v still open", testkit.Lazy(func() string { return fmt.Sprint(open) }))
+	return time.Since(start)
 }
 
 // check reads every receipt and business row and checks the history's

@@ -16,6 +16,7 @@ import (
 	"github.com/pginbox/pginbox/db"
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 const (
@@ -348,18 +349,19 @@ func (d *driver) end(w string, terminate bool) error {
 	}
 	_ = h.conn.Conn().Close(d.ctx)
 	h.conn.Release()
-	deadline := time.Now().Add(lockWait)
-	for time.Now().Before(deadline) {
+	var err error
+	gone := testkit.Poll(lockWait, func() bool {
 		var alive bool
-		if err := d.pool.QueryRow(d.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, h.pid).Scan(&alive); err != nil {
-			return err
-		}
-		if !alive {
-			return nil
-		}
-		time.Sleep(5 * time.Millisecond)
+		err = d.pool.QueryRow(d.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, h.pid).Scan(&alive)
+		return err != nil || !alive
+	})
+	switch {
+	case err != nil:
+		return err
+	case !gone:
+		return fmt.Errorf("the session of %s (pid %d) did not end within %s", w, h.pid, lockWait)
 	}
-	return fmt.Errorf("the session of %s (pid %d) did not end within %s", w, h.pid, lockWait)
+	return nil
 }
 
 // unlocked applies a lease expiry the model saw while the row was locked.

@@ -17,6 +17,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // startCitus starts a Citus cluster for one test, or skips the test when
@@ -183,15 +184,8 @@ func TestCitusOrphaned(t *testing.T) {
 
 	is.NoErr(cmd.Process.Kill())
 	cmd.Wait()
-	deadline := time.Now().Add(30 * time.Second)
 	for _, pid := range pids {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				syscall.Kill(pid, syscall.SIGKILL)
-				t.Fatalf("postmaster %d still running after its owner was killed", pid)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testkit.WaitProcessGone(t, pid, 30*time.Second, "a postmaster after its owner was killed")
 	}
 }
 
@@ -266,11 +260,14 @@ func testCitusDropDatabaseSlowSession(t *testing.T, c *pgcluster.Citus) {
 		ended <- err
 	}()
 	admin := connect(t, c.Workers[0].ConnString("postgres"))
-	for queryString(t, admin, "SELECT count(*)::text FROM pg_stat_activity WHERE datname = 'slow' AND query LIKE '%pg_read_file%'") == "0" {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, time.Minute, func() bool {
+		return queryString(t, admin, "SELECT count(*)::text FROM pg_stat_activity WHERE datname = 'slow' AND query LIKE '%pg_read_file%'") != "0"
+	}, "the session to block on the FIFO")
 	go func() {
-		time.Sleep(7 * time.Second) // past the 5 s FORCE waits
+		// Past the 5 s that DROP DATABASE ... WITH (FORCE) waits for the
+		// session, inside one statement: the wait running out is the point,
+		// and nothing reports it.
+		time.Sleep(7 * time.Second)
 		if f, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
 			f.Close()
 		}

@@ -3,7 +3,6 @@ package pgcluster_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // A SIGKILL of the postmaster leaves its backends to exit on their own;
@@ -29,8 +29,8 @@ func TestShutdownKill(t *testing.T) {
 	pid := c.Pid()
 
 	is.NoErr(c.Shutdown(pgcluster.ShutdownKill))
-	is.True(gone(pid))     // the postmaster
-	is.True(gone(backend)) // and its orphaned backend are gone
+	is.True(testkit.ProcessGone(pid))     // the postmaster
+	is.True(testkit.ProcessGone(backend)) // and its orphaned backend are gone
 	_, err = conn.Exec(t.Context(), "SELECT 1")
 	is.True(err != nil)
 	is.NoErr(c.Shutdown(pgcluster.ShutdownKill)) // already down: nothing to do
@@ -94,7 +94,7 @@ func TestCitusFaults(t *testing.T) {
 		is.True(insert(conn, a, 2) != nil)        // its node is down
 		is.NoErr(insert(conn, b, 2))              // the other node's tenants go on
 		is.NoErr(c.Workers[0].Start(ctx))
-		is.NoErr(eventually(5*time.Second, func() error { return insert(conn, a, 2) }))
+		testkit.EventuallyNoError(t, 5*time.Second, func() error { return insert(conn, a, 2) }, "an insert on the restarted node")
 		_, err = conn.Exec(ctx, "DELETE FROM t WHERE n = 2; DELETE FROM u WHERE n = 2")
 		is.NoErr(err)
 	}
@@ -118,27 +118,4 @@ func TestCitusFaults(t *testing.T) {
 	_, err = c.MoveShard(ctx, "faults", shard, c.Workers[1])
 	is.True(err != nil) // already there
 	is.NoErr(c.DropDatabase(context.Background(), "faults"))
-}
-
-// gone reports whether process pid has exited (a zombie has: the PID 1 of
-// a container may never reap it).
-func gone(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return !alive(pid)
-	}
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return strings.HasPrefix(rest, "Z") || strings.HasPrefix(rest, "X")
-}
-
-// eventually retries f every 50ms until it succeeds or d passed.
-func eventually(d time.Duration, f func() error) error {
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

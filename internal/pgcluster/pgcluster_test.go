@@ -18,6 +18,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // envHelper re-runs this test binary as a helper process: "orphan" starts a
@@ -280,14 +281,7 @@ func TestOrphanedCluster(t *testing.T) {
 
 	is.NoErr(cmd.Process.Kill())
 	cmd.Wait()
-	deadline := time.Now().Add(30 * time.Second)
-	for syscall.Kill(pid, 0) == nil {
-		if time.Now().After(deadline) {
-			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("postmaster %d still running after its owner was killed", pid)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitProcessGone(t, pid, 30*time.Second, "the postmaster after its owner was killed")
 	// The directory is left behind, to be swept by the next Start (maybe
 	// one of the parallel tests got there first).
 	pgcluster.SweepStale(filepath.Dir(dir))

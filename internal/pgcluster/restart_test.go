@@ -14,6 +14,7 @@ import (
 	"github.com/matryer/is"
 
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // Restart keeps the data directory, the socket and the settings: committed
@@ -57,13 +58,9 @@ func TestStandbyAndPromote(t *testing.T) {
 
 	pc := connect(t, primary.ConnString("postgres"))
 	// The standby counts as synchronous once it streams (after catching up).
-	deadline := time.Now().Add(30 * time.Second)
-	for queryString(t, pc, "SELECT coalesce(max(sync_state), 'none') FROM pg_stat_replication WHERE application_name = 'replica1'") != "sync" {
-		if time.Now().After(deadline) {
-			t.Fatal("the standby did not become synchronous within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		return queryString(t, pc, "SELECT coalesce(max(sync_state), 'none') FROM pg_stat_replication WHERE application_name = 'replica1'") == "sync"
+	}, "the standby to become synchronous")
 	_, err = pc.Exec(t.Context(), "CREATE TABLE t (n int); INSERT INTO t VALUES (1)") // waits for the standby
 	is.NoErr(err)
 
@@ -139,13 +136,7 @@ func TestWALDirAndStartAgain(t *testing.T) {
 	is.True(c.StartAgain(t.Context()) != nil) // it runs
 	is.True(c.Running())
 	is.NoErr(syscall.Kill(c.Pid(), syscall.SIGQUIT))
-	deadline := time.Now().Add(30 * time.Second)
-	for c.Running() {
-		if time.Now().After(deadline) {
-			t.Fatal("the postmaster still runs")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 30*time.Second, func() bool { return !c.Running() }, "the postmaster to exit on SIGQUIT")
 	is.NoErr(c.StartAgain(t.Context()))
 	is.True(c.Running())
 	is.Equal(queryString(t, connect(t, c.ConnString("postgres")), "SELECT count(*)::text FROM kept"), "1")

@@ -25,6 +25,16 @@ type Source[S comparable, R any] struct {
 	Fatal func(err error) bool
 	// Listed, when set, sees the scope count of each read (tests).
 	Listed func(n int)
+	// Now is the clock that times the reads and the listing's freshness.
+	// Defaults to time.Now; tests set their own.
+	Now func() time.Time
+}
+
+func (src *Source[S, R]) now() time.Time {
+	if src.Now != nil {
+		return src.Now()
+	}
+	return time.Now()
 }
 
 // Round is what one Claim did.
@@ -59,7 +69,7 @@ type Failure[S any] struct {
 // listing that claimed nothing reads again at once, so an empty round has
 // always read afresh.
 func (c *Claimer[S, R]) Claim(ctx context.Context, src Source[S, R], most, n int) Round[S, R] {
-	reuse := c.listing.Fresh(time.Now())
+	reuse := c.listing.Fresh(src.now())
 	r := c.round(ctx, src, most, n, reuse)
 	if reuse && len(r.Rows) == 0 && len(r.Failed) == 0 && r.Fatal == nil {
 		// The listing's scopes ran dry; others may be due since.
@@ -75,7 +85,7 @@ func (c *Claimer[S, R]) round(ctx context.Context, src Source[S, R], most, n int
 	if reuse {
 		scopes, full = c.listing.Turn(most)
 	} else {
-		start := time.Now()
+		start := src.now()
 		limit := most * Wider
 		all, err := src.List(ctx, limit)
 		if err != nil {
@@ -86,8 +96,9 @@ func (c *Claimer[S, R]) round(ctx context.Context, src Source[S, R], most, n int
 				return r
 			}
 		} else {
-			c.recent.saw(all, time.Now(), limit)
-			c.listing.Set(all, len(all) == limit, start, time.Since(start))
+			end := src.now()
+			c.recent.saw(all, end, limit)
+			c.listing.Set(all, len(all) == limit, start, end.Sub(start))
 			if src.Listed != nil {
 				src.Listed(len(all))
 			}

@@ -9,21 +9,22 @@ import (
 )
 
 // fakeDB is a backlog per scope; List lists the scopes with some left, in
-// name order, and takes listCost.
+// name order, and takes listCost on the source's clock.
 type fakeDB struct {
 	due      map[string]int
 	down     map[string]bool // claims of these scopes fail
 	listErr  error
 	listCost time.Duration
 	reads    int
-	claims   []string // "scope:k" per claim asked
+	claims   []string  // "scope:k" per claim asked
+	clock    time.Time // the source's Now
 }
 
 func (f *fakeDB) source() Source[string, string] {
 	return Source[string, string]{
 		List: func(_ context.Context, limit int) ([]string, error) {
 			f.reads++
-			time.Sleep(f.listCost)
+			f.clock = f.clock.Add(f.listCost)
 			if f.listErr != nil {
 				return nil, f.listErr
 			}
@@ -46,6 +47,7 @@ func (f *fakeDB) source() Source[string, string] {
 			return slices.Repeat([]string{s}, got), nil
 		},
 		Fatal: func(err error) bool { return err.Error() == "fatal" },
+		Now:   func() time.Time { return f.clock },
 	}
 }
 
@@ -96,7 +98,7 @@ func TestClaimerFallsBackAndSkips(t *testing.T) {
 	f := &fakeDB{due: map[string]int{"a": 1, "b": 1, "c": 1}}
 	var c Claimer[string, string]
 	c.Claim(t.Context(), f.source(), 4, 3)
-	time.Sleep(10 * time.Millisecond) // the read (microseconds) is stale by far
+	f.clock = f.clock.Add(10 * time.Millisecond) // the read (instant) is stale by far
 
 	f.due = map[string]int{"a": 5, "b": 5, "c": 5}
 	f.listErr, f.down = errors.New("node 2 down"), map[string]bool{"b": true}

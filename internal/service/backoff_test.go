@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/pginbox/pginbox/internal/service"
@@ -40,28 +41,31 @@ func TestBackoffStartsOverAfterSuccess(t *testing.T) {
 }
 
 // A failed attempt that had run longer than Reset is the first in a row; a
-// short one is not. Without Reset, time does not start the waits over.
+// short one is not. Without Reset, time does not start the waits over. The
+// clock is synctest's: a sleep moves it on at once, to the nanosecond.
 func TestBackoffStartsOverAfterALongSession(t *testing.T) {
-	b := service.Backoff{Min: 10 * time.Millisecond, Max: time.Second, Reset: 20 * time.Millisecond}
-	b.Start()
-	b.Failed()
-	b.Start()
-	if d := b.Failed(); d != 20*time.Millisecond {
-		t.Fatalf("second short failure waits %v, want 20ms", d)
-	}
-	b.Start()
-	time.Sleep(30 * time.Millisecond)
-	if d := b.Failed(); d != 10*time.Millisecond {
-		t.Fatalf("failure after a long session waits %v, want Min", d)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		b := service.Backoff{Min: 10 * time.Millisecond, Max: time.Second, Reset: 20 * time.Millisecond}
+		b.Start()
+		b.Failed()
+		b.Start()
+		if d := b.Failed(); d != 20*time.Millisecond {
+			t.Fatalf("second short failure waits %v, want 20ms", d)
+		}
+		b.Start()
+		time.Sleep(30 * time.Millisecond) // the fake clock: the session lasts 30ms, no wait
+		if d := b.Failed(); d != 10*time.Millisecond {
+			t.Fatalf("failure after a long session waits %v, want Min", d)
+		}
 
-	noReset := service.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
-	noReset.Start()
-	noReset.Failed()
-	time.Sleep(30 * time.Millisecond)
-	if d := noReset.Failed(); d != 20*time.Millisecond {
-		t.Fatalf("without Reset the second failure waits %v, want 20ms", d)
-	}
+		noReset := service.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+		noReset.Start()
+		noReset.Failed()
+		time.Sleep(30 * time.Millisecond) // the fake clock, as above
+		if d := noReset.Failed(); d != 20*time.Millisecond {
+			t.Fatalf("without Reset the second failure waits %v, want 20ms", d)
+		}
+	})
 }
 
 // Sleep returns at once, false, when ctx is done, and true after the wait

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/matryer/is"
@@ -47,40 +48,42 @@ func TestLifecycleCheckIdle(t *testing.T) {
 // A Stop during the first one waits for it and does not stop again; so does
 // one after it.
 func TestLifecycleStopsOnce(t *testing.T) {
-	is := is.New(t)
-	l := &service.Lifecycle{Name: "worker"}
-	is.NoErr(l.Start(func() error { return nil }))
-	is.True(!l.Stopping())
+	synctest.Test(t, func(t *testing.T) {
+		is := is.New(t)
+		l := &service.Lifecycle{Name: "worker"}
+		is.NoErr(l.Start(func() error { return nil }))
+		is.True(!l.Stopping())
 
-	release := make(chan struct{})
-	stops := 0
-	firstErr := errors.New("first stop's own error")
-	first := make(chan error, 1)
-	go func() {
-		first <- l.Stop(t.Context(), func() (bool, error) {
-			stops++
-			<-release
-			return true, firstErr
-		})
-	}()
-	for !l.Stopping() {
-		time.Sleep(time.Millisecond)
-	}
-	second := make(chan error, 1)
-	go func() {
-		second <- l.Stop(t.Context(), func() (bool, error) { stops++; return true, nil })
-	}()
-	select {
-	case <-second:
-		t.Fatal("the second Stop returned before the first one stopped the service")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(release)
-	is.Equal(<-first, firstErr)
-	is.NoErr(<-second)
-	is.NoErr(l.Stop(t.Context(), func() (bool, error) { stops++; return true, nil }))
-	is.Equal(stops, 1)
-	is.True(errors.Is(l.Start(func() error { return nil }), service.ErrStarted)) // not restartable
+		release := make(chan struct{})
+		stops := 0
+		firstErr := errors.New("first stop's own error")
+		first := make(chan error, 1)
+		go func() {
+			first <- l.Stop(t.Context(), func() (bool, error) {
+				stops++
+				<-release
+				return true, firstErr
+			})
+		}()
+		synctest.Wait() // the first Stop runs its stop
+		is.True(l.Stopping())
+		second := make(chan error, 1)
+		go func() {
+			second <- l.Stop(t.Context(), func() (bool, error) { stops++; return true, nil })
+		}()
+		synctest.Wait() // the second Stop has returned or is blocked
+		select {
+		case <-second:
+			t.Fatal("the second Stop returned before the first one stopped the service")
+		default:
+		}
+		close(release)
+		is.Equal(<-first, firstErr)
+		is.NoErr(<-second)
+		is.NoErr(l.Stop(t.Context(), func() (bool, error) { stops++; return true, nil }))
+		is.Equal(stops, 1)
+		is.True(errors.Is(l.Start(func() error { return nil }), service.ErrStarted)) // not restartable
+	})
 }
 
 // When the first Stop gave up on something still running, a later Stop
@@ -136,22 +139,25 @@ func (f *fake) Stop(ctx context.Context) error {
 
 // Run stops on a context of its own, bounded by stopWithin: its ctx is done.
 func TestRun(t *testing.T) {
-	is := is.New(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	f := &fake{}
-	returned := make(chan error, 1)
-	go func() { returned <- service.Run(ctx, f, time.Hour) }()
-	select {
-	case <-returned:
-		t.Fatal("Run returned before ctx was done")
-	case <-time.After(20 * time.Millisecond):
-	}
-	cancel()
-	is.NoErr(<-returned)
-	is.Equal(f.calls, []string{"start", "stop"})
-	is.True(f.stopLeft > 59*time.Minute)
+	synctest.Test(t, func(t *testing.T) {
+		is := is.New(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		f := &fake{}
+		returned := make(chan error, 1)
+		go func() { returned <- service.Run(ctx, f, time.Hour) }()
+		synctest.Wait() // Run has returned or waits for ctx
+		select {
+		case <-returned:
+			t.Fatal("Run returned before ctx was done")
+		default:
+		}
+		cancel()
+		is.NoErr(<-returned)
+		is.Equal(f.calls, []string{"start", "stop"})
+		is.True(f.stopLeft > 59*time.Minute)
 
-	failed := &fake{startErr: errors.New("schema too old")}
-	is.Equal(service.Run(t.Context(), failed, time.Hour), failed.startErr)
-	is.Equal(failed.calls, []string{"start"}) // not stopped, and did not block
+		failed := &fake{startErr: errors.New("schema too old")}
+		is.Equal(service.Run(t.Context(), failed, time.Hour), failed.startErr)
+		is.Equal(failed.calls, []string{"start"}) // not stopped, and did not block
+	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/service"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 const lostMsg = "pginbox worker: LISTEN connection lost, polling until it is back"
@@ -69,11 +70,11 @@ func listen(t *testing.T, logged *records, wants func(string) bool, reportMissed
 		<-returned
 	}
 	t.Cleanup(l.stop)
-	waitFor(t, l.subscribed, "subscription")
+	testkit.WaitFor(t, l.subscribed, 10*time.Second, "subscription")
 	if reportMissed {
-		waitFor(t, l.missed, "missed notifications reported after subscribing")
+		testkit.WaitFor(t, l.missed, 10*time.Second, "missed notifications reported after subscribing")
 	} else {
-		waitFor(t, l.wake, "wake-up after subscribing")
+		testkit.WaitFor(t, l.wake, 10*time.Second, "wake-up after subscribing")
 	}
 	return l
 }
@@ -99,27 +100,26 @@ func (l *listening) notify(t *testing.T, payload string) {
 	}
 }
 
-func waitFor(t *testing.T, ch chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no %s", what)
-	}
-}
-
 // With Notified, the loop is woken by the notifications it wants only.
 func TestListenerWakesOnWantedNotifications(t *testing.T) {
 	var logged records
-	l := listen(t, &logged, func(consumer string) bool { return consumer == "billing" }, false)
+	seen := make(chan string, 10) // every notification, wanted or not
+	l := listen(t, &logged, func(consumer string) bool {
+		seen <- consumer
+		return consumer == "billing"
+	}, false)
 	l.notify(t, "shipping")
+	// Notifications are handled in order: once the next one is seen,
+	// shipping's wake-up, if there was one, is in.
+	l.notify(t, "marker")
+	testkit.WaitMatch(t, seen, 10*time.Second, func(c string) bool { return c == "marker" }, "the notification after shipping's")
 	select {
 	case <-l.wake:
 		t.Fatal("woken by a notification it does not want")
-	case <-time.After(200 * time.Millisecond):
+	default:
 	}
 	l.notify(t, "billing")
-	waitFor(t, l.wake, "wake-up on a wanted notification")
+	testkit.WaitFor(t, l.wake, 10*time.Second, "wake-up on a wanted notification")
 }
 
 // A lost session is logged and replaced, and the new one wakes the loop for
@@ -134,8 +134,8 @@ func TestListenerReconnects(t *testing.T) {
 	if _, err := l.pool.Exec(t.Context(), "SELECT pg_terminate_backend($1)", first); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, l.subscribed, "new subscription after the session was lost")
-	waitFor(t, l.wake, "wake-up after subscribing again")
+	testkit.WaitFor(t, l.subscribed, 10*time.Second, "new subscription after the session was lost")
+	testkit.WaitFor(t, l.wake, 10*time.Second, "wake-up after subscribing again")
 	if l.session(t) == first {
 		t.Fatal("the new session is the old one")
 	}
@@ -143,7 +143,7 @@ func TestListenerReconnects(t *testing.T) {
 		t.Fatalf("lost session logged %d times, want 1", n)
 	}
 	l.notify(t, "anything")
-	waitFor(t, l.wake, "wake-up on the new session")
+	testkit.WaitFor(t, l.wake, 10*time.Second, "wake-up on the new session")
 	l.stop()
 	if n := logged.count(slog.LevelWarn, lostMsg); n != 1 {
 		t.Fatal("stopping was logged as a lost session")
@@ -159,13 +159,7 @@ func TestListenerClosesItsSession(t *testing.T) {
 		t.Fatal("no listening session")
 	}
 	l.stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for l.session(t) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the listening session outlived the Listener")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return l.session(t) == 0 }, "the listening session to end with the Listener")
 }
 
 // With Missed, a subscription runs it instead of waking the loop: the

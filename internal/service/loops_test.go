@@ -4,35 +4,32 @@ import (
 	"context"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/pginbox/pginbox/internal/service"
 )
 
 func TestLoopsRunUntilStop(t *testing.T) {
-	loops := service.NewLoops()
-	started := make(chan struct{}, 3)
-	for range 3 {
-		loops.Go(func(ctx context.Context) {
-			started <- struct{}{}
-			<-ctx.Done()
-		})
-	}
-	for range 3 {
-		<-started
-	}
-	done := loops.Done()
-	select {
-	case <-done:
-		t.Fatal("Done closed while the loops run")
-	case <-time.After(20 * time.Millisecond):
-	}
-	loops.Stop()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("loops did not return after Stop")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		loops := service.NewLoops()
+		for range 3 {
+			loops.Go(func(ctx context.Context) { <-ctx.Done() })
+		}
+		done := loops.Done()
+		synctest.Wait() // the loops run and wait for their context
+		select {
+		case <-done:
+			t.Fatal("Done closed while the loops run")
+		default:
+		}
+		loops.Stop()
+		synctest.Wait() // every goroutine has returned or is blocked
+		select {
+		case <-done:
+		default:
+			t.Fatal("loops did not return after Stop")
+		}
+	})
 }
 
 // A loop's context is not the caller's: it lives until Stop.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/bullmq"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
@@ -228,10 +230,11 @@ func TestRunStops(t *testing.T) {
 	drill.Eventually(t, 30*time.Second, "the job completed", func() bool { return e.states(t, first...)[first[0]].State == "completed" })
 	stop()
 	second := e.add(t, nodeJob{Name: "order", Data: map[string]any{"orderId": "o-2"}})
-	time.Sleep(300 * time.Millisecond)
-	if s := e.states(t, second...)[second[0]]; s.State != "waiting" {
-		t.Fatalf("after stop: job %+v, want waiting", s)
-	}
+	// Nothing runs that could take it, so no event can say it was not
+	// taken: watch for a while.
+	var s jobState
+	testkit.Never(t, 300*time.Millisecond, func() bool { s = e.states(t, second...)[second[0]]; return s.State != "waiting" },
+		"after stop: job %v, want waiting", testkit.Lazy(func() string { return fmt.Sprintf("%+v", s) }))
 }
 
 // slow accepts, then returns at the accept's deadline.
@@ -239,8 +242,8 @@ type slow struct{ inner bullmq.Accepter }
 
 func (s slow) Accept(ctx context.Context, msg inbox.Message) (inbox.AcceptResult, error) {
 	res, err := s.inner.Accept(ctx, msg)
-	if deadline, ok := ctx.Deadline(); ok {
-		time.Sleep(time.Until(deadline))
+	if _, ok := ctx.Deadline(); ok {
+		<-ctx.Done()
 	}
 	return res, err
 }

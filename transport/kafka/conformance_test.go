@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/internal/conformance"
 	"github.com/pginbox/pginbox/transport/internal/drill"
@@ -225,14 +226,15 @@ func (c *channel) Unsettled(t testing.TB) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var committed int64
-	resp, err := kadm.NewClient(c.topic.cl).FetchOffsets(ctx, c.group)
-	for err != nil && !errors.Is(err, kerr.GroupIDNotFound) { // a restarted broker closed the connection
-		if ctx.Err() != nil {
-			t.Fatalf("fetching the group's offsets: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var resp kadm.OffsetResponses
+	testkit.EventuallyNoError(t, 30*time.Second, func() error { // a restarted broker closed the connection
+		var err error
 		resp, err = kadm.NewClient(c.topic.cl).FetchOffsets(ctx, c.group)
-	}
+		if errors.Is(err, kerr.GroupIDNotFound) {
+			return nil
+		}
+		return err
+	}, "the group's offsets")
 	if o, ok := resp.Lookup(c.topic.name, 0); ok && o.Err == nil && o.At > 0 {
 		committed = o.At
 	}

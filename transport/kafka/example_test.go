@@ -56,6 +56,17 @@ func ExampleNewConsumer() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// Accept notifies the workers (NotifyChannel) once the message is
+	// stored: the example listens too, to read the receipt then.
+	wake, err := pool.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer wake.Release()
+	_, err = wake.Exec(ctx, "LISTEN "+inbox.NotifyChannel)
+	if err != nil {
+		log.Fatal(err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }()
@@ -69,10 +80,16 @@ func ExampleNewConsumer() {
 	if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "acme.orders", Key: []byte("evt-1"), Value: []byte(`{"orderId":"o-1"}`)}).FirstErr(); err != nil {
 		log.Fatal(err)
 	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = wake.Conn().WaitForNotification(wctx)
+	cancel()
+	if err != nil {
+		log.Fatal(err)
+	}
 	var status string
-	for i := 0; status == "" && i < 3000; i++ { // up to 30s
-		time.Sleep(10 * time.Millisecond)
-		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
+	err = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
+	if err != nil {
+		log.Fatal(err)
 	}
 	fmt.Println("evt-1:", status)
 	stop()

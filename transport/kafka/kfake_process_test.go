@@ -55,6 +55,8 @@ func serveKfake() bool {
 		fmt.Fprintf(os.Stderr, "starting kfake on port %d: %v\n", p, err)
 		os.Exit(2)
 	}
+	// The child's stdin is not the parent's to close, so nothing signals
+	// the parent's end: an orphan is re-parented, which a poll sees.
 	for os.Getppid() == parent {
 		time.Sleep(time.Second)
 	}

@@ -122,20 +122,17 @@ type destination struct {
 func (d *destination) Name() string { return d.topic }
 
 // Read resumes the session, takes (and acknowledges) what the broker
-// queued for it until nothing comes for two seconds, and returns every
+// queued for it, up to a marker published after it, and returns every
 // message drained so far.
 func (d *destination) Read(t testing.TB) []conformance.Delivered {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	col := &collector{}
 	c := d.connect(t, true, col.add)
-	for n, last := len(col.all()), -1; n != last; n = len(col.all()) {
-		last = n
-		time.Sleep(2 * time.Second)
-	}
+	queued := drainThroughMarker(t, d.url, d.topic, col)
 	_ = c.Disconnect(&paho.Disconnect{})
 	dec := mqtt.DecodeEvent(conformance.Consumer)
-	for _, p := range col.all() {
+	for _, p := range queued {
 		m, err := dec(p)
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/mqtt"
@@ -24,12 +25,21 @@ func TestStatsAndSessionLost(t *testing.T) {
 	e.subscribeDead(t)
 	var mu sync.Mutex
 	var events []error
+	// The observer holds the first report until the test has checked the
+	// count: it must not run ahead of the report.
+	reported, release := make(chan struct{}, 1), make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce)
 	cfg := e.config(url, testlog.Errors(t))
 	cfg.OnError = func(err error) {
-		time.Sleep(100 * time.Millisecond) // a slow observer: the count must not run ahead of the report
 		mu.Lock()
 		events = append(events, err)
 		mu.Unlock()
+		select {
+		case reported <- struct{}{}:
+		default:
+		}
+		<-release
 	}
 	c, err := mqtt.NewConsumer(newClient(t, pool), cfg)
 	if err != nil {
@@ -53,7 +63,12 @@ func TestStatsAndSessionLost(t *testing.T) {
 	thief := connectRaw(t, url, &paho.Connect{ClientID: e.cid, CleanStart: true, KeepAlive: 30,
 		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}, nil)
 	_ = thief.Disconnect(&paho.Disconnect{})
-	drill.Eventually(t, 20*time.Second, "the session loss reported", func() bool { return c.Stats().SessionsLost == 1 })
+	testkit.WaitFor(t, reported, 20*time.Second, "the session loss reported")
+	if n := c.Stats().SessionsLost; n != 0 {
+		t.Fatalf("Stats().SessionsLost = %d while the report is still with OnError: the count ran ahead of it", n)
+	}
+	releaseOnce()
+	drill.Eventually(t, 20*time.Second, "the session loss counted", func() bool { return c.Stats().SessionsLost == 1 })
 	mu.Lock()
 	got := append([]error(nil), events...)
 	mu.Unlock()

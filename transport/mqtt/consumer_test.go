@@ -9,6 +9,7 @@ import (
 	"github.com/eclipse/paho.golang/paho"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/mqtt"
@@ -58,14 +59,18 @@ func TestAcceptThenAck(t *testing.T) {
 	dead := e.subscribeDead(t)
 	cfg := e.config(url, testlog.Errors(t))
 	cfg.Decode = decodeByEventID
-	stop := start(t, newClient(t, pool), cfg)
+	c, err := mqtt.NewConsumer(newClient(t, pool), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := drill.Run(t, c.Run)
 
 	pub := e.publisher(t)
 	publish(t, pub, e.topic, "", `{"eventId":"evt-1","orderId":"o-1"}`)
 	publish(t, pub, e.topic, "", `{"eventId":"evt-2","orderId":"o-2"}`)
 	publish(t, pub, e.topic, "", `{"orderId":"o-1","eventId":"evt-1"}`) // redelivery by the producer, keys reordered
 	drill.Eventually(t, 20*time.Second, "two receipts", func() bool { return receipts(t, pool) == 2 })
-	time.Sleep(200 * time.Millisecond) // the duplicate's accept
+	testkit.Eventually(t, 20*time.Second, func() bool { return c.Stats().Acked == 3 }, "the three messages acknowledged, the duplicate too")
 	stop()
 	if n := e.leftovers(t); n != 0 {
 		t.Fatalf("%d messages redelivered after a restart: not acknowledged", n)
@@ -151,10 +156,9 @@ func TestRunStopsAndResumes(t *testing.T) {
 	stop()
 
 	publish(t, pub, e.topic, "m-2", `{"orderId":"o-2"}`) // queued in the session
-	time.Sleep(200 * time.Millisecond)
-	if n := receipts(t, pool); n != 1 {
-		t.Fatalf("%d receipts after stop, want 1", n)
-	}
+	// Nothing runs that could take it, so no event can say it was not
+	// taken: watch for a while.
+	testkit.Never(t, 200*time.Millisecond, func() bool { return receipts(t, pool) != 1 }, "a stopped consumer took a message")
 	start(t, newClient(t, pool), e.config(url, testlog.Errors(t)))
 	drill.Eventually(t, 20*time.Second, "the queued message accepted", func() bool { return receipts(t, pool) == 2 })
 }

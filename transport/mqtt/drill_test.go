@@ -72,7 +72,7 @@ func TestDrillConnectionCut(t *testing.T) {
 		drill.Eventually(t, 60*time.Second, fmt.Sprintf("%d receipts", at), func() bool { return receipts(t, pool) >= at })
 		if at == drillMessages/2 { // down for a while: refused, not just reset
 			cuts += drill.Down(t, proxy)
-			time.Sleep(500 * time.Millisecond)
+			time.Sleep(500 * time.Millisecond) // the outage's length is the fault
 			proxy.Resume()
 			continue
 		}

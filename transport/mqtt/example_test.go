@@ -54,6 +54,13 @@ func Example() {
 		Logger:        slog.New(slog.DiscardHandler),
 	})
 	must(err)
+	// Accept notifies the workers (NotifyChannel) once the message is
+	// stored: the example listens too, to read the receipt then.
+	wake, err := pool.Acquire(ctx)
+	must(err)
+	defer wake.Release()
+	_, err = wake.Exec(ctx, "LISTEN "+inbox.NotifyChannel)
+	must(err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- consumer.Run(runCtx) }()
@@ -62,18 +69,23 @@ func Example() {
 	defer pub.Disconnect(&paho.Disconnect{})
 	props := &paho.PublishProperties{}
 	props.User.Add("message-id", "evt-1")
-	for i := 0; i < 1000; i++ { // until the consumer has subscribed (no "no matching subscribers")
+	// A publish tells whether the consumer has subscribed yet ("no matching
+	// subscribers"): MQTT has no other sign of another client's
+	// subscription, so retry.
+	for i := 0; i < 1000; i++ {
 		resp, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(`{"orderId":"o-1"}`), Properties: props})
 		if err == nil && resp.ReasonCode == 0 {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = wake.Conn().WaitForNotification(wctx)
+	cancel()
+	must(err)
 	var status string
-	for i := 0; status == "" && i < 3000; i++ { // up to 30s
-		time.Sleep(10 * time.Millisecond)
-		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
-	}
+	err = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
+	must(err)
 	fmt.Println("evt-1:", status)
 	stop()
 	must(<-done)

@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/brokertest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/mqtt"
@@ -111,19 +113,49 @@ func tryPublish(pub *paho.Client, topic, id, payload string) error {
 	if id != "" {
 		props.User.Add("message-id", id)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var resp *paho.PublishResponse
+	var err error
+	// 0x10 until the consumer has subscribed.
+	if testkit.Poll(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(payload), Properties: props})
-		cancel()
-		if err == nil && resp.ReasonCode == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("publishing %s: %v (reason code %v)", id, err, resp)
-		}
-		time.Sleep(20 * time.Millisecond) // 0x10: the consumer has not subscribed yet
+		defer cancel()
+		resp, err = pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(payload), Properties: props})
+		return err == nil && resp.ReasonCode == 0
+	}) {
+		return nil
 	}
+	return fmt.Errorf("publishing %s: %v (reason code %v)", id, err, resp)
+}
+
+// drainThroughMarker publishes a marker to topic, to which the session
+// resumed with col as its receiver subscribes, and waits until col has it:
+// the broker delivers a session's messages in order, the ones it held for
+// the session first. It returns what came before the marker. A session
+// that subscribes to nothing (it ended, or never subscribed) held nothing.
+func drainThroughMarker(t testing.TB, url, topic string, col *collector) []*paho.Publish {
+	t.Helper()
+	marker := "pginbox-test-marker-" + randomID()
+	pub := connectRaw(t, url, &paho.Connect{ClientID: "pginbox-pub-" + randomID(), CleanStart: true, KeepAlive: 30}, nil)
+	defer pub.Disconnect(&paho.Disconnect{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(marker)})
+	switch {
+	case err != nil:
+		t.Fatalf("publishing the marker: %v", err)
+	case resp.ReasonCode == packets.PubackNoMatchingSubscribers:
+		return col.all()
+	case resp.ReasonCode != 0:
+		t.Fatalf("publishing the marker: reason code %d", resp.ReasonCode)
+	}
+	var before []*paho.Publish
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		got := col.all()
+		i := slices.IndexFunc(got, func(p *paho.Publish) bool { return string(p.Payload) == marker })
+		before = got[:max(i, 0)]
+		return i >= 0
+	}, "the marker published after what the session held")
+	return before
 }
 
 // collector gathers the messages of a subscription.
@@ -158,17 +190,18 @@ func (e *env) subscribeDead(t testing.TB) *collector {
 }
 
 // leftovers resumes the consumer's session (the Consumer must be stopped)
-// and counts what the broker delivers within a second: the messages the
-// Consumer never acknowledged. The session ends with this connection.
+// and counts what the broker delivers before a marker published after it:
+// the messages the Consumer never acknowledged. The session ends with this
+// connection.
 func (e *env) leftovers(t testing.TB) int {
 	t.Helper()
 	col := &collector{}
 	expiry := uint32(0)
 	c := connectRaw(t, e.url, &paho.Connect{ClientID: e.cid, CleanStart: false, KeepAlive: 30,
 		Properties: &paho.ConnectProperties{SessionExpiryInterval: &expiry}}, col.add)
-	time.Sleep(time.Second)
+	n := len(drainThroughMarker(t, e.url, e.topic, col))
 	_ = c.Disconnect(&paho.Disconnect{})
-	return len(col.all())
+	return n
 }
 
 // config is a Consumer configuration for e with a short retry delay.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
@@ -96,7 +97,11 @@ func TestPublisherToConsumer(t *testing.T) {
 	e := newEnv(t, url)
 	cfg := e.config(url, testlog.Errors(t))
 	cfg.Decode = mqtt.DecodeEvent(testConsumer)
-	start(t, newClient(t, pool), cfg)
+	c, err := mqtt.NewConsumer(newClient(t, pool), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drill.Run(t, c.Run)
 	p := newPublisher(t, url)
 	m := outMessage(e.topic, `{"orderId":"o-1"}`)
 	m.OrderingKey = "o-1"
@@ -109,7 +114,7 @@ func TestPublisherToConsumer(t *testing.T) {
 	drill.Eventually(t, 30*time.Second, "the receipt", func() bool { return receipts(t, pool) == 1 })
 	var id, source, eventType, trace string
 	var version int
-	err := pool.QueryRow(context.Background(), `SELECT message_id, source, event_type, schema_version, metadata->>$1 FROM pginbox_receipts_live`,
+	err = pool.QueryRow(context.Background(), `SELECT message_id, source, event_type, schema_version, metadata->>$1 FROM pginbox_receipts_live`,
 		outbox.MetadataTraceparent).Scan(&id, &source, &eventType, &version, &trace)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +122,7 @@ func TestPublisherToConsumer(t *testing.T) {
 	if id != m.ID.String() || source != testSource || eventType != m.EventType || version != m.SchemaVersion || trace != m.Metadata[outbox.MetadataTraceparent] {
 		t.Fatalf("receipt %s %s %s v%d trace %q: want the event's ID, source, type, version and traceparent", id, source, eventType, version, trace)
 	}
-	time.Sleep(500 * time.Millisecond) // the second copy, a Duplicate, settles
+	testkit.Eventually(t, 30*time.Second, func() bool { return c.Stats().Acked >= 2 }, "the second copy, a Duplicate, acknowledged")
 	if n := receipts(t, pool); n != 1 {
 		t.Fatalf("%d receipts after a re-publish, want 1", n)
 	}

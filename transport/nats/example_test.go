@@ -63,17 +63,26 @@ func Example() {
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	must(err)
+	// Accept notifies the workers (NotifyChannel) once the message is
+	// stored: the example listens too, to read the receipt then.
+	wake, err := pool.Acquire(ctx)
+	must(err)
+	defer wake.Release()
+	_, err = wake.Exec(ctx, "LISTEN "+inbox.NotifyChannel)
+	must(err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- consumer.Run(runCtx) }()
 
 	_, err = js.Publish(ctx, "example."+id+".orders", []byte(`{"orderId":"o-1"}`), jetstream.WithMsgID("evt-1"))
 	must(err)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = wake.Conn().WaitForNotification(wctx)
+	cancel()
+	must(err)
 	var status string
-	for i := 0; status == "" && i < 3000; i++ { // up to 30s
-		time.Sleep(10 * time.Millisecond)
-		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
-	}
+	err = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
+	must(err)
 	fmt.Println("evt-1:", status)
 	stop()
 	must(<-done)
@@ -136,16 +145,13 @@ func ExampleNewPublisher() {
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(runCtx) }()
 
-	// What a consumer of the stream gets.
-	var msg *jetstream.RawStreamMsg
-	for i := 0; msg == nil && i < 3000; i++ { // up to 30s
-		time.Sleep(10 * time.Millisecond)
-		msg, _ = stream.GetMsg(ctx, 1)
-	}
-	if msg == nil {
-		panic("nothing published within 30s")
-	}
-	fmt.Println(msg.Header.Get(jetstream.MsgIDHeader) != "", msg.Header.Get(pgnats.HeaderSource), msg.Header.Get(pgnats.HeaderEventType), string(msg.Data))
+	// What a consumer of the stream gets: Next waits for the message.
+	reader, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	must(err)
+	msg, err := reader.Next(jetstream.FetchMaxWait(30 * time.Second))
+	must(err)
+	h := msg.Headers()
+	fmt.Println(h.Get(jetstream.MsgIDHeader) != "", h.Get(pgnats.HeaderSource), h.Get(pgnats.HeaderEventType), string(msg.Data()))
 	stop()
 	must(<-done)
 	// Output: true billing invoice.paid {"invoiceId":"i-1"}

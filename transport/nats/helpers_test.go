@@ -18,6 +18,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/internal/brokertest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
@@ -112,19 +113,16 @@ func (e *env) tryPublish(id string, data string) error {
 	if id != "" {
 		m.Header.Set(jetstream.MsgIDHeader, id)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var err error
+	if testkit.Poll(30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := e.js.PublishMsg(ctx, m)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("publishing %s: %w", id, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		defer cancel()
+		_, err = e.js.PublishMsg(ctx, m)
+		return err == nil
+	}) {
+		return nil
 	}
+	return fmt.Errorf("publishing %s: %w", id, err)
 }
 
 // config is a Consumer configuration for e on the server at url (the
@@ -181,21 +179,20 @@ func (e *env) consumerInfo(t testing.TB) *jetstream.ConsumerInfo {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for {
-		c, err := e.js.Consumer(ctx, e.stream, e.durable)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		if err != nil {
+	var c jetstream.Consumer
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		var err error
+		c, err = e.js.Consumer(ctx, e.stream, e.durable)
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			t.Fatal(err)
 		}
-		info, err := c.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info
+		return err == nil
+	}, "Run to create the durable consumer")
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return info
 }
 
 // unsettled is how many messages the durable has not acked or terminated:

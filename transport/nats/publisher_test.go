@@ -3,6 +3,7 @@ package nats_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/handler"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 	pgnats "github.com/pginbox/pginbox/transport/nats"
 )
@@ -50,8 +52,7 @@ func (e *env) streamMsgs(t testing.TB, n int) []jetstream.Msg {
 		t.Fatal(err)
 	}
 	var out []jetstream.Msg
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		batch, err := c.FetchNoWait(1000)
 		if err != nil {
 			t.Fatal(err)
@@ -63,14 +64,9 @@ func (e *env) streamMsgs(t testing.TB, n int) []jetstream.Msg {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(out) >= n && uint64(len(out)) >= info.CachedInfo().State.Msgs {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("read %d of %d messages", len(out), n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(out) >= n && uint64(len(out)) >= info.CachedInfo().State.Msgs
+	}, "%d messages read; read %v", n, testkit.Lazy(func() string { return fmt.Sprint(len(out)) }))
+	return out
 }
 
 // streamLen is the number of messages the stream holds.

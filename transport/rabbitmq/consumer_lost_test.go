@@ -2,13 +2,16 @@ package rabbitmq_test
 
 import (
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/rabbitmq"
 )
 
@@ -23,6 +26,8 @@ func TestQueueLostIsReported(t *testing.T) {
 	var mu sync.Mutex
 	var reported []error
 	cfg := r.config(t, r.url)
+	log, logs := testlog.Capture()
+	cfg.Logger = log
 	cfg.OnError = func(err error) {
 		mu.Lock()
 		reported = append(reported, err)
@@ -53,7 +58,11 @@ func TestQueueLostIsReported(t *testing.T) {
 	if n := c.Stats().QueuesLost; n != 1 {
 		t.Fatalf("Stats().QueuesLost = %d, want 1 (one loss, however many reconnects)", n)
 	}
-	time.Sleep(500 * time.Millisecond) // a few reconnects to the missing queue
+	// A few reconnects to the missing queue (each logs a warning).
+	const reconnecting = "connection lost, reconnecting"
+	from := strings.Count(logs.String(), reconnecting)
+	testkit.Eventually(t, 30*time.Second, func() bool { return strings.Count(logs.String(), reconnecting) >= from+3 },
+		"three more reconnects to the missing queue")
 	if n := c.Stats().QueuesLost; n != 1 {
 		t.Fatalf("Stats().QueuesLost = %d after reconnects, want 1", n)
 	}

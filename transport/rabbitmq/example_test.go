@@ -84,14 +84,31 @@ func ExampleNewConsumer() {
 		log.Fatal(err)
 	}
 
+	// Accept notifies the workers (NotifyChannel) once the message is
+	// stored: the example listens too, to read the receipt then.
+	wake, err := pool.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer wake.Release()
+	_, err = wake.Exec(ctx, "LISTEN "+inbox.NotifyChannel)
+	if err != nil {
+		log.Fatal(err)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(runCtx) }() // reconnects until the context ends
 
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = wake.Conn().WaitForNotification(wctx)
+	cancel()
+	if err != nil {
+		log.Fatal(err)
+	}
 	var status string
-	for i := 0; status == "" && i < 3000; i++ { // up to 30s
-		time.Sleep(10 * time.Millisecond)
-		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
+	err = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
+	if err != nil {
+		log.Fatal(err)
 	}
 	fmt.Println("evt-1:", status)
 	stop()
@@ -149,13 +166,15 @@ func ExampleNewPublisher() {
 	go func() { done <- relay.Run(runCtx) }()
 
 	// What a consumer of the queue gets.
+	deliveries, err := ch.ConsumeWithContext(ctx, queue, "", true, false, false, false, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	var d amqp.Delivery
-	for i, ok := 0, false; !ok; i++ {
-		if i == 3000 {
-			log.Fatal("nothing published within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-		d, ok, _ = ch.Get(queue, true)
+	select {
+	case d = <-deliveries:
+	case <-time.After(30 * time.Second):
+		log.Fatal("nothing published within 30s")
 	}
 	m, err := rabbitmq.DecodeEvent("billing.projection.v1")(d)
 	if err != nil {

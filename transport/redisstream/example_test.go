@@ -59,6 +59,13 @@ func Example() {
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	must(err)
+	// Accept notifies the workers (NotifyChannel) once the message is
+	// stored: the example listens too, to read the receipt then.
+	wake, err := pool.Acquire(ctx)
+	must(err)
+	defer wake.Release()
+	_, err = wake.Exec(ctx, "LISTEN "+inbox.NotifyChannel)
+	must(err)
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- consumer.Run(runCtx) }()
@@ -66,11 +73,13 @@ func Example() {
 	must(rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: map[string]any{
 		"message_id": "evt-1", "payload": `{"orderId":"o-1"}`,
 	}}).Err())
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	_, err = wake.Conn().WaitForNotification(wctx)
+	cancel()
+	must(err)
 	var status string
-	for i := 0; status == "" && i < 3000; i++ { // up to 30s
-		time.Sleep(10 * time.Millisecond)
-		_ = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
-	}
+	err = pool.QueryRow(ctx, `SELECT status FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&status)
+	must(err)
 	fmt.Println("evt-1:", status)
 	stop()
 	must(<-done)
@@ -128,15 +137,11 @@ func ExampleNewPublisher() {
 	done := make(chan error, 1)
 	go func() { done <- relay.Run(runCtx) }()
 
-	// What a consumer of the stream gets.
-	var entries []redis.XMessage
-	for i := 0; len(entries) == 0 && i < 3000; i++ { // up to 30s
-		time.Sleep(10 * time.Millisecond)
-		entries, _ = rdb.XRange(ctx, stream, "-", "+").Result()
-	}
-	if len(entries) == 0 {
-		panic("nothing published within 30s")
-	}
+	// What a consumer of the stream gets: the read blocks until an entry
+	// is there (redis.Nil after 30s).
+	read, err := rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{stream, "0"}, Count: 1, Block: 30 * time.Second}).Result()
+	must(err)
+	entries := read[0].Messages
 	m, err := redisstream.DecodeEvent("billing.projection.v1")(entries[0])
 	must(err)
 	fmt.Println(entries[0].Values[redisstream.DefaultIDField] != "", m.Source, m.EventType, string(m.Payload.(json.RawMessage)))

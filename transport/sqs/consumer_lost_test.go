@@ -3,6 +3,7 @@ package sqs_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/drill"
+	"github.com/pginbox/pginbox/transport/internal/testlog"
 	pgsqs "github.com/pginbox/pginbox/transport/sqs"
 )
 
@@ -27,6 +30,8 @@ func TestQueueLostIsReportedAndRunGoesOn(t *testing.T) {
 	var mu sync.Mutex
 	var reported []error
 	cfg := config(c, url, "", t)
+	log, logs := testlog.Capture()
+	cfg.Logger = log
 	cfg.OnError = func(err error) {
 		mu.Lock()
 		reported = append(reported, err)
@@ -65,7 +70,11 @@ func TestQueueLostIsReportedAndRunGoesOn(t *testing.T) {
 	if n := cons.Stats().QueuesLost; n != 1 {
 		t.Fatalf("Stats().QueuesLost = %d, want 1 (one loss, reported once)", n)
 	}
-	time.Sleep(3 * time.Second) // more failed receives: still one report
+	// More failed receives (each logs a retry): still one report.
+	const retrying = "receiving failed; retrying"
+	from := strings.Count(logs.String(), retrying)
+	testkit.Eventually(t, 30*time.Second, func() bool { return strings.Count(logs.String(), retrying) >= from+3 },
+		"three more failed receives")
 	mu.Lock()
 	n := len(reported)
 	mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/pginbox/pginbox/inbox"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/drill"
 	pgsqs "github.com/pginbox/pginbox/transport/sqs"
 )
@@ -168,13 +169,14 @@ func TestDatabaseDownRedelivers(t *testing.T) {
 }
 
 // slow delays every accept.
+// slow accepts once release is closed.
 type slow struct {
-	acc   pgsqs.Accepter
-	delay time.Duration
+	acc     pgsqs.Accepter
+	release chan struct{}
 }
 
 func (s slow) Accept(ctx context.Context, m inbox.Message) (inbox.AcceptResult, error) {
-	time.Sleep(s.delay)
+	<-s.release
 	return s.acc.Accept(ctx, m)
 }
 
@@ -186,7 +188,8 @@ func TestSlowAcceptExtendsVisibility(t *testing.T) {
 	c := client(t)
 	pool := newPool(t)
 	url := createQueue(t, c, "orders-"+randomID(), nil)
-	w := &watched{acc: slow{acc: newClient(t, pool), delay: 7 * time.Second}}
+	release := make(chan struct{})
+	w := &watched{acc: slow{acc: newClient(t, pool), release: release}}
 	cfg := config(c, url, "", t)
 	cfg.VisibilityTimeout = 2 * time.Second
 	start(t, w, cfg)
@@ -204,6 +207,7 @@ func TestSlowAcceptExtendsVisibility(t *testing.T) {
 			t.Fatalf("the message was received again while being accepted (%d accepts, %d by another receiver)", w.calls.Load(), len(out.Messages))
 		}
 	}
+	close(release) // the accept, still running all along, ends
 	drill.Eventually(t, 30*time.Second, "the message deleted", func() bool { return held(t, c, url) == 0 })
 	if w.calls.Load() != 1 || receipts(t, pool) != 1 {
 		t.Fatalf("%d accepts, %d receipts; want 1 and 1", w.calls.Load(), receipts(t, pool))
@@ -231,8 +235,8 @@ func TestCloseStops(t *testing.T) {
 		t.Fatalf("Run = %v after Close, want nil", err)
 	}
 	send(t, c, url, "evt-2", `{"orderId":"o-2"}`)
-	time.Sleep(300 * time.Millisecond)
-	if held(t, c, url) != 1 || receipts(t, pool) != 1 {
-		t.Fatal("a closed consumer took a message")
-	}
+	// Nothing runs that could take it, so no event can say it was not
+	// taken: watch for a while.
+	testkit.Never(t, 300*time.Millisecond, func() bool { return held(t, c, url) != 1 || receipts(t, pool) != 1 },
+		"a closed consumer took a message")
 }

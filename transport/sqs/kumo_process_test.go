@@ -94,8 +94,10 @@ func serveKumo() bool {
 	if err := held.requeue(ctx, clientAt(target.Host)); err != nil {
 		fail(err)
 	}
-	srv.Close()                                   // waits for kumo's handlers
-	time.Sleep(25 * kumoFlush * time.Millisecond) // kumo's background write of the final state
+	srv.Close() // waits for kumo's handlers
+	// kumo writes its state on a timer and tells nobody when: let several
+	// flushes pass before exiting.
+	time.Sleep(25 * kumoFlush * time.Millisecond)
 	os.Exit(0)
 	return true
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/webhook"
 )
 
@@ -136,26 +138,20 @@ func TestWebhookTraceAndPrometheus(t *testing.T) {
 // the event observer's goroutine, after the receipt completed).
 func waitForSpans(t *testing.T, exp *tracetest.InMemoryExporter, names ...string) map[string]tracetest.SpanStub {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := map[string]tracetest.SpanStub{}
+	var got map[string]tracetest.SpanStub
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		got = map[string]tracetest.SpanStub{}
 		for _, s := range exp.GetSpans() {
 			got[s.Name] = s
 		}
-		missing := 0
 		for _, n := range names {
 			if _, ok := got[n]; !ok {
-				missing++
+				return false
 			}
 		}
-		if missing == 0 {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("spans %v never all ended; have %v", names, got)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return true
+	}, "spans %v to end; have %v", names, testkit.Lazy(func() string { return fmt.Sprint(got) }))
+	return got
 }
 
 func scrape(t *testing.T, url string) string {

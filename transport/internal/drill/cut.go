@@ -1,10 +1,12 @@
 package drill
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // cutWait is how long Cut and Down wait for a connection to cut.
@@ -28,24 +30,23 @@ func Down(t testing.TB, p *faultproxy.Proxy) int {
 
 func cut(t testing.TB, p *faultproxy.Proxy, refuse bool) int {
 	t.Helper()
-	deadline := time.Now().Add(cutWait)
-	for {
-		if p.Open() > 0 {
-			if refuse {
-				p.Refuse()
-			}
-			if n := p.Cut(); n > 0 {
-				return n
-			}
-			// The connection closed between Open and Cut: let the client
-			// open another and try again.
-			if refuse {
-				p.Resume()
-			}
+	var n int
+	testkit.Eventually(t, cutWait, func() bool {
+		if p.Open() == 0 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection to cut within %v (%d accepted so far)", cutWait, p.Accepted())
+		if refuse {
+			p.Refuse()
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		if n = p.Cut(); n > 0 {
+			return true
+		}
+		// The connection closed between Open and Cut: let the client
+		// open another and try again.
+		if refuse {
+			p.Resume()
+		}
+		return false
+	}, "a connection to cut (%v accepted so far)", testkit.Lazy(func() string { return fmt.Sprint(p.Accepted()) }))
+	return n
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/faultproxy"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // Pool is a pool on dsn, closed at test end. configure may be nil.
@@ -58,17 +59,11 @@ func ProxiedPool(t testing.TB, dsn string) (*faultproxy.Proxy, *pgxpool.Pool) {
 	})
 }
 
-// Eventually polls cond every 20ms until it holds, failing the test after
-// timeout.
+// Eventually is testkit.Eventually with the arguments in the order the
+// adapters' tests use.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, timeout, cond, "%s", what)
 }
 
 // Event type and version of the messages a Ledger applies.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/matryer/is"
+
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // TestServerCPUCountsChildren: serverCPU, given this test process as the
@@ -31,14 +33,13 @@ func TestServerCPUCountsChildren(t *testing.T) {
 	is.NoErr(child.Start())
 	defer child.Process.Kill()
 	var childTicks time.Duration
-	for deadline := time.Now().Add(time.Minute); childTicks < 20; { // 0.2 s of CPU
-		is.True(time.Now().Before(deadline))
-		time.Sleep(20 * time.Millisecond)
+	testkit.Eventually(t, time.Minute, func() bool {
 		st, err := procStat(int32(child.Process.Pid))
 		is.NoErr(err)
 		is.Equal(st.ppid, self)
 		childTicks = st.utime + st.stime
-	}
+		return childTicks >= 20
+	}, "the child to use 0.2 s of CPU")
 	during, err := serverCPU(self)
 	is.NoErr(err)
 	is.True(during-before >= childTicks*time.Second/clockTicks) // the live child counts

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/brokertest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/outbox"
 	"github.com/pginbox/pginbox/transport/bullmq"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
@@ -97,20 +99,15 @@ func TestRunAccepts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	deadline := time.Now().Add(30 * time.Second)
 	var eventType, scopeID string
-	for {
-		err := pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts_live WHERE message_id = $1`, good.ID.String()).Scan(&eventType, &scopeID)
-		_, ferr := rdb.ZScore(ctx, bullmq.DefaultPrefix+":"+queue+":failed", nameless.ID.String()).Result()
-		_, cerr := rdb.ZScore(ctx, bullmq.DefaultPrefix+":"+queue+":completed", good.ID.String()).Result()
-		if err == nil && ferr == nil && cerr == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no receipt, completion or failure: %v, %v, %v\n%s", err, cerr, ferr, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var readErr, ferr, cerr error
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		readErr = pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts_live WHERE message_id = $1`, good.ID.String()).Scan(&eventType, &scopeID)
+		_, ferr = rdb.ZScore(ctx, bullmq.DefaultPrefix+":"+queue+":failed", nameless.ID.String()).Result()
+		_, cerr = rdb.ZScore(ctx, bullmq.DefaultPrefix+":"+queue+":completed", good.ID.String()).Result()
+		return readErr == nil && ferr == nil && cerr == nil
+	}, "the receipt, the completion and the failure; saw %v\n%v", testkit.Lazy(func() string { return fmt.Sprintf("%v, %v, %v", readErr, cerr, ferr) }),
+		testkit.Lazy(stderr.String))
 	if eventType != "order.created" || scopeID != "acme" {
 		t.Fatalf("receipt: event type %q, scope %q", eventType, scopeID)
 	}

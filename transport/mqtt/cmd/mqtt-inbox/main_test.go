@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/brokertest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 )
@@ -122,34 +124,22 @@ func TestRunAccepts(t *testing.T) {
 	defer pub.Disconnect(&paho.Disconnect{})
 	props := &paho.PublishProperties{}
 	props.User.Add("message-id", "evt-1")
-	for deadline := time.Now().Add(30 * time.Second); ; { // until the program has subscribed
-		resp, err := pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(`{"orderId":"o-1"}`), Properties: props})
-		if err == nil && resp.ReasonCode == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("publish: %v %v\n%s", resp, err, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var resp *paho.PublishResponse
+	testkit.Eventually(t, 30*time.Second, func() bool { // until the program has subscribed
+		resp, err = pub.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(`{"orderId":"o-1"}`), Properties: props})
+		return err == nil && resp.ReasonCode == 0
+	}, "a publish with a subscriber; last %v %v\n%v", testkit.Lazy(func() string { return fmt.Sprint(resp) }),
+		testkit.Lazy(func() string { return fmt.Sprint(err) }), testkit.Lazy(stderr.String))
 
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	deadline := time.Now().Add(30 * time.Second)
 	var eventType, scopeID string
-	for {
-		err := pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&eventType, &scopeID)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no receipt: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.EventuallyNoError(t, 30*time.Second, func() error {
+		return pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&eventType, &scopeID)
+	}, "the receipt; the program's log:\n%v", testkit.Lazy(stderr.String))
 	if eventType != topic || scopeID != "acme" {
 		t.Fatalf("receipt: event type %q, scope %q", eventType, scopeID)
 	}

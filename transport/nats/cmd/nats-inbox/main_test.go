@@ -13,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/brokertest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 	"github.com/pginbox/pginbox/transport/nats/internal/natstest"
@@ -104,18 +105,10 @@ func TestRunAccepts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	deadline := time.Now().Add(30 * time.Second)
 	var eventType, scopeID string
-	for {
-		err := pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&eventType, &scopeID)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no receipt: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.EventuallyNoError(t, 30*time.Second, func() error {
+		return pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&eventType, &scopeID)
+	}, "the receipt; the program's log:\n%v", testkit.Lazy(stderr.String))
 	if eventType != subject+".order.created" || scopeID != "acme" {
 		t.Fatalf("receipt: event type %q, scope %q", eventType, scopeID)
 	}

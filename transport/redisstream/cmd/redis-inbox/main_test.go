@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/pginbox/pginbox/inbox/inboxtest"
 	"github.com/pginbox/pginbox/internal/brokertest"
+	"github.com/pginbox/pginbox/internal/testkit"
 	"github.com/pginbox/pginbox/transport/internal/brokercmd"
 	"github.com/pginbox/pginbox/transport/internal/testlog"
 )
@@ -109,19 +111,15 @@ func TestRunAccepts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	deadline := time.Now().Add(30 * time.Second)
 	var eventType, scopeID string
-	for {
-		err := pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&eventType, &scopeID)
-		n, _ := rdb.XLen(ctx, dead).Result()
-		if err == nil && n == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no receipt or no dead letter: %v, %d\n%s", err, n, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var readErr error
+	var n int64
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		readErr = pool.QueryRow(ctx, `SELECT event_type, scope_id FROM pginbox_receipts_live WHERE message_id = 'evt-1'`).Scan(&eventType, &scopeID)
+		n, _ = rdb.XLen(ctx, dead).Result()
+		return readErr == nil && n == 1
+	}, "the receipt and the dead letter; saw %v\n%v", testkit.Lazy(func() string { return fmt.Sprintf("%v, %d dead letters", readErr, n) }),
+		testkit.Lazy(stderr.String))
 	if eventType != "order.created" || scopeID != "acme" {
 		t.Fatalf("receipt: event type %q, scope %q", eventType, scopeID)
 	}
