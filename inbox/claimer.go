@@ -158,9 +158,29 @@ func (w *Worker) claimOn(ctx context.Context, pool *pgxpool.Pool, node, n int) (
 	return batch, more, err
 }
 
+// woke tells node's claimer of a wake-up from that node (all of them for
+// node -1: a wake-up whose node is unknown), and the idle nodes.
+func (w *Worker) woke(node int) {
+	now := time.Now()
+	if node < 0 {
+		w.idle.wakeAll()
+	} else {
+		w.idle.wake(node)
+	}
+	w.claimsMu.Lock()
+	defer w.claimsMu.Unlock()
+	for i, c := range w.claims {
+		if c != nil && (node < 0 || i == node+1) {
+			c.Woke(now)
+		}
+	}
+}
+
 // claimerOf returns the claimer of node (-1: the pool's server), made at
 // its first claim: a node's claims list the scopes of its own shards.
 func (w *Worker) claimerOf(drv driver.Driver, node int) driver.Claimer {
+	w.claimsMu.Lock()
+	defer w.claimsMu.Unlock()
 	for len(w.claims) <= node+1 {
 		w.claims = append(w.claims, nil)
 	}

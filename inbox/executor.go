@@ -306,7 +306,7 @@ func (w *Worker) commit(tx *connTx, jobs []*job) error {
 	switch {
 	case err == nil:
 		if b != nil {
-			w.idle.wakeAll()
+			w.woke(-1)
 			service.Signal(w.wake) // a key's next receipt may be due now
 		}
 		if w.hooks.afterCommit != nil {

@@ -14,7 +14,7 @@ import (
 // server and, with Nodes, one on every worker node, where the accepts of
 // clients with Nodes send their wake-ups.
 func (w *Worker) listeners() ([]*service.Listener, error) {
-	out := []*service.Listener{w.listener(w.sys, w.idle.wakeAll)}
+	out := []*service.Listener{w.listener(w.sys, func() { w.woke(-1) })}
 	if w.nodes == nil {
 		return out, nil
 	}
@@ -23,7 +23,7 @@ func (w *Worker) listeners() ([]*service.Listener, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, w.listener(pool, func() { w.idle.wake(i) }))
+		out = append(out, w.listener(pool, func() { w.woke(i) }))
 	}
 	return out, nil
 }

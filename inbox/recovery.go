@@ -89,7 +89,7 @@ func (w *Worker) recoverScope(ctx context.Context, pool *pgxpool.Pool, scopeID s
 		w.events.publish(Event{Kind: EventRecovered, ReceiptID: r.ID, Consumer: r.Consumer})
 	}
 	if len(rows) > 0 {
-		w.idle.wakeAll()
+		w.woke(-1)
 		service.Signal(w.wake)
 	}
 	return len(rows), nil

@@ -53,7 +53,9 @@ type Worker struct {
 	// claim loop or Drain claims, never both at once.
 	drv driver.Lazy
 	// claims are the claimers: the pool's server's first, then one per
-	// Citus worker node (nodes).
+	// Citus worker node (nodes). claimsMu guards the slice (the listeners
+	// tell the claimers of wake-ups).
+	claimsMu sync.Mutex
 	claims   []driver.Claimer
 	nodes    *Nodes
 	nextNode int // the node a claim asks first (claimNodes)

@@ -78,6 +78,9 @@ func (r *Relay) batchLoop(ctx, pubCtx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
+			if r.claims != nil {
+				r.claims.Woke(time.Now())
+			}
 		case <-poll.C:
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -99,6 +100,10 @@ func (c *scopeRounds) Claim(ctx context.Context, conn *pgxpool.Conn, most, n int
 	}
 	return r.Rows, r.More, err
 }
+
+// Woke has the next short round read again when it served a listing read
+// before t.
+func (c *scopeRounds) Woke(t time.Time) { c.rounds.Woke(t) }
 
 // PartialClaimError is a claim round that failed in part (Citus, a worker
 // node down: the discovery read, that node's scopes) while other nodes

@@ -111,6 +111,10 @@ func (c *outboxRounds) Claim(ctx context.Context, pool *pgxpool.Pool, n int) ([]
 	return out, errors.Join(errs...)
 }
 
+// Woke has the next short round read again when it served a listing read
+// before t.
+func (c *outboxRounds) Woke(t time.Time) { c.rounds.Woke(t) }
+
 // Settle runs per scope: the routed mark, fail and release statements.
 // Failure times come from the relay's clock (Citus refuses a time computed
 // from a column in a routed UPDATE).

@@ -32,6 +32,10 @@ type Claimer interface {
 	// each with an equal share, and reports whether more are probably due.
 	// Rows returned with an error are committed.
 	Claim(ctx context.Context, conn *pgxpool.Conn, scopes, n int) (rows []db.ReceiptClaimScopeRow, more bool, err error)
+	// Woke records a wake-up at t (a notification, a recovery): the next
+	// claim that comes back short reads the scopes with due work again if
+	// it served scopes listed before t. Safe to call at any time.
+	Woke(t time.Time)
 }
 
 // claimWalk bounds the scopes one claim's walk visits per consumer, due or
@@ -98,6 +102,9 @@ func (t *turns) Claim(ctx context.Context, conn *pgxpool.Conn, scopes, n int) (r
 	// due work, even when every scope it served ran short of its share.
 	return rows, more || len(rows) == n || len(perScope) >= scopes, nil
 }
+
+// Woke does nothing: every claim walks the due index afresh.
+func (t *turns) Woke(time.Time) {}
 
 // after reports whether c comes after o in the due index's scope order.
 func (c scopeCursor) after(o scopeCursor) bool {

@@ -44,6 +44,8 @@ type RelayClaimer interface {
 	// Claim claims up to n due events. Rows returned with an error are
 	// committed (Citus: some scopes failed, the others claimed).
 	Claim(ctx context.Context, pool *pgxpool.Pool, n int) ([]db.OutboxClaimRow, error)
+	// Woke records a wake-up at t, as Claimer.Woke.
+	Woke(t time.Time)
 }
 
 // Settlement is what a relay records after a batch.
@@ -97,6 +99,9 @@ func (postgresOutbox) NewClaimer(cfg RelayClaimerConfig) RelayClaimer { return o
 // the events to PENDING, and the durable commit of the mark flushes the
 // claim before it anyway.
 type outboxTurn RelayClaimerConfig
+
+// Woke does nothing: every claim reads afresh.
+func (outboxTurn) Woke(time.Time) {}
 
 func (c outboxTurn) Claim(ctx context.Context, pool *pgxpool.Pool, n int) ([]db.OutboxClaimRow, error) {
 	conn, err := pool.Acquire(ctx)

@@ -2,6 +2,7 @@ package scopelisting
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -11,6 +12,17 @@ import (
 type Claimer[S comparable, R any] struct {
 	listing Listing[S]
 	recent  recent[S]
+	woke    atomic.Pointer[time.Time] // the last wake-up (Woke)
+}
+
+// Woke records a wake-up at t: the work it announces may be of a scope the
+// listing, read before, lacks.
+func (c *Claimer[S, R]) Woke(t time.Time) { c.woke.Store(&t) }
+
+// wokeSinceRead reports whether a wake-up came after the listing's read.
+func (c *Claimer[S, R]) wokeSinceRead() bool {
+	t := c.woke.Load()
+	return t != nil && c.listing.ReadBefore(*t)
 }
 
 // Source is how a Claimer reads and claims.
@@ -67,13 +79,20 @@ type Failure[S any] struct {
 // their share asked again while n has room. The scopes come from the
 // listing while it is fresh, from a new read otherwise; a round from the
 // listing that claimed nothing reads again at once, so an empty round has
-// always read afresh.
+// always read afresh, and so does one that came back short after a
+// wake-up (Woke) since the read: the wake-up's scope may be unlisted, and
+// the wake-up is spent on this claim.
 func (c *Claimer[S, R]) Claim(ctx context.Context, src Source[S, R], most, n int) Round[S, R] {
 	reuse := c.listing.Fresh(src.now())
 	r := c.round(ctx, src, most, n, reuse)
-	if reuse && len(r.Rows) == 0 && len(r.Failed) == 0 && r.Fatal == nil {
-		// The listing's scopes ran dry; others may be due since.
-		return c.round(ctx, src, most, n, false)
+	if reuse && len(r.Failed) == 0 && r.Fatal == nil &&
+		(len(r.Rows) == 0 || (len(r.Rows) < n && c.wokeSinceRead())) {
+		// The listing's scopes ran dry, or the wake-up's may be unlisted:
+		// others may be due since.
+		more := c.round(ctx, src, most, n-len(r.Rows), false)
+		more.Rows = append(r.Rows, more.Rows...)
+		more.Answered += r.Answered
+		return more
 	}
 	return r
 }

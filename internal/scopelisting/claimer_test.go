@@ -165,3 +165,34 @@ func TestClaimerFallbackServesEveryRecentScopeInTurns(t *testing.T) {
 		}
 	}
 }
+
+// A wake-up after the listing was read may announce a scope the listing
+// lacks: a round served from the listing that comes back short then reads
+// again, so the new scope is claimed now and not at the next poll (the
+// wake-up was spent on this claim).
+func TestClaimerWokenAfterTheReadReadsAgainWhenShort(t *testing.T) {
+	f := &fakeDB{due: map[string]int{"a": 3}, listCost: time.Millisecond}
+	src := f.source()
+	var c Claimer[string, string]
+	if r := c.Claim(t.Context(), src, 4, 2); len(r.Rows) != 2 {
+		t.Fatalf("first claim: %v", r.Rows)
+	}
+	f.due["b"] = 5 // due after the read, with its wake-up
+	c.Woke(f.clock)
+	r := c.Claim(t.Context(), src, 4, 4)
+	got := map[string]int{}
+	for _, s := range r.Rows {
+		got[s]++
+	}
+	if got["b"] == 0 {
+		t.Fatalf("the claim after a wake-up served %v from the old listing: b, due since, waits for a poll", got)
+	}
+	// Without a wake-up since the read, a short round from a fresh listing
+	// does not read again: reads stay bounded by the listing's reuse.
+	f.due["c"] = 5
+	reads := f.reads
+	c.Claim(t.Context(), src, 4, 100)
+	if f.reads != reads {
+		t.Fatalf("a short round without a wake-up read %d times, want the listing reused", f.reads-reads)
+	}
+}

@@ -30,6 +30,7 @@ type Listing[S comparable] struct {
 	next   int // where the next turn begins
 	full   bool
 	until  time.Time
+	readAt time.Time // when the read behind it began
 }
 
 // Fresh reports whether the listing still serves rounds at now: it holds
@@ -40,6 +41,13 @@ func (l *Listing[S]) Fresh(now time.Time) bool {
 	return len(l.scopes) > 0 && now.Before(l.until)
 }
 
+// ReadBefore reports whether the read behind the listing began before t.
+func (l *Listing[S]) ReadBefore(t time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.readAt.Before(t)
+}
+
 // Set records a read that began at start, took took and listed scopes; full
 // reports that it listed as many as it may (others may be due).
 func (l *Listing[S]) Set(scopes []S, full bool, start time.Time, took time.Duration) {
@@ -48,6 +56,7 @@ func (l *Listing[S]) Set(scopes []S, full bool, start time.Time, took time.Durat
 	l.scopes = append(l.scopes[:0], scopes...)
 	l.next = 0
 	l.full = full
+	l.readAt = start
 	l.until = start.Add(took * (1 + Reuse))
 }
 

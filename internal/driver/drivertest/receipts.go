@@ -394,6 +394,13 @@ func (c *nodeClaimer) Claim(ctx context.Context, given *pgxpool.Conn, scopes, n 
 	return out, more || len(out) == n, nil
 }
 
+// Woke passes the wake-up to every node's claimer.
+func (c *nodeClaimer) Woke(t time.Time) {
+	for _, claims := range c.each {
+		claims.Woke(t)
+	}
+}
+
 // onNode runs one claim of claims on node i, as given's role.
 func (c *nodeClaimer) onNode(ctx context.Context, given *pgxpool.Conn, i int, claims driver.Claimer, scopes, n int) ([]db.ReceiptClaimScopeRow, bool, error) {
 	cfg, err := pgxpool.ParseConfig("")
