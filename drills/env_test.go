@@ -215,14 +215,6 @@ func firstAckAfter(t *testing.T, r *drillkit.Running, after time.Time) time.Time
 	return at
 }
 
-// eventually is testkit.Eventually with the arguments in the order
-// failover_test.go, changed on another branch, still uses. Call
-// testkit.Eventually in new code.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	return testkit.Eventually(t, timeout, cond, "%s", what)
-}
-
 // finish waits for the load, lets the worker settle every receipt, prints
 // the drill's summary line and fails the drill on any loss, double, torn
 // commit, DEAD receipt or accept the load gave up on.

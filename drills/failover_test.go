@@ -10,6 +10,7 @@ import (
 	"github.com/pginbox/pginbox/internal/drillkit"
 	"github.com/pginbox/pginbox/internal/faultproxy"
 	"github.com/pginbox/pginbox/internal/pgcluster"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // TestDrillFailover crashes a primary under load and promotes its streaming
@@ -74,11 +75,11 @@ func failoverDrill(t *testing.T, sync bool) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30*time.Second, "the standby to stream as "+want, func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		var state string
 		err := oldAdmin.QueryRow(t.Context(), "SELECT sync_state FROM pg_stat_replication WHERE application_name = $1 AND state = 'streaming'", standbyName).Scan(&state)
 		return err == nil && state == want
-	})
+	}, "%s", "the standby to stream as "+want)
 	// Both servers, whichever accepts writes: what a service configures.
 	dsn, err := drillkit.AppDSN(fmt.Sprintf("host=%s,%s port=%d,%d sslmode=disable target_session_attrs=read-write",
 		primary.SocketDir(), standby.SocketDir(), primary.Port(), standby.Port()))
@@ -109,11 +110,11 @@ func failoverDrill(t *testing.T, sync bool) {
 	if err := oldAdmin.QueryRow(t.Context(), "SELECT pg_current_wal_lsn()::text").Scan(&fenceLSN); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the standby to flush the WAL acknowledged before the stall", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		var caught bool
 		err := oldAdmin.QueryRow(t.Context(), "SELECT flush_lsn >= $1::pg_lsn FROM pg_stat_replication WHERE application_name = $2", fenceLSN, standbyName).Scan(&caught)
 		return err == nil && caught
-	})
+	}, "%s", "the standby to flush the WAL acknowledged before the stall")
 	// The floor: some accepts are acknowledged after the fence before the
 	// primary dies, or the checks of what was acknowledged during the stall
 	// check nothing (some synchronous passes had none). A synchronous commit
@@ -121,9 +122,9 @@ func failoverDrill(t *testing.T, sync bool) {
 	// acknowledged now, before the blackhole: accepts that only the
 	// synchronous standby vouches for, as the fence's flush does not cover
 	// them.
-	eventually(t, 30*time.Second, fmt.Sprintf("%d accepts acknowledged after the fence", stallFloor), func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		return ackedSince(load.Snapshot(), fence) >= stallFloor
-	})
+	}, "%s", fmt.Sprintf("%d accepts acknowledged after the fence", stallFloor))
 
 	// The standby stops receiving WAL shortly before the primary crashes,
 	// as when the network between them fails first. Synchronous accepts
@@ -142,7 +143,7 @@ func failoverDrill(t *testing.T, sync bool) {
 	}
 	promoted := time.Now()
 	admin := newPool(t, standby.ConnString(drillkit.Database), "drill-admin", 4)
-	relisten := eventually(t, 30*time.Second, "the worker to LISTEN on the new primary", func() bool { return listening(t, admin) })
+	relisten := testkit.Eventually(t, 30*time.Second, func() bool { return listening(t, admin) }, "%s", "the worker to LISTEN on the new primary")
 	recovery := firstAckAfter(t, load, promoted).Sub(t0)
 
 	name := "failover-" + want

@@ -21,6 +21,7 @@ import (
 	"github.com/pginbox/pginbox/inbox"
 	"github.com/pginbox/pginbox/inboxtype"
 	"github.com/pginbox/pginbox/internal/childtest"
+	"github.com/pginbox/pginbox/internal/testkit"
 )
 
 // The crash and signal tests run workers in child processes: re-executions of
@@ -137,7 +138,7 @@ func startChild(t *testing.T, dsn, mode string, round int, env ...string) *child
 // committed final, and a drain sees all of it.
 func waitChildSessionsGone(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	eventually(t, 30*time.Second, "the killed child's sessions to end", func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		var n int
 		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND application_name = $1`, childAppName).Scan(&n)
@@ -145,7 +146,7 @@ func waitChildSessionsGone(t *testing.T, pool *pgxpool.Pool) {
 			t.Fatal(err)
 		}
 		return n == 0
-	})
+	}, "%s", "the killed child's sessions to end")
 }
 
 // recoverAll waits for the killed child's sessions to end, then for its
@@ -154,14 +155,14 @@ func recoverAll(t *testing.T, pool *pgxpool.Pool, w *inbox.Worker) int {
 	t.Helper()
 	waitChildSessionsGone(t, pool)
 	total := 0
-	eventually(t, 15*time.Second, "the killed child's claims to be recovered", func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		n, err := w.RecoverExpired(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
 		total += n
 		return countRows(t, pool, "status = 'PROCESSING'") == 0
-	})
+	}, "%s", "the killed child's claims to be recovered")
 	return total
 }
 

@@ -111,14 +111,6 @@ func statusSummary(t testing.TB, pool *pgxpool.Pool) string {
 	return strings.Join(parts, ", ")
 }
 
-// eventually is testkit.Eventually with the arguments in the order
-// worker_crash_test.go, changed on another branch, still uses. Call
-// testkit.Eventually in new code.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testkit.Eventually(t, timeout, cond, "%s", what)
-}
-
 func waitStatus(t testing.TB, pool *pgxpool.Pool, id inbox.ID, want string, timeout time.Duration) receiptState {
 	t.Helper()
 	var st receiptState
