@@ -445,6 +445,12 @@ func TestBenchCitus(t *testing.T) {
 			x("nodes_" + node + "_cpu_us_per_msg")
 			x("nodes_" + node + "_plans_per_msg")
 		}
+		// The raw loops' CPU per row, on every side: the floor beside
+		// each figure.
+		for _, side := range []string{"single", "citus", "nodes"} {
+			x("raw_" + side + "_cpu_us_per_row")
+		}
+		is.True(strings.Contains(strings.Join(notes(r), "\n"), "raw loop"))
 		if scenario == "citus-accepted-completed-c3" {
 			// accept-batch + drain-noop: CPU on every side, Citus's over one
 			// node's, and with the sessions on the worker nodes the

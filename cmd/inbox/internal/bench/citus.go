@@ -104,7 +104,7 @@ func (s *suite) citus(ctx context.Context) []*Result {
 	}
 
 	tenants := s.o.CitusTenants
-	accept, _ := s.citusCompare(ctx, "citus-accept", s.o.Concurrency,
+	accept, _, _ := s.citusCompare(ctx, "citus-accept", s.o.Concurrency,
 		fmt.Sprintf("Accept of fresh messages over %d tenants by %d callers, on Citus (coordinator + 2 workers, loopback; through the coordinator, and with the sessions on the worker nodes) vs one node. %s", tenants, s.o.Concurrency, citusShared),
 		sides, func(ctx context.Context, side *citusSide) (sample, error) {
 			base := side.sent
@@ -122,7 +122,7 @@ func (s *suite) citus(ctx context.Context) []*Result {
 		})
 	res := []*Result{accept}
 
-	batch, batchCosts := s.citusCompare(ctx, "citus-accept-batch", s.o.Concurrency,
+	batch, batchCosts, batchRaw := s.citusCompare(ctx, "citus-accept-batch", s.o.Concurrency,
 		fmt.Sprintf("AcceptBatch of %d fresh messages of one tenant, %d calls by %d callers, round robin over %d tenants, on Citus vs one node. %s",
 			s.o.BatchSize, s.o.Batches, s.o.Concurrency, tenants, citusShared),
 		sides, func(ctx context.Context, side *citusSide) (sample, error) {
@@ -133,7 +133,7 @@ func (s *suite) citus(ctx context.Context) []*Result {
 	res = append(res, batch)
 
 	for _, c := range s.o.DrainBatchedConcurrency {
-		r, _ := s.citusCompare(ctx, fmt.Sprintf("citus-drain-batched-c%d", c), c,
+		r, _, _ := s.citusCompare(ctx, fmt.Sprintf("citus-drain-batched-c%d", c), c,
 			fmt.Sprintf("Worker drain of %d due receipts over %d tenants, %d messages per handler transaction, a business row per message in a table colocated with the receipts, on Citus vs one node. %s",
 				s.o.DrainMessages, tenants, s.o.DrainBatch, citusShared),
 			sides, func(ctx context.Context, side *citusSide) (sample, error) {
@@ -145,7 +145,7 @@ func (s *suite) citus(ctx context.Context) []*Result {
 	}
 	var models []*Result
 	for _, c := range s.o.DrainBatchedConcurrency {
-		r, costs := s.citusCompare(ctx, fmt.Sprintf("citus-drain-noop-c%d", c), c,
+		r, costs, raws := s.citusCompare(ctx, fmt.Sprintf("citus-drain-noop-c%d", c), c,
 			fmt.Sprintf("Worker drain of %d due receipts over %d tenants, %d messages per handler transaction, a handler that does nothing, on Citus vs one node. %s",
 				s.o.DrainMessages, tenants, s.o.DrainBatch, citusShared),
 			sides, func(ctx context.Context, side *citusSide) (sample, error) {
@@ -154,7 +154,7 @@ func (s *suite) citus(ctx context.Context) []*Result {
 				return s.citusRaw(ctx, side, fmt.Sprintf("citus-drain-noop-c%d raw %s", c, side.name), s.o.DrainMessages/s.o.DrainBatch, c, s.o.DrainBatch, false)
 			})
 		res = append(res, r)
-		models = append(models, s.citusModel(c, batch, r, batchCosts, costs,
+		models = append(models, s.citusModel(c, batch, r, batchCosts, costs, batchRaw, raws,
 			fmt.Sprintf("CPU of each node per message accepted by AcceptBatch of %d (citus-accept-batch) and completed by a worker of concurrency %d, %d messages per transaction, no-op handler (citus-drain-noop-c%d), on one node, on Citus through the coordinator and on Citus with the sessions on the worker nodes. %s",
 				s.o.BatchSize, c, s.o.DrainBatch, c, citusShared)))
 	}
@@ -185,9 +185,9 @@ func (s *suite) citusWarmUp(ctx context.Context, sides []*citusSide) error {
 // reports the Citus side through the coordinator (sides[1]) against the
 // single node (sides[0]) as the "raw", with the nodes side (sides[2]) in
 // Extra, and each raw loop's ratio beside them. It returns the sides'
-// costs per message too.
+// costs per message too, and their raw loops' per row.
 func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc string, sides []*citusSide,
-	phase func(context.Context, *citusSide) (sample, error), raw func(context.Context, *citusSide) sample) (*Result, []sideCost) {
+	phase func(context.Context, *citusSide) (sample, error), raw func(context.Context, *citusSide) sample) (*Result, []sideCost, []sideCost) {
 	r := &Result{Scenario: name, Description: desc, Concurrency: conc, Rounds: s.o.Rounds, OK: true,
 		Target: "Citus >= 0.5 x the single node on the same machine (issue 22)"}
 	samples, raws := make([]sample, len(sides)), make([]sample, len(sides))
@@ -199,13 +199,21 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 			sm, err := phase(ctx, side)
 			if err != nil {
 				r.failf("%s: %v", side.name, err)
-				return r, nil
+				return r, nil, nil
 			}
 			if sm.errors > 0 {
 				r.failf("%s: %d calls failed, first: %v", side.name, sm.errors, sm.firstErr)
 			}
 			samples[i].add(sm)
-			rs := raw(ctx, side)
+			var rs sample
+			if err := side.meter.raw(func() int {
+				before := side.rawSent
+				rs = raw(ctx, side)
+				return side.rawSent - before
+			}); err != nil {
+				r.failf("%s raw: %v", side.name, err)
+				return r, nil, nil
+			}
 			if rs.errors > 0 {
 				r.failf("%s raw: %d calls failed, first: %v", side.name, rs.errors, rs.firstErr)
 			}
@@ -250,6 +258,11 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 	}
 	setCostExtras(r, costs)
 	r.Notes = costNotes("CPU us per message by node, net of idle:", costs)
+	var rawCosts []sideCost
+	for _, side := range sides {
+		rawCosts = append(rawCosts, side.meter.rawCost(side.name))
+	}
+	r.Notes = append(r.Notes, rawCostNote("raw loop, CPU us per row written, net of idle:", rawCosts, r))
 	var counts []string
 	for _, side := range sides {
 		c, err := s.citusCount(ctx, side)
@@ -268,7 +281,7 @@ func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc st
 			side.name, c.receipts, c.completed, c.effects, c.noops, c.raw))
 	}
 	r.Verified = fmt.Sprint(counts)
-	return r, costs
+	return r, costs, rawCosts
 }
 
 // citusCounts are a side's rows, told apart from the other Citus side's by

@@ -51,6 +51,7 @@ type costNode struct {
 type nodeCounters struct {
 	xacts, rows, stmts, plans, sessions int64
 	byQuery                             map[string]int64
+	msByQuery                           map[string]float64 // planning and execution time
 	cpu                                 time.Duration
 }
 
@@ -59,6 +60,7 @@ type nodeCounters struct {
 type nodeCost struct {
 	xacts, rows, stmts, plans, sessions int64
 	byQuery                             map[string]int64
+	msByQuery                           map[string]float64
 	cpu                                 time.Duration
 }
 
@@ -89,13 +91,14 @@ func closeCostNodes(nodes []*costNode) {
 
 // read returns the node's counters for database db now.
 func (n *costNode) read(ctx context.Context, db string) (nodeCounters, error) {
-	c := nodeCounters{byQuery: map[string]int64{}}
+	c := nodeCounters{byQuery: map[string]int64{}, msByQuery: map[string]float64{}}
 	err := n.conn.QueryRow(ctx, `SELECT xact_commit, tup_inserted + tup_updated + tup_deleted, sessions
 		FROM pg_stat_database WHERE datname = $1`, db).Scan(&c.xacts, &c.rows, &c.sessions)
 	if err != nil {
 		return c, fmt.Errorf("%s: pg_stat_database: %w", n.name, err)
 	}
-	rows, err := n.conn.Query(ctx, `SELECT s.query, sum(s.calls)::bigint, sum(s.plans)::bigint FROM pg_stat_statements s
+	rows, err := n.conn.Query(ctx, `SELECT s.query, sum(s.calls)::bigint, sum(s.plans)::bigint,
+		sum(s.total_exec_time + s.total_plan_time)::float8 FROM pg_stat_statements s
 		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 GROUP BY s.query`, db)
 	if err != nil {
 		return c, fmt.Errorf("%s: pg_stat_statements: %w", n.name, err)
@@ -103,12 +106,14 @@ func (n *costNode) read(ctx context.Context, db string) (nodeCounters, error) {
 	for rows.Next() {
 		var q string
 		var calls, plans int64
-		if err := rows.Scan(&q, &calls, &plans); err != nil {
+		var ms float64
+		if err := rows.Scan(&q, &calls, &plans, &ms); err != nil {
 			rows.Close()
 			return c, err
 		}
 		q = statementLabel(q)
 		c.byQuery[q] += calls
+		c.msByQuery[q] += ms
 		c.stmts += calls
 		c.plans += plans
 	}
@@ -158,6 +163,12 @@ type costMeter struct {
 	// before each measured part: the phase's figures are net of it.
 	idle     []time.Duration
 	idleWall time.Duration
+
+	// The raw loops' CPU by node and the rows they wrote: the same-run
+	// floor of what a routed write costs each side.
+	rawCPU  []time.Duration
+	rawWall time.Duration
+	rawRows int
 }
 
 // reset starts a new phase.
@@ -165,9 +176,53 @@ func (m *costMeter) reset() {
 	m.sum = make([]nodeCost, len(m.nodes))
 	for i := range m.sum {
 		m.sum[i].byQuery = map[string]int64{}
+		m.sum[i].msByQuery = map[string]float64{}
 	}
 	m.msgs, m.wall, m.tripsSum = 0, 0, 0
 	m.idle, m.idleWall = make([]time.Duration, len(m.nodes)), 0
+	m.rawCPU, m.rawWall, m.rawRows = make([]time.Duration, len(m.nodes)), 0, 0
+}
+
+// raw runs a raw loop and adds the nodes' CPU over it to the raw account.
+// Only CPU is read, which is current, so it needs no wait for counters.
+func (m *costMeter) raw(loop func() (rows int)) error {
+	c0, err := m.cpus()
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	rows := loop()
+	c1, err := m.cpus()
+	if err != nil {
+		return err
+	}
+	m.rawWall += time.Since(t0)
+	for i := range m.nodes {
+		m.rawCPU[i] += c1[i] - c0[i]
+	}
+	m.rawRows += rows
+	return nil
+}
+
+// idleRate is node i's idle CPU per second of wall time.
+func (m *costMeter) idleRate(i int) float64 {
+	if m.idleWall < time.Second { // shorter, a single clock tick would swamp it
+		return 0
+	}
+	return float64(m.idle[i]) / float64(m.idleWall)
+}
+
+// rawCost is the raw loops' CPU per row written, by node, net of idle.
+func (m *costMeter) rawCost(side string) sideCost {
+	cost := sideCost{side: side}
+	if m.rawRows == 0 {
+		return cost
+	}
+	for i, n := range m.nodes {
+		net := m.rawCPU[i] - time.Duration(m.idleRate(i)*float64(m.rawWall))
+		cost.nodes = append(cost.nodes, nodeShare{name: n.name, cpuUs: float64(net.Microseconds()) / float64(m.rawRows)})
+	}
+	return cost
 }
 
 func (m *costMeter) cpus() ([]time.Duration, error) {
@@ -235,6 +290,11 @@ func (m *costMeter) end(ctx context.Context, msgs int) error {
 				s.byQuery[q] += d
 			}
 		}
+		for q, ms := range c.msByQuery {
+			if d := ms - b.msByQuery[q]; d > 0 {
+				s.msByQuery[q] += d
+			}
+		}
 	}
 	m.msgs += msgs
 	return nil
@@ -243,7 +303,7 @@ func (m *costMeter) end(ctx context.Context, msgs int) error {
 // report adds the phase's per-message figures of each node to r.Extra,
 // keyed <side>_<node>_<figure>_per_msg, and returns them as a sideCost
 // with the per-statement breakdown as lines (each node's statements by
-// calls per message).
+// calls per message, with their share of the node's statement time).
 func (m *costMeter) report(r *Result, side string) (sideCost, []string) {
 	cost := sideCost{side: side}
 	if m.msgs == 0 {
@@ -256,10 +316,7 @@ func (m *costMeter) report(r *Result, side string) (sideCost, []string) {
 	for i, n := range m.nodes {
 		s := m.sum[i]
 		key := side + "_" + n.name
-		idleRate := 0.0
-		if m.idleWall >= time.Second { // shorter, a single clock tick would swamp it
-			idleRate = float64(m.idle[i]) / float64(m.idleWall)
-		}
+		idleRate := m.idleRate(i)
 		net := s.cpu - time.Duration(idleRate*float64(m.wall))
 		cost.nodes = append(cost.nodes, nodeShare{name: n.name, cpuUs: float64(net.Microseconds()) / float64(m.msgs),
 			stmts: per(s.stmts), plans: per(s.plans)})
@@ -273,9 +330,20 @@ func (m *costMeter) report(r *Result, side string) (sideCost, []string) {
 			side, n.name, m.msgs, m.wall.Seconds(), per(s.xacts), per(s.stmts), per(s.plans), per(s.rows), per(s.sessions), usPer(net), idleRate*1000, usPer(s.cpu)))
 		qs := slices.Collect(maps.Keys(s.byQuery))
 		slices.SortFunc(qs, func(a, b string) int { return cmp.Or(cmp.Compare(s.byQuery[b], s.byQuery[a]), cmp.Compare(a, b)) })
+		var allMs float64
+		for _, ms := range s.msByQuery {
+			allMs += ms
+		}
 		for _, q := range qs {
 			if per(s.byQuery[q]) >= 0.005 {
-				lines = append(lines, fmt.Sprintf("    %7.3f  %s", per(s.byQuery[q]), q))
+				share := 0.0
+				if allMs > 0 {
+					share = 100 * s.msByQuery[q] / allMs
+				}
+				// The share of the node's statement time (planning and
+				// execution) says which statement its work goes to, such as
+				// the claim's discovery.
+				lines = append(lines, fmt.Sprintf("    %7.3f  %5.1f%%  %s", per(s.byQuery[q]), share, q))
 			}
 		}
 	}

@@ -158,7 +158,9 @@ const (
 // citusModel is the figure per accepted and completed message: the cost per
 // message of the accept-batch phase plus that of the no-op drain at
 // concurrency c, per side and node.
-func (s *suite) citusModel(c int, accept, drain *Result, acceptCosts, drainCosts []sideCost, desc string) *Result {
+// acceptRaw and drainRaw are the phases' raw loops, CPU per row: the same
+// sum for them is the floor Citus sets here for any client.
+func (s *suite) citusModel(c int, accept, drain *Result, acceptCosts, drainCosts, acceptRaw, drainRaw []sideCost, desc string) *Result {
 	r := &Result{Scenario: fmt.Sprintf("citus-accepted-completed-c%d", c), Concurrency: c, Rounds: s.o.Rounds, OK: true,
 		Calls:       s.o.DrainMessages * s.o.Rounds,
 		Description: desc,
@@ -198,9 +200,44 @@ func (s *suite) citusModel(c int, accept, drain *Result, acceptCosts, drainCosts
 		}
 		r.Notes = append(r.Notes, line)
 	}
+	if len(acceptRaw) == len(costs) && len(drainRaw) == len(costs) {
+		raws := make([]sideCost, len(costs))
+		for i := range raws {
+			raws[i] = acceptRaw[i].plus(drainRaw[i])
+		}
+		r.Notes = append(r.Notes, rawCostNote(fmt.Sprintf("raw loops of %s + %s, CPU us per row written, net of idle:", accept.Scenario, drain.Scenario), raws, r))
+		for i, c := range costs[1:] {
+			ratio, ok := ratioToOne(costs, c)
+			rawRatio, rawOK := ratioToOne(raws, raws[i+1])
+			if ok && rawOK && rawRatio > 0 {
+				r.setExtra(c.side+"_cpu_ratio_over_raw", round2(ratio/rawRatio))
+				r.Notes = append(r.Notes, fmt.Sprintf("%s: pginbox's %.2f x one node over the raw loops' %.2f x: %.2f", c.side, ratio, rawRatio, ratio/rawRatio))
+			}
+		}
+	}
 	r.MeetsTarget = meets
 	r.Verified = fmt.Sprintf("the counts of %s and %s (checked there)", accept.Scenario, drain.Scenario)
 	return r
+}
+
+// rawCostNote is one line of the raw loops' CPU per row by side, each
+// beside one node's; it adds them to r.Extra as raw_<side>_cpu_us_per_row
+// and raw_<side>_cpu_ratio_to_single.
+func rawCostNote(title string, raws []sideCost, r *Result) string {
+	var parts []string
+	for i, c := range raws {
+		if len(c.nodes) == 0 {
+			continue
+		}
+		r.setExtra("raw_"+c.side+"_cpu_us_per_row", math.Round(c.cpuUs()))
+		part := fmt.Sprintf("%s %.0f", c.side, c.cpuUs())
+		if ratio, ok := ratioToOne(raws, c); ok && i > 0 {
+			r.setExtra("raw_"+c.side+"_cpu_ratio_to_single", round2(ratio))
+			part += fmt.Sprintf(" (%.2f x)", ratio)
+		}
+		parts = append(parts, part)
+	}
+	return title + " " + strings.Join(parts, ", ")
 }
 
 func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
