@@ -4,7 +4,7 @@
 // scope is claimed on its own node (Claimer). The read's cost grows with
 // the backlog (80 ms at 300,000 due receipts, more than the claims it
 // feeds), so a listing that cost d is reused for Reuse x d, in turns
-// (Listing): the read takes about a fifth of the claim loop's time at most
+// (Listing): the read takes about a tenth of the claim loop's time at most
 // whatever the backlog; after a cheap read the next round reads again.
 // When the read fails (a worker node down) the rounds claim from the scopes
 // listed recently.
@@ -15,8 +15,10 @@ import (
 	"time"
 )
 
-// Reuse is how many times its own cost a listing is reused for.
-const Reuse = 4
+// Reuse is how many times its own cost a listing is reused for: the reads
+// stay within a tenth of the claim loop's time, while a scope missing from
+// the listing waits at most ten reads' time (a wake-up reads again sooner).
+const Reuse = 9
 
 // Wider is how many times a round's scopes a read lists: the rounds that
 // reuse it take the listed scopes in turns.

@@ -15,8 +15,9 @@ func TestListing(t *testing.T) {
 		t.Fatal("the zero listing is fresh or holds scopes")
 	}
 	l.Set([]string{"a", "b", "c", "d", "e"}, true, t0, 10*time.Millisecond)
-	if !l.Fresh(t0.Add(49*time.Millisecond)) || l.Fresh(t0.Add(50*time.Millisecond)) {
-		t.Fatalf("a read of 10 ms begun at t0 must serve until t0+50ms (its 10 ms and %d x 10 ms after)", Reuse)
+	until := t0.Add(10 * time.Millisecond * (1 + Reuse))
+	if !l.Fresh(until.Add(-time.Millisecond)) || l.Fresh(until) {
+		t.Fatalf("a read of 10 ms begun at t0 must serve until t0+%v (its 10 ms and %d x 10 ms after)", until.Sub(t0), Reuse)
 	}
 	turn := func(k int, want ...string) {
 		t.Helper()
