@@ -38,7 +38,7 @@ func refusedAsForeignKey(t testing.TB, what string, err error) {
 	}
 }
 
-// The attack of issue 21: tenant a, on the application role with only its own
+// The forged work row: tenant a, on the application role with only its own
 // scope set, queues a work row of its own scope for tenant b's COMPLETED
 // receipt. The worker claims it, b's handler never runs, and when the lease
 // expires recovery (system role) marks b's receipt DEAD. The database must

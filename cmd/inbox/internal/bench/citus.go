@@ -189,7 +189,7 @@ func (s *suite) citusWarmUp(ctx context.Context, sides []*citusSide) error {
 func (s *suite) citusCompare(ctx context.Context, name string, conc int, desc string, sides []*citusSide,
 	phase func(context.Context, *citusSide) (sample, error), raw func(context.Context, *citusSide) sample) (*Result, []sideCost, []sideCost) {
 	r := &Result{Scenario: name, Description: desc, Concurrency: conc, Rounds: s.o.Rounds, OK: true,
-		Target: "Citus >= 0.5 x the single node on the same machine (issue 22)"}
+		Target: "Citus >= 0.5 x the single node on the same machine (docs/TARGETS.md, target 14)"}
 	samples, raws := make([]sample, len(sides)), make([]sample, len(sides))
 	for _, side := range sides {
 		side.meter.reset()

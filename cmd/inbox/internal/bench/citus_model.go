@@ -10,8 +10,8 @@ import (
 )
 
 // The citus scenario's per-message model: what a message costs each node of
-// each side, beside one node's, and the figure issue 48 is judged on, CPU
-// per accepted and completed message.
+// each side, beside one node's, and the figure that target 15 of
+// docs/TARGETS.md judges, CPU per accepted and completed message.
 
 // nodeShare is one node's cost per message.
 type nodeShare struct {
@@ -148,7 +148,7 @@ func costNotes(title string, costs []sideCost) []string {
 	return append([]string{title}, strings.Split(strings.TrimRight(b.String(), "\n"), "\n")...)
 }
 
-// The targets of issue 48 for a message accepted (AcceptBatch of one
+// Target 15 of docs/TARGETS.md, for a message accepted (AcceptBatch of one
 // scope) and completed (a batched drain, no-op handler).
 const (
 	citusCPUTarget   = 2.0  // x one node's CPU per message, on every Citus side
@@ -164,7 +164,7 @@ func (s *suite) citusModel(c int, accept, drain *Result, acceptCosts, drainCosts
 	r := &Result{Scenario: fmt.Sprintf("citus-accepted-completed-c%d", c), Concurrency: c, Rounds: s.o.Rounds, OK: true,
 		Calls:       s.o.DrainMessages * s.o.Rounds,
 		Description: desc,
-		Target: fmt.Sprintf("CPU per accepted and completed message on Citus <= %.0f x one node's, coordinator's share with sessions on the worker nodes <= %.0f%% (issue 48)",
+		Target: fmt.Sprintf("CPU per accepted and completed message on Citus <= %.0f x one node's, coordinator's share with sessions on the worker nodes <= %.0f%% (docs/TARGETS.md, target 15)",
 			citusCPUTarget, 100*citusCoordTarget),
 	}
 	r.Raw.Description = "no raw side: the figures are CPU per message of the phases " + accept.Scenario + " and " + drain.Scenario + ", whose raw loops are reported there"
