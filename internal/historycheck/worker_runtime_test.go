@@ -99,7 +99,7 @@ func TestWorkerRuntimeHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := &runtimeHistory{direct: direct, proxy: proxy, client: client, view: admin.Operator(),
-		calls: map[string]*rtCall{}, acked: map[string]inbox.ID{}, requeued: map[string]bool{}, counts: map[string]int{}}
+		calls: map[string]*rtCall{}, acked: map[string]inbox.ID{}, accepted: map[string]bool{}, requeued: map[string]bool{}, counts: map[string]int{}}
 
 	runCtx, stop := context.WithTimeout(ctx, time.Duration(historySeconds())*time.Second)
 	defer stop()
@@ -135,6 +135,7 @@ type runtimeHistory struct {
 	mu       sync.Mutex
 	calls    map[string]*rtCall  // by tag
 	acked    map[string]inbox.ID // message ID -> receipt ID, from an accept or redelivery that returned
+	accepted map[string]bool     // messages a call said it inserted (Accepted): one call at most may
 	requeued map[string]bool     // receipts requeued: their attempts count again from 1
 	counts   map[string]int
 	faults   []string // anomalies found while running
@@ -184,6 +185,7 @@ func (rt *runtimeHistory) operate(ctx context.Context, seed uint64) {
 				rt.faults = append(rt.faults, fmt.Sprintf("the first accept of m%d said %s", n, res.Outcome))
 			default:
 				rt.acked[fmt.Sprintf("m%d", n)] = res.ID
+				rt.accepted[fmt.Sprintf("m%d", n)] = true
 				rt.counts["accept ok"]++
 			}
 			rt.mu.Unlock()
@@ -202,12 +204,22 @@ func (rt *runtimeHistory) operate(ctx context.Context, seed uint64) {
 				continue
 			}
 			rt.mu.Lock()
-			if id, ok := rt.acked[msg.MessageID]; ok {
-				if res.ID != id || res.Outcome != inbox.Duplicate {
-					rt.faults = append(rt.faults, fmt.Sprintf("a redelivery of %s, acknowledged as %s, said %s %s", msg.MessageID, id, res.Outcome, res.ID))
+			// After a first accept whose outcome is unknown, two redeliveries
+			// may race: the one that inserts says Accepted, and may return
+			// after the other's Duplicate of its row. Every call must name
+			// one receipt, and one call at most may have inserted it.
+			id, ok := rt.acked[msg.MessageID]
+			switch {
+			case !ok:
+				rt.acked[msg.MessageID] = res.ID // its first accept failed
+			case res.ID != id:
+				rt.faults = append(rt.faults, fmt.Sprintf("a redelivery of %s, acknowledged as %s, said %s %s", msg.MessageID, id, res.Outcome, res.ID))
+			}
+			if res.Outcome != inbox.Duplicate {
+				if rt.accepted[msg.MessageID] {
+					rt.faults = append(rt.faults, fmt.Sprintf("a redelivery of %s said %s %s after another call had inserted it", msg.MessageID, res.Outcome, res.ID))
 				}
-			} else {
-				rt.acked[msg.MessageID] = res.ID // its first accept may have failed, or still be in flight
+				rt.accepted[msg.MessageID] = true
 			}
 			rt.counts["redeliver ok"]++
 			rt.mu.Unlock()
