@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/pginbox/pginbox/internal/service"
 )
 
 // PollInterval is how often Eventually, EventuallyNoError and Never check.
@@ -121,14 +123,7 @@ func WaitMatch[T any](t testing.TB, ch <-chan T, timeout time.Duration, match fu
 // could observe: the pacing of a load generator or a fault injector. A loop
 // paced with it ends with its context, not a pause later.
 func Pace(ctx context.Context, d time.Duration) bool {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
+	return service.Sleep(ctx, d)
 }
 
 // Lazy is an argument for a failure message that is computed only when the
