@@ -119,6 +119,46 @@ func TestHandlerTransactionOpensWithItsFirstStatement(t *testing.T) {
 	is.Equal(timeouts, []string{"5s 5s", "5s 5s", "5s 5s"})
 }
 
+// With one message per transaction (the default) every statement of a
+// handler transaction is paid per message, so its opening is one statement:
+// BEGIN, the timeouts, scope, plan settings and process ID in one SELECT,
+// ReceiptStart and the plan settings restored, then COMMIT. It used to be
+// seven statements before the handler ran.
+func TestHandlerTransactionOpensInOneStatement(t *testing.T) {
+	t.Parallel()
+	is := is.New(t)
+	ctx := context.Background()
+	trips := &roundTrips{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trips })
+	var msgs []inbox.Message
+	for i := range 3 {
+		msgs = append(msgs, orderMsg(fmt.Sprint("evt-", i), raw(`{"orderId":"o-1"}`)))
+	}
+	acceptAll(t, newClient(t, pool, inbox.Config{}), msgs...)
+	w := newWorker(t, pool, registry(t, func(context.Context, *handler.Msg) error { return nil }),
+		inbox.WorkerConfig{Concurrency: 1, PollInterval: 50 * time.Millisecond})
+	is.NoErr(w.Start(ctx))
+	testkit.Eventually(t, 20*time.Second, func() bool { return countRows(t, pool, "status = 'COMPLETED'") == 3 }, "every receipt COMPLETED")
+	is.NoErr(w.Stop(ctx))
+
+	starts := trips.with("-- name: ReceiptStart")
+	is.Equal(len(starts), 3) // one transaction per message
+	for _, trip := range starts {
+		var sent []string
+		for _, s := range trip {
+			if s != "DISCARD PLANS" { // now and then, to renew the session's plans
+				sent = append(sent, s)
+			}
+		}
+		is.Equal(len(sent), 4) // BEGIN, the opening, ReceiptStart, the plan settings restored
+		is.Equal(sent[0], "BEGIN")
+		is.True(strings.HasPrefix(sent[1], "SELECT set_config('statement_timeout'"))
+		is.True(strings.Contains(sent[1], "pginbox.tenant"))
+		is.True(strings.Contains(sent[1], "pg_backend_pid()"))
+		is.True(strings.HasPrefix(sent[2], "-- name: ReceiptStart"))
+	}
+}
+
 // The statement that opens a handler transaction (ReceiptStart) and the
 // claim run on generic plans: left to choose, the server planned them afresh
 // at every call, and planning cost more than running them. The handler's own statements run

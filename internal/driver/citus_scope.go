@@ -238,3 +238,18 @@ func (citus) SetScope(ctx context.Context, tx pgx.Tx, p db.ScopeApplyParams) err
 func (c citus) EnsureScope(ctx context.Context, tx pgx.Tx, s inboxtype.Scope) (inboxtype.Scope, bool, error) {
 	return ensureScope(ctx, tx, s, c.SetScope)
 }
+
+// sendOpening sends an opening batch whose first n statements are Execs
+// (ahead of them may go first: sendScoped), then reads the process ID.
+func sendOpening(ctx context.Context, b Batcher, batch *pgx.Batch, n, ahead int) (uint32, error) {
+	br := sendScoped(ctx, b, batch, ahead)
+	var pid int32
+	err := readExecs(br, n)
+	if err == nil {
+		err = br.QueryRow().Scan(&pid)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return uint32(pid), err
+}

@@ -2,6 +2,9 @@ package driver
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,50 +30,123 @@ func (postgres) Opening(b Batcher, s inboxtype.Scope, o Open) db.DBTX {
 	return scopedDB{b: b, p: ScopeParams(s), open: o, send: sendPostgres}
 }
 
-// genericPlansOn and genericPlansOff bracket the statement that opens a
-// handler transaction (ReceiptStart) so it runs on a generic plan, then
-// restore the caller's settings for the handler's own statements. Left to
-// choose, the server plans it afresh at every call (a custom plan for an
-// array of known length looks cheaper), and planning it costs more than
-// running it. Both are local to the transaction.
+// genericPlansOff restores, after the statement that opens a handler
+// transaction (ReceiptStart), the caller's plan settings for the handler's
+// own statements; openingSQL saved them and made that statement run on a
+// generic plan. Left to choose, the server plans it afresh at every call (a
+// custom plan for an array of known length looks cheaper), and planning it
+// costs more than running it. Both are local to the transaction.
+var genericPlansOff = "SELECT " + pipetx.RestoreGenericPlanSettings
+
+// openingSQL is one statement that opens a transaction after BEGIN: its
+// statement and idle timeouts ($1, milliseconds), its scope ($2 tenant, $3
+// global, as ScopeApply sets them), with genericPlans the generic plan
+// settings (saved first), and with pid the server process ID as its last
+// column. One statement instead of four: with one message per handler
+// transaction each statement is paid per message.
+func openingSQL(genericPlans, pid bool) string {
+	q := "SELECT set_config('statement_timeout', $1::text, true), " +
+		"set_config('idle_in_transaction_session_timeout', $1::text, true), " +
+		"set_config('pginbox.tenant', $2::text, true), set_config('pginbox.global', $3::text, true)"
+	if genericPlans {
+		q += ", " + pipetx.SaveGenericPlanSettings + ", " + pipetx.ForceGenericPlan
+	}
+	if pid {
+		q += ", pg_backend_pid()"
+	}
+	return q
+}
+
 var (
-	genericPlansOn  = "SELECT " + pipetx.SaveGenericPlanSettings + ", " + pipetx.ForceGenericPlan
-	genericPlansOff = "SELECT " + pipetx.RestoreGenericPlanSettings
+	openingPlain      = openingSQL(false, false)
+	openingPlainPID   = openingSQL(false, true)
+	openingGeneric    = openingSQL(true, false)
+	openingGenericPID = openingSQL(true, true)
 )
 
-// sendPostgres sends the scope (ScopeApply), the handler transaction's
+// queueOpening queues BEGIN and the opening statement (openingSQL) of a
+// transaction with scope p and timeouts of ms milliseconds.
+func queueOpening(b *pgx.Batch, p db.ScopeApplyParams, ms int64, generic, discardPlans, pid bool) {
+	b.Queue("BEGIN")
+	if discardPlans {
+		b.Queue("DISCARD PLANS")
+	}
+	sql := openingPlain
+	switch {
+	case generic && pid:
+		sql = openingGenericPID
+	case generic:
+		sql = openingGeneric
+	case pid:
+		sql = openingPlainPID
+	}
+	b.Queue(sql, strconv.FormatInt(ms, 10), p.Tenant, p.Global)
+}
+
+// readOpening reads what queueOpening queued, and the process ID into pid
+// when it is not nil.
+func readOpening(br pgx.BatchResults, discardPlans bool, pid *uint32) error {
+	n := 1 // BEGIN
+	if discardPlans {
+		n++
+	}
+	if err := readExecs(br, n); err != nil {
+		return err
+	}
+	if pid == nil {
+		_, err := br.Exec()
+		return err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return errors.New("pginbox: internal: the opening statement returned no row")
+	}
+	vals, err := rows.Values()
+	if err != nil {
+		return err
+	}
+	p, ok := vals[len(vals)-1].(int32)
+	if !ok {
+		return fmt.Errorf("pginbox: internal: the opening statement returned %T for the process ID", vals[len(vals)-1])
+	}
+	*pid = uint32(p)
+	rows.Close()
+	return rows.Err()
+}
+
+// sendPostgres sends the scope (ScopeApply), or the handler transaction's
 // opening when s.open asks for one, and the statement, in one round trip.
 func sendPostgres(s scopedDB, ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	opening := s.open.TimeoutMs > 0
 	b := &pgx.Batch{}
 	if opening {
-		queueOpen(b, s.open.TimeoutMs)
-		if s.open.DiscardPlans {
-			b.Queue("DISCARD PLANS")
+		queueOpening(b, s.p, s.open.TimeoutMs, true, s.open.DiscardPlans, s.open.PID != nil)
+	} else {
+		_ = Queue(b).ScopeApply(ctx, s.p)
+		if s.open.PID != nil {
+			b.Queue(BackendPIDQuery)
 		}
-		b.Queue(genericPlansOn)
-	}
-	_ = Queue(b).ScopeApply(ctx, s.p)
-	if s.open.PID != nil {
-		b.Queue(BackendPIDQuery)
 	}
 	b.Queue(sql, args...)
 	if opening {
 		b.Queue(genericPlansOff) // read by the caller's Close
 	}
 	br := s.b.SendBatch(ctx, b)
-	head := 1 // the scope
+	var err error
 	if opening {
-		head += 3 // BEGIN, the timeouts, genericPlansOn
-		if s.open.DiscardPlans {
-			head++
-		}
+		err = readOpening(br, s.open.DiscardPlans, s.open.PID)
+	} else if err = readExecs(br, 1); err == nil {
+		err = s.readPID(br)
 	}
-	if err := readExecs(br, head); err != nil {
-		br.Close()
-		return nil, err
-	}
-	if err := s.readPID(br); err != nil {
+	if err != nil {
 		br.Close()
 		return nil, err
 	}
@@ -79,25 +155,14 @@ func sendPostgres(s scopedDB, ctx context.Context, sql string, args []any) (pgx.
 
 func (postgres) OpenTx(ctx context.Context, b Batcher, s inboxtype.Scope, timeoutMs int64) (uint32, error) {
 	batch := &pgx.Batch{}
-	queueOpen(batch, timeoutMs)
-	_ = Queue(batch).ScopeApply(ctx, ScopeParams(s))
-	batch.Queue(BackendPIDQuery)
-	return sendOpening(ctx, b, batch, 3, 0)
-}
-
-// sendOpening sends an opening batch whose first n statements are Execs
-// (ahead of them may go first: sendScoped), then reads the process ID.
-func sendOpening(ctx context.Context, b Batcher, batch *pgx.Batch, n, ahead int) (uint32, error) {
-	br := sendScoped(ctx, b, batch, ahead)
-	var pid int32
-	err := readExecs(br, n)
-	if err == nil {
-		err = br.QueryRow().Scan(&pid)
-	}
+	queueOpening(batch, ScopeParams(s), timeoutMs, false, false, true)
+	br := b.SendBatch(ctx, batch)
+	var pid uint32
+	err := readOpening(br, false, &pid)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return uint32(pid), err
+	return pid, err
 }
 
 func (postgres) SetScope(ctx context.Context, tx pgx.Tx, p db.ScopeApplyParams) error {

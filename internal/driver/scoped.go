@@ -69,13 +69,6 @@ func (s scopedDB) readPID(br pgx.BatchResults) error {
 	return nil
 }
 
-// queueOpen queues BEGIN and a handler transaction's statement and idle
-// timeouts of ms milliseconds.
-func queueOpen(b *pgx.Batch, ms int64) {
-	b.Queue("BEGIN")
-	queueTimeouts(b, ms)
-}
-
 // queueTimeouts queues the transaction's statement and idle timeouts of ms
 // milliseconds.
 func queueTimeouts(b *pgx.Batch, ms int64) {
