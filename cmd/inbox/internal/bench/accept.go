@@ -240,7 +240,11 @@ func (s *suite) pginboxAccept(ctx context.Context, sp acceptSpec, label, side st
 		return sample{}, err
 	}
 	defer pool.Close()
-	client, err := inbox.NewClient(pool, s.hooksFor(side).client(inbox.Config{Logger: discardLogger, GroupCommit: sp.groupCommit}))
+	cfg := inbox.Config{Logger: discardLogger, GroupCommit: sp.groupCommit}
+	if sp.groupCommit {
+		cfg.GroupCommitFlushers = s.o.GroupFlushers
+	}
+	client, err := inbox.NewClient(pool, s.hooksFor(side).client(cfg))
 	if err != nil {
 		return sample{}, err
 	}

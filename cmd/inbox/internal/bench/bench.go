@@ -92,8 +92,11 @@ type Options struct {
 	Retained     int // receipts retained before accept-retained and accept-dup90; default 10,000
 	GroupCallers int // accept-group callers; default 64
 	GroupCalls   int // accept-group calls per phase; default 5 x Calls
-	BatchSize    int // messages per accept-batch call; default 100
-	Batches      int // accept-batch calls per phase; default 200
+	// GroupFlushers is accept-group's Config.GroupCommitFlushers; 0 leaves
+	// the client's default.
+	GroupFlushers int
+	BatchSize     int // messages per accept-batch call; default 100
+	Batches       int // accept-batch calls per phase; default 200
 
 	DrainMessages           int   // receipts per drain phase; default Calls
 	OrderedMessages         int   // receipts per ordered phase; default 10,000

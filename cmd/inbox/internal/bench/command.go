@@ -54,6 +54,7 @@ func CommandWithHooks(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&o.Retained, "retained", 10_000, "receipts retained before accept-retained and accept-dup90")
 	fs.IntVar(&o.GroupCallers, "group-callers", 64, "accept-group callers")
 	fs.IntVar(&o.GroupCalls, "group-calls", 0, "accept-group calls per phase (default 5 x --calls)")
+	fs.IntVar(&o.GroupFlushers, "group-flushers", 0, "accept-group's Config.GroupCommitFlushers (0: the client's default)")
 	fs.IntVar(&o.BatchSize, "batch-size", 100, "messages per accept-batch and citus-accept-batch call")
 	fs.IntVar(&o.Batches, "batches", 200, "accept-batch and citus-accept-batch calls per phase")
 	fs.IntVar(&o.DrainMessages, "drain-messages", 0, "receipts per drain phase (default --calls)")
