@@ -70,6 +70,20 @@ func (r *roundTrips) with(prefix string) [][]string {
 	return out
 }
 
+// tracedBacklog returns a pool whose round trips are recorded, on a
+// database holding n accepted receipts.
+func tracedBacklog(t *testing.T, n int) (*roundTrips, *pgxpool.Pool) {
+	t.Helper()
+	trips := &roundTrips{}
+	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trips })
+	var msgs []inbox.Message
+	for i := range n {
+		msgs = append(msgs, orderMsg(fmt.Sprint("evt-", i), raw(`{"orderId":"o-1"}`)))
+	}
+	acceptAll(t, newClient(t, pool, inbox.Config{}), msgs...)
+	return trips, pool
+}
+
 // A handler transaction costs two round trips: BEGIN, its timeouts, the
 // scope and ReceiptStart in the first, COMMIT in the second. BEGIN alone used
 // to be a round trip of its own.
@@ -77,13 +91,7 @@ func TestHandlerTransactionOpensWithItsFirstStatement(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	trips := &roundTrips{}
-	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trips })
-	var msgs []inbox.Message
-	for i := range 3 {
-		msgs = append(msgs, orderMsg(fmt.Sprint("evt-", i), raw(`{"orderId":"o-1"}`)))
-	}
-	acceptAll(t, newClient(t, pool, inbox.Config{}), msgs...)
+	trips, pool := tracedBacklog(t, 3)
 
 	var mu sync.Mutex
 	var timeouts []string
@@ -128,13 +136,7 @@ func TestHandlerTransactionOpensInOneStatement(t *testing.T) {
 	t.Parallel()
 	is := is.New(t)
 	ctx := context.Background()
-	trips := &roundTrips{}
-	pool, _ := newPool(t, func(c *pgxpool.Config) { c.ConnConfig.Tracer = trips })
-	var msgs []inbox.Message
-	for i := range 3 {
-		msgs = append(msgs, orderMsg(fmt.Sprint("evt-", i), raw(`{"orderId":"o-1"}`)))
-	}
-	acceptAll(t, newClient(t, pool, inbox.Config{}), msgs...)
+	trips, pool := tracedBacklog(t, 3)
 	w := newWorker(t, pool, registry(t, func(context.Context, *handler.Msg) error { return nil }),
 		inbox.WorkerConfig{Concurrency: 1, PollInterval: 50 * time.Millisecond})
 	is.NoErr(w.Start(ctx))
