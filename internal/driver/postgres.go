@@ -2,9 +2,8 @@ package driver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,60 +31,60 @@ func (postgres) Opening(b Batcher, s inboxtype.Scope, o Open) db.DBTX {
 
 // genericPlansOff restores, after the statement that opens a handler
 // transaction (ReceiptStart), the caller's plan settings for the handler's
-// own statements; openingSQL saved them and made that statement run on a
+// own statements; the opening saved them and made that statement run on a
 // generic plan. Left to choose, the server plans it afresh at every call (a
 // custom plan for an array of known length looks cheaper), and planning it
 // costs more than running it. Both are local to the transaction.
 var genericPlansOff = "SELECT " + pipetx.RestoreGenericPlanSettings
 
-// openingSQL is one statement that opens a transaction after BEGIN: its
+// opening is one statement that opens a transaction after BEGIN: its
 // statement and idle timeouts ($1, milliseconds), its scope ($2 tenant, $3
 // global, as ScopeApply sets them), with genericPlans the generic plan
 // settings (saved first), and with pid the server process ID as its last
 // column. One statement instead of four: with one message per handler
 // transaction each statement is paid per message.
-func openingSQL(genericPlans, pid bool) string {
+type opening struct {
+	sql  string
+	cols int  // columns of its row
+	pid  bool // the last column is pg_backend_pid()
+}
+
+func newOpening(genericPlans, pid bool) opening {
 	q := "SELECT set_config('statement_timeout', $1::text, true), " +
 		"set_config('idle_in_transaction_session_timeout', $1::text, true), " +
 		"set_config('pginbox.tenant', $2::text, true), set_config('pginbox.global', $3::text, true)"
 	if genericPlans {
 		q += ", " + pipetx.SaveGenericPlanSettings + ", " + pipetx.ForceGenericPlan
 	}
+	cols := strings.Count(q, "set_config(")
 	if pid {
 		q += ", pg_backend_pid()"
+		cols++
 	}
-	return q
+	return opening{sql: q, cols: cols, pid: pid}
 }
 
+// The openings in use: a handler transaction's (ReceiptStart runs on a
+// generic plan), with or without its process ID, and OpenTx's.
 var (
-	openingPlain      = openingSQL(false, false)
-	openingPlainPID   = openingSQL(false, true)
-	openingGeneric    = openingSQL(true, false)
-	openingGenericPID = openingSQL(true, true)
+	openingHandler    = newOpening(true, false)
+	openingHandlerPID = newOpening(true, true)
+	openingTx         = newOpening(false, true)
 )
 
-// queueOpening queues BEGIN and the opening statement (openingSQL) of a
-// transaction with scope p and timeouts of ms milliseconds.
-func queueOpening(b *pgx.Batch, p db.ScopeApplyParams, ms int64, generic, discardPlans, pid bool) {
+// queueOpening queues BEGIN and opening o of a transaction with scope p and
+// timeouts of ms milliseconds.
+func queueOpening(b *pgx.Batch, o opening, p db.ScopeApplyParams, ms int64, discardPlans bool) {
 	b.Queue("BEGIN")
 	if discardPlans {
 		b.Queue("DISCARD PLANS")
 	}
-	sql := openingPlain
-	switch {
-	case generic && pid:
-		sql = openingGenericPID
-	case generic:
-		sql = openingGeneric
-	case pid:
-		sql = openingPlainPID
-	}
-	b.Queue(sql, strconv.FormatInt(ms, 10), p.Tenant, p.Global)
+	b.Queue(o.sql, strconv.FormatInt(ms, 10), p.Tenant, p.Global)
 }
 
-// readOpening reads what queueOpening queued, and the process ID into pid
-// when it is not nil.
-func readOpening(br pgx.BatchResults, discardPlans bool, pid *uint32) error {
+// readOpening reads what queueOpening queued, and with o.pid the process ID
+// into pid; the settings' values are skipped, not decoded.
+func readOpening(br pgx.BatchResults, o opening, discardPlans bool, pid *uint32) error {
 	n := 1 // BEGIN
 	if discardPlans {
 		n++
@@ -93,33 +92,18 @@ func readOpening(br pgx.BatchResults, discardPlans bool, pid *uint32) error {
 	if err := readExecs(br, n); err != nil {
 		return err
 	}
-	if pid == nil {
+	if !o.pid {
 		_, err := br.Exec()
 		return err
 	}
-	rows, err := br.Query()
-	if err != nil {
+	var p int32
+	dest := make([]any, o.cols) // nil skips a column
+	dest[o.cols-1] = &p
+	if err := br.QueryRow().Scan(dest...); err != nil {
 		return err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return errors.New("pginbox: internal: the opening statement returned no row")
-	}
-	vals, err := rows.Values()
-	if err != nil {
-		return err
-	}
-	p, ok := vals[len(vals)-1].(int32)
-	if !ok {
-		return fmt.Errorf("pginbox: internal: the opening statement returned %T for the process ID", vals[len(vals)-1])
 	}
 	*pid = uint32(p)
-	rows.Close()
-	return rows.Err()
+	return nil
 }
 
 // sendPostgres sends the scope (ScopeApply), or the handler transaction's
@@ -127,8 +111,12 @@ func readOpening(br pgx.BatchResults, discardPlans bool, pid *uint32) error {
 func sendPostgres(s scopedDB, ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	opening := s.open.TimeoutMs > 0
 	b := &pgx.Batch{}
+	o := openingHandler
+	if s.open.PID != nil {
+		o = openingHandlerPID
+	}
 	if opening {
-		queueOpening(b, s.p, s.open.TimeoutMs, true, s.open.DiscardPlans, s.open.PID != nil)
+		queueOpening(b, o, s.p, s.open.TimeoutMs, s.open.DiscardPlans)
 	} else {
 		_ = Queue(b).ScopeApply(ctx, s.p)
 		if s.open.PID != nil {
@@ -142,7 +130,7 @@ func sendPostgres(s scopedDB, ctx context.Context, sql string, args []any) (pgx.
 	br := s.b.SendBatch(ctx, b)
 	var err error
 	if opening {
-		err = readOpening(br, s.open.DiscardPlans, s.open.PID)
+		err = readOpening(br, o, s.open.DiscardPlans, s.open.PID)
 	} else if err = readExecs(br, 1); err == nil {
 		err = s.readPID(br)
 	}
@@ -155,10 +143,10 @@ func sendPostgres(s scopedDB, ctx context.Context, sql string, args []any) (pgx.
 
 func (postgres) OpenTx(ctx context.Context, b Batcher, s inboxtype.Scope, timeoutMs int64) (uint32, error) {
 	batch := &pgx.Batch{}
-	queueOpening(batch, ScopeParams(s), timeoutMs, false, false, true)
+	queueOpening(batch, openingTx, ScopeParams(s), timeoutMs, false)
 	br := b.SendBatch(ctx, batch)
 	var pid uint32
-	err := readOpening(br, false, &pid)
+	err := readOpening(br, openingTx, false, &pid)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
