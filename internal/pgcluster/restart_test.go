@@ -61,7 +61,10 @@ func TestStandbyAndPromote(t *testing.T) {
 	testkit.Eventually(t, 30*time.Second, func() bool {
 		return queryString(t, pc, "SELECT coalesce(max(sync_state), 'none') FROM pg_stat_replication WHERE application_name = 'replica1'") == "sync"
 	}, "the standby to become synchronous")
-	_, err = pc.Exec(t.Context(), "CREATE TABLE t (n int); INSERT INTO t VALUES (1)") // waits for the standby
+	// remote_apply: the commit returns once the standby has applied it. With
+	// "on" it waits for the standby's flush only, and a read there could
+	// still miss the table (seen in CI).
+	_, err = pc.Exec(t.Context(), "SET synchronous_commit = remote_apply; CREATE TABLE t (n int); INSERT INTO t VALUES (1)")
 	is.NoErr(err)
 
 	sc := connect(t, standby.ConnString("postgres"))
